@@ -1,0 +1,231 @@
+"""Fault schedules (nemeses): random ones from a fault list, and scripted ones from JSON.
+
+A schedule is a list of steps ``{"at_ms": T, "f": F, "value": {...}}`` in time order. A
+random schedule is drawn up front from the run's RNG: one fault at a time, each healed
+after a while, with stable periods in between, so at most one node is down at once (the
+failure model under which Kafka with RF 3 and min.insync.replicas 2 promises durability).
+A scripted schedule is the same JSON, written by hand or taken from a run's
+``schedule.json``, so a failure can be replayed with other seeds or options.
+
+Every applied step is recorded as a nemesis invoke/info pair in the history.
+
+Fault names (``--faults``): ``partition`` (isolate a node, halves, one-way, ring),
+``kill`` (crash losing unflushed writes, then restart), ``pause`` (then resume),
+``disk`` (torn write or corruption at a crash, disk full, slow flush), ``clock-skew``,
+``loss``, ``duplicate``, ``reorder``, ``delay`` (network faults).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from fault_injection.simulation import Simulation
+
+FAULTS: dict[str, str] = {
+    "partition": "network partitions: isolate a node, split in halves, one-way links, a ring",
+    "kill": "kill a node (unflushed writes are lost) and restart it later",
+    "pause": "pause a node (SIGSTOP-like) and resume it later with stale views",
+    "disk": "torn write or corruption at a crash, disk full, or slow flush on one node",
+    "clock-skew": "skew one node's clock by up to a few seconds",
+    "loss": "drop a fraction of all messages",
+    "duplicate": "deliver a fraction of messages twice",
+    "reorder": "let messages on one link overtake each other",
+    "delay": "add latency to every message",
+}
+
+
+class ScheduleError(ValueError):
+    """A scripted schedule that cannot be used (one line for the user)."""
+
+
+def parse_faults(text: str) -> list[str]:
+    names = [f.strip() for f in text.split(",") if f.strip()]
+    for n in names:
+        if n not in FAULTS and n != "none":
+            raise ValueError(f"unknown fault {n!r}; known: {', '.join(FAULTS)}, or none")
+    return [n for n in names if n != "none"]
+
+
+def _partition_grudge(rng: random.Random, nodes: list[int]) -> tuple[str, dict[int, list[int]]]:
+    kind = rng.choice(["isolate", "halves", "one-way", "ring"])
+    if kind == "isolate":
+        n = rng.choice(nodes)
+        others = [m for m in nodes if m != n]
+        grudge = {n: others, **{m: [n] for m in others}}
+    elif kind == "halves":
+        shuffled = nodes[:]
+        rng.shuffle(shuffled)
+        cut = len(shuffled) // 2
+        a, b = shuffled[:cut], shuffled[cut:]
+        grudge = {**{m: b for m in a}, **{m: a for m in b}}
+    elif kind == "one-way":
+        dst, src = rng.sample(nodes, 2)
+        grudge = {dst: [src]}
+    else:  # a ring: each node hears only its two neighbours, no majority agrees
+        shuffled = nodes[:]
+        rng.shuffle(shuffled)
+        k = len(shuffled)
+        grudge = {}
+        for i, m in enumerate(shuffled):
+            near = {shuffled[(i - 1) % k], shuffled[(i + 1) % k], m}
+            grudge[m] = [x for x in shuffled if x not in near]
+    return kind, {k: sorted(v) for k, v in sorted(grudge.items()) if v}
+
+
+def random_schedule(rng: random.Random, faults: list[str], nodes: list[int], start_ms: int,
+                    end_ms: int, stable_ms: tuple[int, int] = (1_000, 4_000),
+                    fault_ms: tuple[int, int] = (1_000, 6_000)) -> list[dict]:
+    """Faults one at a time between start and end; each fault is followed by its healing."""
+    steps: list[dict] = []
+    t = start_ms + rng.randint(*stable_ms)
+    while faults and t < end_ms:
+        f = rng.choice(faults)
+        d = rng.randint(*fault_ms)
+        n = rng.choice(nodes)
+        begin, heal = _fault_steps(rng, f, n, nodes)
+        steps.append({"at_ms": t, **begin})
+        steps.append({"at_ms": t + d, **heal})
+        t += d + rng.randint(*stable_ms)
+    return steps
+
+
+def _fault_steps(rng: random.Random, f: str, n: int, nodes: list[int]) -> tuple[dict, dict]:
+    if f == "partition":
+        kind, grudge = _partition_grudge(rng, nodes)
+        return ({"f": "partition", "value": {"kind": kind, "grudge": {str(k): v for k, v in grudge.items()}}},
+                {"f": "heal", "value": None})
+    if f == "kill":
+        return {"f": "kill", "value": {"nodes": [n]}}, {"f": "restart", "value": {"nodes": [n]}}
+    if f == "pause":
+        return {"f": "pause", "value": {"nodes": [n]}}, {"f": "resume", "value": {"nodes": [n]}}
+    if f == "disk":
+        kind = rng.choice(["torn-write", "corrupt", "full", "slow-flush"])
+        if kind in ("torn-write", "corrupt"):
+            return ({"f": "disk-fault", "value": {"node": n, "kind": kind}},
+                    {"f": "restart", "value": {"nodes": [n]}})
+        return ({"f": "disk-fault", "value": {"node": n, "kind": kind}},
+                {"f": "disk-heal", "value": {"node": n}})
+    if f == "clock-skew":
+        skew = rng.choice([-1, 1]) * rng.randint(100, 5_000)
+        return ({"f": "clock-skew", "value": {"node": n, "skew_ms": skew}},
+                {"f": "clock-skew", "value": {"node": n, "skew_ms": 0}})
+    if f == "loss":
+        return {"f": "loss", "value": {"p": round(rng.uniform(0.05, 0.3), 3)}}, {"f": "heal", "value": None}
+    if f == "duplicate":
+        return {"f": "duplicate", "value": {"p": round(rng.uniform(0.05, 0.3), 3)}}, {"f": "heal", "value": None}
+    if f == "reorder":
+        return {"f": "reorder", "value": {}}, {"f": "heal", "value": None}
+    if f == "delay":
+        return ({"f": "delay", "value": {"ms": rng.randint(5, 200)}}, {"f": "heal", "value": None})
+    raise ValueError(f"unknown fault {f!r}")
+
+
+STEP_FS = {"partition", "heal", "kill", "restart", "pause", "resume", "disk-fault",
+           "disk-heal", "clock-skew", "loss", "duplicate", "reorder", "delay"}
+
+
+def load_schedule(path: str) -> list[dict]:
+    """Read a scripted schedule (a JSON list of steps) and check its shape."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            steps = json.load(fh)
+    except FileNotFoundError:
+        raise ScheduleError(f"{path}: no such schedule file") from None
+    except (OSError, ValueError) as e:
+        raise ScheduleError(f"{path}: not a JSON schedule ({e})") from None
+    if not isinstance(steps, list):
+        raise ScheduleError(f"{path}: a schedule is a JSON list of steps")
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict) or not isinstance(s.get("at_ms"), int) or s.get("f") not in STEP_FS:
+            raise ScheduleError(
+                f"{path}: step {i} must be {{\"at_ms\": int, \"f\": one of {sorted(STEP_FS)}, \"value\": ...}}")
+    return sorted(steps, key=lambda s: s["at_ms"])
+
+
+class Nemesis:
+    """Applies schedule steps to a simulation and records them as nemesis ops."""
+
+    def __init__(self, sim: Simulation, nodes: list[int]) -> None:
+        self.sim = sim
+        self.nodes = nodes
+        self.enabled = True
+
+    def schedule(self, steps: list[dict]) -> None:
+        for step in steps:
+            self.sim.call_at(step["at_ms"] * 1_000_000, lambda s=step: self._scheduled(s))
+
+    def _scheduled(self, step: dict) -> None:
+        if self.enabled:
+            self.apply(step)
+
+    def apply(self, step: dict) -> None:
+        sim = self.sim
+        f, value = step["f"], step.get("value")
+        sim.recorder.op(sim.now_ns, "nemesis", "invoke", f, value)
+        result: Any = self._do(f, value)
+        sim.recorder.op(sim.now_ns, "nemesis", "info", f, value if result is None else result)
+
+    def _do(self, f: str, v: Any) -> Any:
+        sim = self.sim
+        if f == "partition":
+            sim.network.partition({int(k): list(x) for k, x in v["grudge"].items()})
+        elif f == "heal":
+            sim.network.heal()
+        elif f == "kill":
+            return {"nodes": v["nodes"], "crash": {str(n): sim.kill(n) for n in v["nodes"]}}
+        elif f == "restart":
+            for n in v["nodes"]:
+                sim.start(n)
+        elif f == "pause":
+            for n in v["nodes"]:
+                sim.pause(n)
+        elif f == "resume":
+            for n in v["nodes"]:
+                sim.resume(n)
+        elif f == "disk-fault":
+            return self._disk_fault(v)
+        elif f == "disk-heal":
+            disk = sim.processes[v["node"]].disk
+            disk.full = False
+            disk.slow_flush = False
+            disk.complete_slow_flushes()
+        elif f == "clock-skew":
+            sim.processes[v["node"]].skew_ms = v["skew_ms"]
+        elif f == "loss":
+            sim.network.faults.loss = v["p"]
+        elif f == "duplicate":
+            sim.network.faults.duplicate = v["p"]
+        elif f == "reorder":
+            sim.network.faults.reorder = True
+        elif f == "delay":
+            sim.network.faults.extra_delay_us = v["ms"] * 1000
+        return None
+
+    def _disk_fault(self, v: dict) -> Any:
+        sim = self.sim
+        n, kind = v["node"], v["kind"]
+        if kind in ("torn-write", "corrupt"):
+            return {**v, "crash": sim.kill(n, torn=kind == "torn-write", corrupt=kind == "corrupt")}
+        disk = sim.processes[n].disk
+        if kind == "full":
+            disk.full = True
+        elif kind == "slow-flush":
+            disk.slow_flush = True
+        return None
+
+    def heal_all(self) -> None:
+        """End every fault: heal the network, fix disks and clocks, resume and restart nodes."""
+        sim = self.sim
+        self.apply({"f": "heal", "value": None})
+        for n in self.nodes:
+            p = sim.processes[n]
+            if p.disk.full or p.disk.slow_flush:
+                self.apply({"f": "disk-heal", "value": {"node": n}})
+            if p.skew_ms:
+                self.apply({"f": "clock-skew", "value": {"node": n, "skew_ms": 0}})
+            if p.alive and p.paused:
+                self.apply({"f": "resume", "value": {"nodes": [n]}})
+            if not p.alive:
+                self.apply({"f": "restart", "value": {"nodes": [n]}})

@@ -1,0 +1,71 @@
+"""The simulated network: per-link latency, loss, duplication, reordering and partitions.
+
+Messages between two nodes normally arrive in order (Kafka runs over TCP): a link's
+delivery time never goes below the previous one's. Faults switch that off for a while:
+``reorder`` lets deliveries overtake each other, ``loss`` drops, ``duplicate`` delivers
+twice, ``delay`` adds latency. A partition is a set of blocked directed links
+(``grudge``: node -> nodes it cannot hear from), so one-way and ring partitions are as easy
+as symmetric ones. All choices come from the run's single seeded RNG.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class LinkFaults:
+    loss: float = 0.0
+    duplicate: float = 0.0
+    reorder: bool = False
+    extra_delay_us: int = 0
+
+
+class Network:
+    def __init__(self, rng: random.Random, base_latency_us: int = 200,
+                 jitter_us: int = 100) -> None:
+        self.rng = rng
+        self.base_latency_us = base_latency_us
+        self.jitter_us = jitter_us
+        self.blocked: set[tuple[int, int]] = set()  # (src, dst)
+        self.faults = LinkFaults()
+        self._last_delivery: dict[tuple[int, int], int] = {}
+        self.sent = 0
+        self.dropped = 0
+
+    def deliveries(self, src: int, dst: int, now_ns: int) -> list[int]:
+        """The times (ns) at which a message sent now arrives; [] when it is lost."""
+        self.sent += 1
+        if (src, dst) in self.blocked:
+            self.dropped += 1
+            return []
+        f = self.faults
+        rng = self.rng
+        if f.loss and rng.random() < f.loss:
+            self.dropped += 1
+            return []
+        latency_us = self.base_latency_us + int(rng.expovariate(1.0 / self.jitter_us))
+        latency_us += f.extra_delay_us
+        if f.reorder:
+            latency_us += int(rng.expovariate(1.0 / 2000))
+        at = now_ns + latency_us * 1000
+        link = (src, dst)
+        if not f.reorder:
+            at = max(at, self._last_delivery.get(link, 0) + 1)
+        self._last_delivery[link] = max(at, self._last_delivery.get(link, 0))
+        if f.duplicate and rng.random() < f.duplicate:
+            return [at, at + int(rng.expovariate(1.0 / 1000)) * 1000 + 1]
+        return [at]
+
+    # ------------------------------------------------------------ partitions
+
+    def partition(self, grudge: dict[int, list[int]]) -> None:
+        """Block messages to each key from every node in its list."""
+        for dst, srcs in grudge.items():
+            for src in srcs:
+                self.blocked.add((src, dst))
+
+    def heal(self) -> None:
+        self.blocked.clear()
+        self.faults = LinkFaults()

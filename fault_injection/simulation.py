@@ -1,0 +1,242 @@
+"""The deterministic discrete-event simulator that hosts sans-IO nodes.
+
+Theory of operation
+-------------------
+One heap of events ordered by (virtual time in ns, sequence number); one seeded
+``random.Random`` for every choice (latency, loss, faults, workloads). A step pops one
+event and hands it to a node: a message delivery (``receive``), a timer (``timer``), or a
+scheduled callback of the harness. The node's outputs are routed at once: sends go through
+the :class:`~fault_injection.network.Network`, timers back onto the heap tagged with the
+node's incarnation (a restarted node never sees its predecessor's timers), events to the
+recorder. Nothing depends on wall time, hash order or threads, so a seed and options give
+the same history byte for byte.
+
+Processes can be killed (the node object is dropped, its disk loses unflushed data),
+restarted (a new node object from the factory, a new incarnation), paused (deliveries and
+timers queue up and are handed over in order on resume, with stale views) and given a
+clock skew (its ``now_ms`` is offset).
+
+After every step that touched a broker or the controller, the white-box invariants run;
+the first violation is kept and, unless ``keep_going``, stops the run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fault_injection.disk import SimDisk
+from fault_injection.network import Network
+from reference.broker import Broker
+from reference.controller import Controller
+from reference.invariants import InvariantChecker, Violation
+from reference.node import Event, Node, Send, Timer
+from traces.history import Recorder
+
+_DELIVER, _TIMER, _CALL = 0, 1, 2
+
+
+@dataclass(slots=True)
+class SimProcess:
+    node_id: int
+    factory: Callable[[int, SimDisk], Node]
+    disk: SimDisk
+    node: Node | None = None
+    incarnation: int = 0
+    paused: bool = False
+    skew_ms: int = 0
+    backlog: list[tuple[int, tuple]] = field(default_factory=list)
+
+    @property
+    def alive(self) -> bool:
+        return self.node is not None
+
+
+class Simulation:
+    def __init__(self, seed: int, *, invariants: bool = True, keep_going: bool = False) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.now_ns = 0
+        self._heap: list[tuple[int, int, int, tuple]] = []
+        self._seq = 0
+        self.network = Network(self.rng)
+        self.recorder = Recorder()
+        self.processes: dict[int, SimProcess] = {}
+        self.checker = InvariantChecker() if invariants else None
+        self.keep_going = keep_going
+        self.violations: list[tuple[int, Violation]] = []
+        self.stopped = False
+        self.steps = 0
+        self.delivered = 0
+        self.event_hooks: dict[str, Callable[[int, dict], None]] = {}
+
+    # ------------------------------------------------------------ setup
+
+    def add_process(self, node_id: int, factory: Callable[[int, SimDisk], Node]) -> SimProcess:
+        proc = SimProcess(node_id, factory, SimDisk(node_id))
+        self.processes[node_id] = proc
+        return proc
+
+    def start(self, node_id: int) -> None:
+        proc = self.processes[node_id]
+        if proc.alive:
+            return
+        proc.incarnation += 1
+        proc.node = proc.factory(proc.incarnation, proc.disk)
+        proc.paused = False
+        proc.backlog.clear()
+        if self.checker is not None:
+            self.checker.node_restarted(node_id)
+        self._invoke(proc, "start", ())
+
+    def child_rng(self) -> random.Random:
+        """A generator seeded from the run's RNG, for a component that needs its own."""
+        return random.Random(self.rng.getrandbits(64))
+
+    # ------------------------------------------------------------ scheduling
+
+    def _push(self, at_ns: int, kind: int, args: tuple) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at_ns, self._seq, kind, args))
+
+    def call_at(self, at_ns: int, fn: Callable[[], None]) -> None:
+        """Run a harness callback at a virtual time."""
+        self._push(max(at_ns, self.now_ns), _CALL, (fn,))
+
+    def inject(self, src: int, dst: int, message: Any) -> None:
+        """Send a message as if from ``src`` (a harness-only node such as an admin tool)."""
+        for at in self.network.deliveries(src, dst, self.now_ns):
+            self._push(at, _DELIVER, (dst, src, message))
+
+    def run_until(self, end_ns: int, stop: Callable[[], bool] | None = None) -> None:
+        heap = self._heap
+        while heap and not self.stopped:
+            if heap[0][0] > end_ns:
+                break
+            at, _seq, kind, args = heapq.heappop(heap)
+            self.now_ns = at
+            self.steps += 1
+            if kind == _DELIVER:
+                self._deliver(*args)
+            elif kind == _TIMER:
+                self._fire(*args)
+            else:
+                args[0]()
+            if stop is not None and stop():
+                return
+        if not self.stopped:
+            self.now_ns = max(self.now_ns, end_ns)
+
+    # ------------------------------------------------------------ dispatch
+
+    def _deliver(self, dst: int, src: int, message: Any) -> None:
+        proc = self.processes.get(dst)
+        if proc is None or not proc.alive:
+            return  # nobody listens: the connection is refused
+        if proc.paused:
+            proc.backlog.append((_DELIVER, (dst, src, message)))
+            return
+        self.delivered += 1
+        self._invoke(proc, "receive", (src, message))
+
+    def _fire(self, node_id: int, incarnation: int, key: Any) -> None:
+        proc = self.processes[node_id]
+        if not proc.alive or proc.incarnation != incarnation:
+            return
+        if proc.paused:
+            proc.backlog.append((_TIMER, (node_id, incarnation, key)))
+            return
+        self._invoke(proc, "timer", (key,))
+
+    def _invoke(self, proc: SimProcess, method: str, args: tuple) -> None:
+        node = proc.node
+        assert node is not None
+        now_ms = self.now_ns // 1_000_000 + proc.skew_ms
+        getattr(node, method)(now_ms, *args)
+        self._route(proc, node.drain())
+        if self.checker is not None and isinstance(node, (Broker, Controller)):
+            self._check(node)
+
+    def _route(self, proc: SimProcess, outputs: list) -> None:
+        now = self.now_ns
+        for out in outputs:
+            if type(out) is Send:
+                for at in self.network.deliveries(proc.node_id, out.dst, now):
+                    self._push(at, _DELIVER, (out.dst, proc.node_id, out.message))
+            elif type(out) is Timer:
+                self._push(now + int(out.delay_ms * 1_000_000), _TIMER,
+                           (proc.node_id, proc.incarnation, out.key))
+            elif type(out) is Event:
+                hook = self.event_hooks.get(out.kind)
+                if hook is not None:
+                    hook(proc.node_id, out.fields)
+                else:
+                    self.recorder.event(now, proc.node_id, out.kind, out.fields)
+
+    # ------------------------------------------------------------ invariants
+
+    def brokers(self) -> dict[int, Broker]:
+        return {i: p.node for i, p in self.processes.items() if isinstance(p.node, Broker)}
+
+    def controller(self) -> Controller | None:
+        for p in self.processes.values():
+            if isinstance(p.node, Controller):
+                return p.node
+        return None
+
+    def _check(self, node: Node) -> None:
+        checker = self.checker
+        assert checker is not None
+        broker = node if isinstance(node, Broker) else None
+        controller = self.controller()
+        found = checker.after_step(broker, controller, self.brokers() if broker else {})
+        self._violate(found)
+
+    def _violate(self, found: list[Violation]) -> None:
+        for v in found:
+            self.violations.append((self.now_ns, v))
+            self.recorder.event(self.now_ns, v.node, "invariant-violation", v.to_dict())
+            if not self.keep_going:
+                self.stopped = True
+
+    def check_all_acked(self) -> None:
+        controller = self.controller()
+        if self.checker is not None and controller is not None:
+            self._violate(self.checker.check_all_acked(controller, self.brokers()))
+
+    # ------------------------------------------------------------ process faults
+
+    def kill(self, node_id: int, torn: bool = False, corrupt: bool = False) -> dict:
+        proc = self.processes[node_id]
+        if not proc.alive:
+            return {"already": "dead"}
+        proc.node = None
+        proc.paused = False
+        proc.backlog.clear()
+        proc.disk.full = False
+        proc.disk.slow_flush = False
+        lost = proc.disk.crash(self.rng, torn=torn, corrupt=corrupt)
+        self.recorder.event(self.now_ns, node_id, "crash", lost)
+        return lost
+
+    def pause(self, node_id: int) -> None:
+        proc = self.processes[node_id]
+        if proc.alive:
+            proc.paused = True
+
+    def resume(self, node_id: int) -> None:
+        proc = self.processes[node_id]
+        if not proc.alive or not proc.paused:
+            return
+        proc.paused = False
+        backlog, proc.backlog = proc.backlog, []
+        for kind, args in backlog:
+            if not proc.alive or proc.paused:
+                break
+            if kind == _DELIVER:
+                self._deliver(*args)
+            else:
+                self._fire(*args)

@@ -1,0 +1,3 @@
+"""kafkacheck: the application (command line, targets, workloads, runner, reports)."""
+
+__version__ = "0.1.0"

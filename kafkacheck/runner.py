@@ -1,0 +1,269 @@
+"""Runs the queue workload on a simulated reference cluster and writes the run directory.
+
+Phases, in virtual time:
+
+1. start the controller (node 0) and brokers (1..N); create the topic; start the clients;
+2. the workload runs its ``ops`` while the nemesis applies its schedule;
+3. every fault is healed, then the cluster gets ``quiet_ms`` with no faults;
+4. a final reader reads every partition to its end within ``staleness_bound_ms``.
+
+Timings of the simulated cluster are Kafka's defaults scaled down (``CLUSTER_TIMINGS``) so
+that a run of a minute of virtual time sees many leader changes; they are written to
+``run.json``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import kafkacheck
+from fault_injection.nemesis import Nemesis, random_schedule
+from fault_injection.simulation import Simulation
+from kafkacheck.workloads.queue import Budget, FinalReader, QueueClient
+from reference.broker import Broker, BrokerConfig
+from reference.consumer import ConsumerConfig
+from reference.controller import Controller, ControllerConfig
+from reference.messages import CreateTopicsRequest, TopicPartition
+from reference.producer import ProducerConfig
+from traces.history import dumps, write_jsonl
+
+CONTROLLER_ID = 0
+ADMIN_ID = 90
+READER_ID = 91
+CLIENT_BASE = 100
+MS = 1_000_000
+
+CLUSTER_TIMINGS = {
+    "replica_lag_time_max_ms": 3_000,
+    "replica_fetch_wait_max_ms": 200,
+    "replica_fetch_backoff_ms": 100,
+    "replica_fetch_timeout_ms": 2_000,
+    "heartbeat_interval_ms": 300,
+    "registration_retry_ms": 500,
+    "alter_partition_timeout_ms": 2_000,
+    "high_watermark_checkpoint_interval_ms": 2_000,
+    "session_timeout_ms": 2_000,
+    "request_timeout_ms": 2_000,
+    "delivery_timeout_ms": 6_000,
+}
+
+
+@dataclass(slots=True)
+class RunOptions:
+    seed: int = 0
+    ops: int = 10_000
+    brokers: int = 3
+    partitions: int = 4
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    acks: str = "all"
+    faults: list[str] = field(default_factory=lambda: ["partition", "kill", "pause", "disk"])
+    bugs: list[str] = field(default_factory=list)
+    clients: int = 5
+    schedule: list[dict] | None = None  # a scripted schedule replaces the random one
+    flush_messages: int | None = None
+    flush_ms: int | None = None
+    unclean_leader_election: bool = False
+    quiet_ms: int = 5_000
+    staleness_bound_ms: int = 30_000
+    keep_going: bool = False
+    invariants: bool = True
+    topic: str = "t0"
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    run_dir: Path
+    run_meta: dict
+    violations: list[dict]
+    final_read: dict
+    stats: dict
+
+
+def acks_value(acks: str) -> int:
+    return {"all": -1, "-1": -1, "1": 1, "0": 0}[acks]
+
+
+def run_id_for(options: RunOptions) -> str:
+    bugs = "-".join(options.bugs) or "correct"
+    return f"seed{options.seed}-{bugs}"
+
+
+def simulate(options: RunOptions, out_dir: Path,
+             progress: Callable[[int, int], None] | None = None) -> RunOutcome:
+    sim = Simulation(options.seed, invariants=options.invariants, keep_going=options.keep_going)
+    bugs = frozenset(options.bugs)
+    broker_ids = list(range(1, options.brokers + 1))
+    t = CLUSTER_TIMINGS
+    broker_config = BrokerConfig(
+        min_insync_replicas=options.min_insync_replicas,
+        replica_lag_time_max_ms=t["replica_lag_time_max_ms"],
+        replica_fetch_wait_max_ms=t["replica_fetch_wait_max_ms"],
+        replica_fetch_backoff_ms=t["replica_fetch_backoff_ms"],
+        replica_fetch_timeout_ms=t["replica_fetch_timeout_ms"],
+        heartbeat_interval_ms=t["heartbeat_interval_ms"],
+        registration_retry_ms=t["registration_retry_ms"],
+        alter_partition_timeout_ms=t["alter_partition_timeout_ms"],
+        high_watermark_checkpoint_interval_ms=t["high_watermark_checkpoint_interval_ms"],
+        flush_messages=options.flush_messages,
+        flush_ms=options.flush_ms,
+    )
+    controller_config = ControllerConfig(
+        session_timeout_ms=t["session_timeout_ms"],
+        unclean_leader_election_enable=options.unclean_leader_election,
+    )
+    sim.add_process(CONTROLLER_ID, lambda inc, disk: Controller(CONTROLLER_ID, disk,
+                                                               controller_config, bugs))
+    for b in broker_ids:
+        sim.add_process(b, lambda inc, disk, b=b: Broker(b, disk, broker_config, CONTROLLER_ID,
+                                                         inc, bugs))
+    if sim.checker is not None:
+        checker = sim.checker
+        sim.event_hooks["acked"] = lambda node, f: checker.acknowledged(
+            TopicPartition.parse(f["key"]), f["offset"])
+    recorder = sim.recorder
+    sim.event_hooks["history"] = lambda node, f: recorder.op(
+        sim.now_ns, f.pop("process"), f.pop("type"), f.pop("f"), f.pop("value"), **f)
+
+    sim.start(CONTROLLER_ID)
+    for b in broker_ids:
+        sim.start(b)
+    sim.run_until(1_000 * MS)
+    sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
+        1, options.topic, options.partitions, options.replication_factor))
+    sim.run_until(2_000 * MS)
+
+    keys = [TopicPartition(options.topic, i) for i in range(options.partitions)]
+    budget = Budget(options.ops)
+    producer_config = ProducerConfig(
+        acks=acks_value(options.acks), linger_ms=2, retry_backoff_ms=50,
+        request_timeout_ms=t["request_timeout_ms"], delivery_timeout_ms=t["delivery_timeout_ms"],
+        max_in_flight=1, retry_unknown_outcomes=False)
+    consumer_config = ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=t["request_timeout_ms"])
+    clients: list[QueueClient] = []
+    for i in range(options.clients):
+        node_id = CLIENT_BASE + i
+        client_rng = sim.child_rng()
+
+        def make(inc, disk, i=i, node_id=node_id, client_rng=client_rng):
+            c = QueueClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
+                            producer_config, consumer_config)
+            clients.append(c)
+            return c
+
+        sim.add_process(node_id, make)
+        sim.start(node_id)
+
+    nodes = [CONTROLLER_ID, *broker_ids]
+    nemesis = Nemesis(sim, nodes)
+    # the random schedule spans the time the workload is expected to need
+    expected_ms = 2_000 + options.ops * 70 // max(options.clients, 1)
+    schedule = options.schedule if options.schedule is not None else random_schedule(
+        sim.child_rng(), options.faults, nodes, 2_000, expected_ms * 2)
+    nemesis.schedule(schedule)
+
+    # phase 2: until every op completed (and the schedule has played out), or the run stopped
+    schedule_end_ms = max((s["at_ms"] for s in schedule), default=0)
+    horizon_ns = (expected_ms * 20 + schedule_end_ms + 60_000) * MS
+    step_ns = 200 * MS
+    t_ns = sim.now_ns
+    while not sim.stopped and t_ns < horizon_ns:
+        t_ns += step_ns
+        sim.run_until(t_ns)
+        if progress is not None:
+            progress(budget.completed, options.ops)
+        if budget.remaining <= 0 and all(c.op is None for c in clients):
+            break
+
+    # phase 3: heal everything, then a quiet period
+    heal_ns = sim.now_ns
+    final_read: dict = {"performed": False}
+    nemesis.enabled = False  # steps left in the schedule are not applied
+    if not sim.stopped:
+        nemesis.heal_all()
+        sim.run_until(sim.now_ns + options.quiet_ms * MS)
+    # phase 4: the final read
+    if not sim.stopped:
+        start_ms = sim.now_ns // MS
+        reader_process = options.clients * 1000
+        reader_holder: list[FinalReader] = []
+
+        def make_reader(inc, disk):
+            r = FinalReader(READER_ID, reader_process, keys, broker_ids, consumer_config,
+                            start_ms + options.staleness_bound_ms)
+            reader_holder.append(r)
+            return r
+
+        sim.add_process(READER_ID, make_reader)
+        sim.start(READER_ID)
+        reader = reader_holder[0]
+        sim.run_until(sim.now_ns + (options.staleness_bound_ms + 1_000) * MS,
+                      stop=lambda: reader.done)
+        final_read = {
+            "performed": True,
+            "start_ns": start_ms * MS,
+            "heal_ns": heal_ns,
+            "reached_end": reader.reached,
+            "took_ms": (reader.finished_ms or sim.now_ns // MS) - start_ms,
+            "staleness_bound_ms": options.staleness_bound_ms,
+            "end_offsets": {tp.key: o for tp, o in sorted(reader.consumer.end_offsets.items())},
+        }
+        sim.check_all_acked()
+
+    violations = [{"time": at, **v.to_dict()} for at, v in sim.violations]
+    run_meta = {
+        "format": 1,
+        "run_id": run_id_for(options),
+        "seed": options.seed,
+        "target": "sim",
+        "workload": "queue",
+        "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "config": {
+            "acks": options.acks,
+            "idempotence": False,
+            "isolation_level": "read_uncommitted",
+            "txn": False,
+            "sub_via": ["assign"],
+            "replication_factor": options.replication_factor,
+            "min_insync_replicas": options.min_insync_replicas,
+            "partitions": options.partitions,
+            "brokers": options.brokers,
+            "compacted": False,
+            "bugs": list(options.bugs),
+            "ops": options.ops,
+            "clients": options.clients,
+            "flush_messages": options.flush_messages,
+            "flush_ms": options.flush_ms,
+            "unclean_leader_election_enable": options.unclean_leader_election,
+            "timings_ms": CLUSTER_TIMINGS,
+            "final_read": final_read,
+        },
+        "faults": list(options.faults) if options.schedule is None else ["scripted"],
+        "versions": {"kafkacheck": kafkacheck.__version__, "broker": f"reference {kafkacheck.__version__}"},
+    }
+    stats = {
+        "virtual_seconds": sim.now_ns / 1e9,
+        "steps": sim.steps,
+        "messages_sent": sim.network.sent,
+        "messages_delivered": sim.delivered,
+        "messages_dropped": sim.network.dropped,
+        "ops_completed": budget.completed,
+        "faults_applied": len([s for s in schedule if s["at_ms"] * MS <= sim.now_ns]),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "run.json").write_text(json.dumps(run_meta, indent=2, sort_keys=True) + "\n")
+    write_jsonl(out_dir / "history.jsonl", recorder.ops)
+    write_jsonl(out_dir / "events.jsonl", recorder.events)
+    (out_dir / "schedule.json").write_text(json.dumps(schedule, indent=1) + "\n")
+    return RunOutcome(out_dir, run_meta, violations, final_read, stats)
+
+
+def history_bytes(run_dir: Path) -> bytes:
+    return (run_dir / "history.jsonl").read_bytes()
+
+
+__all__ = ["RunOptions", "RunOutcome", "asdict", "dumps", "simulate"]

@@ -1,0 +1,1 @@
+"""Workloads: client processes that drive a cluster and record Jepsen-style ops."""

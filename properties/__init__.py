@@ -1,0 +1,1 @@
+"""The guarantees: pure checkers over histories."""

@@ -1,0 +1,603 @@
+"""A broker: partitions, produce and fetch handling, replica fetchers, purgatories.
+
+Theory of operation
+-------------------
+On start the broker recovers every partition log found in its storage, then registers with
+the controller, which gives it a fresh broker epoch; until registered it serves nothing.
+It learns partition roles from the controller's metadata images (pushed, and repaired by
+heartbeat responses) and applies them through :class:`~reference.partition.Partition`.
+
+* Produce (leader): fenced by role and epoch, checked against ``min.insync.replicas``,
+  appended, then answered at once (acks 0/1) or parked in the produce purgatory until the
+  high watermark passes the batch (acks=all) or the request times out.
+* Fetch (leader): replica fetches are validated for divergence (rule 1), update follower
+  positions (rule 3) and may propose ISR expansion (rule 4); consumer fetches read below
+  the high watermark only (rule 6). A fetch with nothing to return waits in the fetch
+  purgatory up to ``max_wait_ms`` (long polling).
+* Followers run one fetcher per leader broker: one Fetch in flight covering every partition
+  followed from that broker.
+* Timers: heartbeat, ISR-lag check, HW checkpoint, periodic flush, request expiry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reference import records as rec
+from reference.errors import Errors
+from reference.log import LogConfig, PartitionLog
+from reference.messages import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    FetchedPartition,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataImage,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataUpdate,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
+from reference.node import Node
+from reference.partition import Partition, Role
+from reference.storage import Storage, StorageError
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1_000
+    replica_fetch_timeout_ms: int = 30_000  # no answer to a replica fetch: send it again
+    heartbeat_interval_ms: int = 2_000
+    registration_retry_ms: int = 1_000
+    alter_partition_timeout_ms: int = 5_000
+    high_watermark_checkpoint_interval_ms: int = 5_000
+    flush_ms: int | None = None  # Kafka's flush.ms; None = never (the default)
+    flush_messages: int | None = None  # Kafka's flush.messages
+    segment_bytes: int = 1 << 20
+
+    def log_config(self) -> LogConfig:
+        return LogConfig(segment_bytes=self.segment_bytes, flush_messages=self.flush_messages)
+
+
+@dataclass(slots=True)
+class _DelayedProduce:
+    src: int
+    correlation_id: int
+    tp: TopicPartition
+    required_offset: int  # HW must be > last offset of the batch
+    base_offset: int
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class _DelayedFetch:
+    src: int
+    request: FetchRequest
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class _Fetcher:
+    leader: int
+    correlation_id: int = 0
+    in_flight: bool = False
+    sent_ms: int = 0
+    tps: tuple[TopicPartition, ...] = field(default_factory=tuple)
+
+
+class Broker(Node):
+    def __init__(self, broker_id: int, storage: Storage, config: BrokerConfig,
+                 controller_id: int, incarnation: int = 0,
+                 bugs: frozenset[str] = frozenset()) -> None:
+        super().__init__(broker_id)
+        self.storage = storage
+        self.config = config
+        self.controller_id = controller_id
+        self.incarnation = incarnation
+        self.bugs = bugs
+        self.broker_epoch = -1
+        self.metadata = MetadataImage(-1, (), ())
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers: dict[int, _Fetcher] = {}
+        self.delayed_produce: dict[TopicPartition, list[_DelayedProduce]] = {}
+        self.delayed_fetch: list[_DelayedFetch] = []
+        self.next_correlation_id = 0
+        self.alter_in_flight: dict[int, TopicPartition] = {}
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, now_ms: int) -> None:
+        dirs = sorted({n.split("/", 1)[0] for n in self.storage.list("")})
+        for d in dirs:
+            topic, _, part = d.rpartition("-")
+            if not topic or not part.isdigit():
+                continue
+            tp = TopicPartition(topic, int(part))
+            log = PartitionLog.open(self.storage, d, self.config.log_config())
+            self.partitions[tp] = Partition(tp, log, self.node_id, self.bugs)
+            self.event("recover", key=tp.key, log_end_offset=log.log_end_offset,
+                       high_watermark=log.high_watermark, cut_bytes=log.recovered_bytes_cut)
+        self._register()
+        self.set_timer(self.config.replica_lag_time_max_ms / 2, "isr-check")
+        self.set_timer(self.config.high_watermark_checkpoint_interval_ms, "checkpoint")
+        if self.config.flush_ms is not None:
+            self.set_timer(self.config.flush_ms, "flush")
+
+    def _register(self) -> None:
+        self.send(self.controller_id, BrokerRegistrationRequest(self.node_id, self.incarnation))
+        self.set_timer(self.config.registration_retry_ms, "register")
+
+    def _corr(self) -> int:
+        self.next_correlation_id += 1
+        return self.next_correlation_id
+
+    # ------------------------------------------------------------ dispatch
+
+    def receive(self, now_ms: int, src: int, message: object) -> None:
+        match message:
+            case ProduceRequest():
+                self._on_produce(now_ms, src, message)
+            case FetchRequest():
+                self._on_fetch(now_ms, src, message)
+            case FetchResponse():
+                self._on_fetch_response(now_ms, src, message)
+            case MetadataRequest():
+                self.send(src, MetadataResponse(message.correlation_id, self.metadata))
+            case ListOffsetsRequest():
+                self._on_list_offsets(src, message)
+            case OffsetForLeaderEpochRequest():
+                self._on_offset_for_leader_epoch(src, message)
+            case MetadataUpdate():
+                if self.broker_epoch >= 0:
+                    self._apply_metadata(now_ms, message.image)
+            case BrokerRegistrationResponse():
+                self._on_registration(now_ms, message)
+            case BrokerHeartbeatResponse():
+                self._on_heartbeat_response(now_ms, message)
+            case AlterPartitionResponse():
+                self._on_alter_partition_response(now_ms, message)
+            case _:
+                pass  # unknown messages are dropped, never fatal
+
+    def timer(self, now_ms: int, key: object) -> None:
+        match key:
+            case "register":
+                if self.broker_epoch < 0:
+                    self._register()
+            case "heartbeat":
+                self.send(self.controller_id, BrokerHeartbeatRequest(
+                    self.node_id, self.broker_epoch, self.metadata.version))
+                self.set_timer(self.config.heartbeat_interval_ms, "heartbeat")
+            case "isr-check":
+                self._check_isr(now_ms)
+                self.set_timer(self.config.replica_lag_time_max_ms / 2, "isr-check")
+            case "checkpoint":
+                for p in self.partitions.values():
+                    p.log.checkpoint()
+                self.set_timer(self.config.high_watermark_checkpoint_interval_ms, "checkpoint")
+            case "flush":
+                for p in self.partitions.values():
+                    p.log.flush()
+                    self.event("fsync", key=p.tp.key, log_end_offset=p.log.log_end_offset)
+                self.set_timer(self.config.flush_ms, "flush")
+            case ("produce-expiry", tp):
+                self._expire_produce(now_ms, tp)
+            case "fetch-expiry":
+                self._expire_fetches(now_ms)
+            case ("fetcher", leader, corr):
+                self._fetcher_timer(now_ms, leader, corr)
+            case ("alter-timeout", corr):
+                tp = self.alter_in_flight.pop(corr, None)
+                if tp is not None and tp in self.partitions:
+                    self.partitions[tp].pending_isr = None
+            case _:
+                pass
+
+    # ------------------------------------------------------------ controller
+
+    def _on_registration(self, now_ms: int, msg: BrokerRegistrationResponse) -> None:
+        if msg.incarnation != self.incarnation or self.broker_epoch >= 0:
+            return
+        if msg.error is not Errors.NONE:
+            return  # the registration timer tries again
+        self.broker_epoch = msg.broker_epoch
+        self.event("registered", broker_epoch=self.broker_epoch)
+        self.timer(now_ms, "heartbeat")
+
+    def _on_heartbeat_response(self, now_ms: int, msg: BrokerHeartbeatResponse) -> None:
+        if msg.broker_epoch != self.broker_epoch:
+            return
+        if msg.error is Errors.STALE_BROKER_EPOCH:
+            # the controller no longer knows this registration: register again
+            self.broker_epoch = -1
+            self._register()
+            return
+        if msg.metadata is not None:
+            self._apply_metadata(now_ms, msg.metadata)
+
+    def _apply_metadata(self, now_ms: int, image: MetadataImage) -> None:
+        if image.version <= self.metadata.version:
+            return
+        self.metadata = image
+        for state in image.partitions:
+            if self.node_id not in state.replicas:
+                continue
+            p = self.partitions.get(state.tp)
+            if p is None:
+                d = f"{state.tp.topic}-{state.tp.partition}"
+                log = PartitionLog.open(self.storage, d, self.config.log_config())
+                p = self.partitions[state.tp] = Partition(state.tp, log, self.node_id, self.bugs)
+            before_leo = p.log.log_end_offset
+            change = p.apply_state(state, now_ms)
+            if change == "leader":
+                self.event("leader-elected", key=state.tp.key, leader_epoch=p.leader_epoch,
+                           log_end_offset=p.log.log_end_offset,
+                           high_watermark=p.log.high_watermark, isr=sorted(p.isr))
+                self._after_leader_change(now_ms, p)
+                self._maybe_advance_hw(now_ms, p)
+            elif change == "follower":
+                if p.log.log_end_offset < before_leo:
+                    self.event("truncate", key=state.tp.key, from_offset=before_leo,
+                               to=p.log.log_end_offset, reason="high-watermark")
+                self._after_leader_change(now_ms, p)
+            elif p.is_leader:
+                self._maybe_advance_hw(now_ms, p)
+        self._sync_fetchers(now_ms)
+
+    def _after_leader_change(self, now_ms: int, p: Partition) -> None:
+        """Answer what the old role left pending: parked produces can no longer complete."""
+        if not p.is_leader:
+            for d in self.delayed_produce.pop(p.tp, []):
+                self.send(d.src, ProduceResponse(d.correlation_id, d.tp,
+                                                 Errors.NOT_LEADER_OR_FOLLOWER))
+
+    def _propose_isr(self, now_ms: int, p: Partition, new_isr: frozenset[int]) -> None:
+        members = []
+        for r in sorted(new_isr):
+            if r == self.node_id:
+                members.append((r, self.broker_epoch))
+            else:
+                f = p.followers.get(r)
+                members.append((r, f.broker_epoch if f is not None else -1))
+        corr = self._corr()
+        p.pending_isr = new_isr
+        p.pending_since_ms = now_ms
+        self.alter_in_flight[corr] = p.tp
+        self.send(self.controller_id, AlterPartitionRequest(
+            corr, self.node_id, self.broker_epoch, p.tp, p.leader_epoch, p.partition_epoch,
+            tuple(members)))
+        self.set_timer(self.config.alter_partition_timeout_ms, ("alter-timeout", corr))
+
+    def _on_alter_partition_response(self, now_ms: int, msg: AlterPartitionResponse) -> None:
+        tp = self.alter_in_flight.pop(msg.correlation_id, None)
+        p = self.partitions.get(msg.tp)
+        if tp is None or p is None:
+            return
+        if msg.error is Errors.NONE and msg.state is not None:
+            old = p.isr
+            p.pending_isr = None
+            p.apply_state(msg.state, now_ms)
+            kind = "isr-expand" if len(p.isr) > len(old) else "isr-shrink"
+            self.event(kind, key=tp.key, isr=sorted(p.isr), partition_epoch=p.partition_epoch)
+            if p.is_leader:
+                self._maybe_advance_hw(now_ms, p)
+        else:
+            p.pending_isr = None  # the next metadata image tells the truth
+
+    def _check_isr(self, now_ms: int) -> None:
+        if self.broker_epoch < 0:
+            return
+        for p in self.partitions.values():
+            if p.is_leader:
+                shrunk = p.isr_to_shrink(now_ms, self.config.replica_lag_time_max_ms)
+                if shrunk is not None:
+                    self._propose_isr(now_ms, p, shrunk)
+
+    # ------------------------------------------------------------ produce
+
+    def _on_produce(self, now_ms: int, src: int, req: ProduceRequest) -> None:
+        p = self.partitions.get(req.tp)
+        error = self._produce_error(p, req)
+        if error is not Errors.NONE:
+            if req.acks != 0:
+                self.send(src, ProduceResponse(req.correlation_id, req.tp, error))
+            return
+        assert p is not None
+        try:
+            base, last = p.log.append_as_leader(req.records, p.leader_epoch)
+        except StorageError:
+            if req.acks != 0:
+                self.send(src, ProduceResponse(req.correlation_id, req.tp,
+                                               Errors.KAFKA_STORAGE_ERROR))
+            return
+        self.event("log-append", key=req.tp.key, base_offset=base, last_offset=last,
+                   leader_epoch=p.leader_epoch)
+        if req.acks == -1 and "ack-before-isr" not in self.bugs:
+            self.delayed_produce.setdefault(req.tp, []).append(_DelayedProduce(
+                src, req.correlation_id, req.tp, last + 1, base, now_ms + req.timeout_ms))
+            self.set_timer(req.timeout_ms, ("produce-expiry", req.tp))
+        elif req.acks != 0:
+            self.send(src, ProduceResponse(req.correlation_id, req.tp, Errors.NONE, base,
+                                           p.log.log_start_offset))
+        self._maybe_advance_hw(now_ms, p)
+        self._wake_fetches(now_ms, req.tp)
+
+    def _produce_error(self, p: Partition | None, req: ProduceRequest) -> Errors:
+        if self.broker_epoch < 0:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        if p is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if not p.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        if req.acks not in (-1, 0, 1):
+            return Errors.INVALID_REQUIRED_ACKS
+        if req.acks == -1 and len(p.isr) < self.config.min_insync_replicas:
+            return Errors.NOT_ENOUGH_REPLICAS
+        try:
+            rec.validate(req.records)
+        except rec.CorruptRecordError:
+            return Errors.CORRUPT_MESSAGE
+        return Errors.NONE
+
+    def _complete_produces(self, p: Partition) -> None:
+        pending = self.delayed_produce.get(p.tp)
+        if not pending:
+            return
+        hw = p.log.high_watermark
+        keep = []
+        for d in pending:
+            if hw >= d.required_offset:
+                error = (Errors.NONE if len(p.isr) >= self.config.min_insync_replicas
+                         else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                self.send(d.src, ProduceResponse(d.correlation_id, d.tp, error, d.base_offset,
+                                                 p.log.log_start_offset))
+            else:
+                keep.append(d)
+        self.delayed_produce[p.tp] = keep
+
+    def _expire_produce(self, now_ms: int, tp: TopicPartition) -> None:
+        pending = self.delayed_produce.get(tp, [])
+        keep = []
+        for d in pending:
+            if d.deadline_ms <= now_ms:
+                self.send(d.src, ProduceResponse(d.correlation_id, tp, Errors.REQUEST_TIMED_OUT))
+            else:
+                keep.append(d)
+        self.delayed_produce[tp] = keep
+
+    def _maybe_advance_hw(self, now_ms: int, p: Partition) -> None:
+        old = p.log.high_watermark
+        if p.maybe_advance_high_watermark():
+            self.event("hw-advance", key=p.tp.key, **{"from": old}, to=p.log.high_watermark,
+                       leader_epoch=p.leader_epoch)
+            self._complete_produces(p)
+            self._wake_fetches(now_ms, p.tp)
+
+    # ------------------------------------------------------------ fetch (leader side)
+
+    def _on_fetch(self, now_ms: int, src: int, req: FetchRequest) -> None:
+        results, has_data = self._read_fetch(now_ms, req)
+        if has_data or req.max_wait_ms <= 0:
+            self.send(src, FetchResponse(req.correlation_id, tuple(results)))
+            return
+        self.delayed_fetch.append(_DelayedFetch(src, req, now_ms + req.max_wait_ms))
+        self.set_timer(req.max_wait_ms, "fetch-expiry")
+
+    def _read_fetch(self, now_ms: int, req: FetchRequest) -> tuple[list[FetchedPartition], bool]:
+        results = []
+        has_data = False
+        for fp in req.partitions:
+            r = self._read_partition(now_ms, req, fp)
+            if r.records or r.error is not Errors.NONE or r.diverging_epoch is not None:
+                has_data = True
+            results.append(r)
+        return results, has_data
+
+    def _read_partition(self, now_ms: int, req: FetchRequest, fp: FetchPartition) -> FetchedPartition:
+        p = self.partitions.get(fp.tp)
+        if self.broker_epoch < 0 or p is None or not p.is_leader:
+            return FetchedPartition(fp.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+        log = p.log
+        follower = req.replica_id >= 0
+        no_epoch_check = follower and "hw-without-epoch-check" in self.bugs
+        if no_epoch_check:
+            # the bug: the position counts toward the HW before (and whatever) the checks say
+            p.update_follower(req.replica_id, req.replica_epoch, fp.fetch_offset, now_ms)
+            self._maybe_advance_hw(now_ms, p)
+        fenced = p.check_epoch(fp.current_leader_epoch)
+        if fenced is not None:
+            return FetchedPartition(fp.tp, Errors[fenced])
+        if follower:
+            diverging = p.divergence(fp.fetch_offset, fp.last_fetched_epoch)
+            if diverging is not None:
+                return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark,
+                                        log.log_start_offset, (), diverging, log.log_end_offset)
+        if fp.fetch_offset > log.log_end_offset or fp.fetch_offset < log.log_start_offset:
+            return FetchedPartition(fp.tp, Errors.OFFSET_OUT_OF_RANGE, log.high_watermark,
+                                    log.log_start_offset, log_end_offset=log.log_end_offset)
+        if follower:
+            if not no_epoch_check:
+                p.update_follower(req.replica_id, req.replica_epoch, fp.fetch_offset, now_ms)
+                self._maybe_advance_hw(now_ms, p)
+            expanded = p.isr_to_expand(req.replica_id)
+            if expanded is not None:
+                self._propose_isr(now_ms, p, expanded)
+            batches = log.read(fp.fetch_offset, fp.max_bytes, log.log_end_offset)
+        else:
+            batches = log.read(fp.fetch_offset, fp.max_bytes, log.high_watermark)
+        return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark, log.log_start_offset,
+                                tuple(batches), None, log.log_end_offset if follower else -1)
+
+    def _wake_fetches(self, now_ms: int, tp: TopicPartition) -> None:
+        if not self.delayed_fetch:
+            return
+        waiting = []
+        for d in self.delayed_fetch:
+            if any(fp.tp == tp for fp in d.request.partitions):
+                results, has_data = self._read_fetch(now_ms, d.request)
+                if has_data:
+                    self.send(d.src, FetchResponse(d.request.correlation_id, tuple(results)))
+                    continue
+            waiting.append(d)
+        self.delayed_fetch = waiting
+
+    def _expire_fetches(self, now_ms: int) -> None:
+        waiting = []
+        for d in self.delayed_fetch:
+            if d.deadline_ms <= now_ms:
+                results, _ = self._read_fetch(now_ms, d.request)
+                self.send(d.src, FetchResponse(d.request.correlation_id, tuple(results)))
+            else:
+                waiting.append(d)
+        self.delayed_fetch = waiting
+
+    def _on_list_offsets(self, src: int, req: ListOffsetsRequest) -> None:
+        p = self.partitions.get(req.tp)
+        if self.broker_epoch < 0 or p is None or not p.is_leader:
+            self.send(src, ListOffsetsResponse(req.correlation_id, req.tp,
+                                               Errors.NOT_LEADER_OR_FOLLOWER))
+            return
+        fenced = p.check_epoch(req.current_leader_epoch)
+        if fenced is not None:
+            self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, Errors[fenced]))
+            return
+        if req.timestamp == -2:
+            offset = p.log.log_start_offset
+        elif not p.hw_reached_epoch_start():
+            # rule 3: a new leader's HW may lag the true HW; do not answer with it (KIP-207)
+            self.send(src, ListOffsetsResponse(req.correlation_id, req.tp,
+                                               Errors.OFFSET_NOT_AVAILABLE))
+            return
+        else:
+            offset = p.log.high_watermark
+        self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, Errors.NONE, offset,
+                                           p.leader_epoch))
+
+    def _on_offset_for_leader_epoch(self, src: int, req: OffsetForLeaderEpochRequest) -> None:
+        p = self.partitions.get(req.tp)
+        if self.broker_epoch < 0 or p is None or not p.is_leader:
+            self.send(src, OffsetForLeaderEpochResponse(req.correlation_id, req.tp,
+                                                        Errors.NOT_LEADER_OR_FOLLOWER))
+            return
+        fenced = p.check_epoch(req.current_leader_epoch)
+        if fenced is not None:
+            self.send(src, OffsetForLeaderEpochResponse(req.correlation_id, req.tp, Errors[fenced]))
+            return
+        epoch, end = p.log.end_offset_for_epoch(req.leader_epoch)
+        self.send(src, OffsetForLeaderEpochResponse(req.correlation_id, req.tp, Errors.NONE,
+                                                    epoch, end))
+
+    # ------------------------------------------------------------ fetch (follower side)
+
+    def _sync_fetchers(self, now_ms: int) -> None:
+        leaders = {p.leader for p in self.partitions.values()
+                   if p.role is Role.FOLLOWER and p.leader >= 0}
+        for leader in sorted(leaders):
+            f = self.fetchers.setdefault(leader, _Fetcher(leader))
+            if not f.in_flight:
+                self._send_fetch(now_ms, f)
+
+    def _send_fetch(self, now_ms: int, f: _Fetcher) -> None:
+        if self.broker_epoch < 0:
+            return
+        parts = []
+        tps = []
+        for tp in sorted(self.partitions):
+            p = self.partitions[tp]
+            if p.role is not Role.FOLLOWER or p.leader != f.leader:
+                continue
+            last_epoch = -1 if "truncate-to-high-watermark" in self.bugs else p.log.latest_epoch
+            parts.append(FetchPartition(tp, p.leader_epoch, p.log.log_end_offset, last_epoch))
+            tps.append(tp)
+        if not parts:
+            f.in_flight = False
+            return
+        f.correlation_id = self._corr()
+        f.in_flight = True
+        f.sent_ms = now_ms
+        f.tps = tuple(tps)
+        self.send(f.leader, FetchRequest(f.correlation_id, self.node_id, self.broker_epoch,
+                                         self.config.replica_fetch_wait_max_ms, 0, tuple(parts)))
+        timeout = self.config.replica_fetch_wait_max_ms + self.config.replica_fetch_timeout_ms
+        self.set_timer(timeout, ("fetcher", f.leader, f.correlation_id))
+
+    def _fetcher_timer(self, now_ms: int, leader: int, corr: int) -> None:
+        f = self.fetchers.get(leader)
+        if f is None or f.correlation_id != corr:
+            return
+        # either the request got no answer in time, or this is the backoff after errors
+        f.in_flight = False
+        self._send_fetch(now_ms, f)
+
+    def _on_fetch_response(self, now_ms: int, src: int, resp: FetchResponse) -> None:
+        f = self.fetchers.get(src)
+        if f is None or not f.in_flight or f.correlation_id != resp.correlation_id:
+            return  # late, duplicated or for a fetcher that moved on
+        backoff = False
+        for r in resp.partitions:
+            p = self.partitions.get(r.tp)
+            if p is None or p.role is not Role.FOLLOWER or p.leader != src:
+                continue
+            if not self._apply_fetched(now_ms, p, r):
+                backoff = True
+        if backoff:
+            f.correlation_id = self._corr()
+            self.set_timer(self.config.replica_fetch_backoff_ms,
+                           ("fetcher", f.leader, f.correlation_id))
+        else:
+            f.in_flight = False
+            self._send_fetch(now_ms, f)
+
+    def _apply_fetched(self, now_ms: int, p: Partition, r: FetchedPartition) -> bool:
+        """Apply one partition of a fetch response; False asks the fetcher to back off."""
+        log = p.log
+        if r.error is Errors.OFFSET_OUT_OF_RANGE:
+            before = log.log_end_offset
+            if r.log_end_offset >= 0 and log.log_end_offset > r.log_end_offset:
+                log.truncate_to(r.log_end_offset)
+            elif log.log_end_offset < r.log_start_offset:
+                log.truncate_fully_and_start_at(r.log_start_offset)
+            else:
+                return False
+            self.event("truncate", key=p.tp.key, from_offset=before, to=log.log_end_offset,
+                       reason="out-of-range")
+            return True
+        if r.error is not Errors.NONE:
+            return False
+        if r.diverging_epoch is not None:
+            before = log.log_end_offset
+            p.truncate_on_divergence(*r.diverging_epoch)
+            self.event("truncate", key=p.tp.key, from_offset=before, to=log.log_end_offset,
+                       reason="diverging-epoch", epoch=r.diverging_epoch[0])
+            return True
+        try:
+            for batch in r.records:
+                last = rec.last_offset_of(batch)
+                if last < log.log_end_offset:
+                    continue  # already have it
+                if rec.base_offset_of(batch) != log.log_end_offset:
+                    break
+                log.append_as_follower(batch)
+        except StorageError:
+            return False
+        except (rec.CorruptRecordError, ValueError):
+            return False  # a corrupt fetch is dropped and fetched again
+        old_hw = log.high_watermark
+        if r.high_watermark >= 0 and log.update_high_watermark(r.high_watermark):
+            self.event("hw-advance", key=p.tp.key, **{"from": old_hw}, to=log.high_watermark,
+                       leader_epoch=p.leader_epoch, follower=True)
+        return True

@@ -1,0 +1,36 @@
+"""Bug switches: named re-creations of real Kafka bugs. All are off by default.
+
+They exist to prove that the harness finds what it claims to find. Each name is accepted by
+``kafkacheck run --bug NAME``; the README names a seed that shows each one.
+"""
+
+from __future__ import annotations
+
+BUGS: dict[str, str] = {
+    "truncate-to-high-watermark": (
+        "pre-KIP-101 follower truncation: a follower truncates to its own high watermark "
+        "when it follows a new leader or restarts, instead of asking the leader where the "
+        "logs diverge (leader epochs)"
+    ),
+    "hw-without-epoch-check": (
+        "KIP-320 rule 3 removed: the leader counts a follower's fetch position toward the "
+        "high watermark without checking that the follower's log matches its own "
+        "(last fetched epoch) or that the fetch is from the current leader epoch"
+    ),
+    "unclean-election": (
+        "the controller elects a live replica outside the ISR when a partition needs a "
+        "leader, whether or not an ISR member is available"
+    ),
+    "ack-before-isr": (
+        "acks=all answered after the leader's own append, without waiting for the ISR "
+        "(the high watermark)"
+    ),
+}
+
+
+def parse_bugs(names: list[str] | tuple[str, ...]) -> frozenset[str]:
+    """Validate bug names; raise ValueError naming the unknown one and the known ones."""
+    for name in names:
+        if name not in BUGS:
+            raise ValueError(f"unknown bug switch {name!r}; known: {', '.join(sorted(BUGS))}")
+    return frozenset(names)

@@ -1,0 +1,305 @@
+"""The controller: broker registration and liveness, topics, leader election, ISR changes.
+
+Theory of operation
+-------------------
+The controller is a node of its own with durable metadata: every change is a JSON record
+appended to ``controller/metadata.records`` and flushed before anyone is told (a quorum
+controller comes later). After a restart it replays that log and gives every registered
+broker a fresh session.
+
+* Registration gives a broker a new broker epoch. A broker that registers again has
+  restarted and may have lost its unflushed tail, so it leaves every ISR it was in
+  (the "lossy unclean shutdown" rule); it is re-admitted only through AlterPartition with
+  the new epoch.
+* A broker that misses heartbeats for ``session_timeout_ms`` is fenced: it leaves every ISR
+  (except as the last member, as KRaft keeps it) and loses leadership.
+* Elections pick the first live ISR replica in assignment order and bump the leader epoch
+  and the partition epoch. Without a live ISR replica the partition goes offline, unless
+  ``unclean_leader_election_enable``.
+* AlterPartition is a compare-and-set on (leader epoch, partition epoch); new ISR members
+  must be live and named with their current broker epoch (KIP-841, KIP-966).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+from reference.errors import Errors
+from reference.messages import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    MetadataImage,
+    MetadataUpdate,
+    PartitionState,
+    TopicPartition,
+)
+from reference.node import Node
+from reference.storage import Storage
+
+# Not a partition log: the simulated disk faults that corrupt partition logs spare it, as
+# the controller stands in for a replicated quorum.
+METADATA_LOG = "controller/metadata.records"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    session_timeout_ms: int = 9_000
+    liveness_check_interval_ms: int = 500
+    unclean_leader_election_enable: bool = False
+
+
+@dataclass(slots=True)
+class _BrokerRecord:
+    broker_epoch: int
+    fenced: bool
+    last_heartbeat_ms: int
+
+
+class Controller(Node):
+    def __init__(self, node_id: int, storage: Storage, config: ControllerConfig,
+                 bugs: frozenset[str] = frozenset()) -> None:
+        super().__init__(node_id)
+        self.storage = storage
+        self.config = config
+        self.bugs = bugs
+        self.brokers: dict[int, _BrokerRecord] = {}
+        self.partitions: dict[TopicPartition, PartitionState] = {}
+        self.next_broker_epoch = 1
+        self.metadata_version = 0
+        self.registrations: dict[int, int] = {}  # broker id -> incarnation registered
+
+    # ------------------------------------------------------------ durability
+
+    def start(self, now_ms: int) -> None:
+        data = self.storage.read(METADATA_LOG) if self.storage.exists(METADATA_LOG) else b""
+        good = 0
+        for line in data.split(b"\n"):
+            if not line:
+                good += 1
+                continue
+            try:
+                self._replay(json.loads(line))
+            except (ValueError, KeyError, TypeError):
+                break  # a torn last record: it was never acknowledged
+            good += len(line) + 1
+        if good < len(data):
+            self.storage.truncate(METADATA_LOG, good)
+        for b in self.brokers.values():
+            b.last_heartbeat_ms = now_ms  # a fresh session for everyone
+        self.event("recover", metadata_version=self.metadata_version,
+                   brokers=sorted(self.brokers))
+        self.set_timer(self.config.liveness_check_interval_ms, "liveness")
+        self._push()
+
+    def _replay(self, r: dict) -> None:
+        match r["type"]:
+            case "broker":
+                self.brokers[r["id"]] = _BrokerRecord(r["epoch"], r["fenced"], 0)
+                self.next_broker_epoch = max(self.next_broker_epoch, r["epoch"] + 1)
+            case "partition":
+                tp = TopicPartition(r["topic"], r["partition"])
+                self.partitions[tp] = PartitionState(
+                    tp, tuple(r["replicas"]), tuple(r["isr"]), r["leader"],
+                    r["leader_epoch"], r["partition_epoch"])
+        self.metadata_version += 1
+
+    def _commit(self, record: dict) -> None:
+        self.storage.append(METADATA_LOG, json.dumps(record, sort_keys=True).encode() + b"\n")
+        self.storage.flush(METADATA_LOG)
+        self.metadata_version += 1
+
+    def _commit_broker(self, broker_id: int) -> None:
+        b = self.brokers[broker_id]
+        self._commit({"type": "broker", "id": broker_id, "epoch": b.broker_epoch,
+                      "fenced": b.fenced})
+
+    def _commit_partition(self, s: PartitionState) -> None:
+        self.partitions[s.tp] = s
+        self._commit({"type": "partition", "topic": s.tp.topic, "partition": s.tp.partition,
+                      "replicas": list(s.replicas), "isr": list(s.isr), "leader": s.leader,
+                      "leader_epoch": s.leader_epoch, "partition_epoch": s.partition_epoch})
+        self.event("partition-change", key=s.tp.key, leader=s.leader,
+                   leader_epoch=s.leader_epoch, isr=list(s.isr),
+                   partition_epoch=s.partition_epoch)
+
+    # ------------------------------------------------------------ metadata
+
+    def image(self) -> MetadataImage:
+        live = tuple(sorted(i for i, b in self.brokers.items() if not b.fenced))
+        parts = tuple(self.partitions[tp] for tp in sorted(self.partitions))
+        return MetadataImage(self.metadata_version, live, parts)
+
+    def _push(self) -> None:
+        image = self.image()
+        for broker_id, b in sorted(self.brokers.items()):
+            if not b.fenced:
+                self.send(broker_id, MetadataUpdate(image))
+
+    def _live(self, broker_id: int) -> bool:
+        b = self.brokers.get(broker_id)
+        return b is not None and not b.fenced
+
+    # ------------------------------------------------------------ dispatch
+
+    def receive(self, now_ms: int, src: int, message: object) -> None:
+        match message:
+            case BrokerHeartbeatRequest():
+                self._on_heartbeat(now_ms, src, message)
+            case AlterPartitionRequest():
+                self._on_alter_partition(src, message)
+            case BrokerRegistrationRequest():
+                self._on_registration(now_ms, src, message)
+            case CreateTopicsRequest():
+                self._on_create_topics(src, message)
+            case _:
+                pass
+
+    def timer(self, now_ms: int, key: object) -> None:
+        if key == "liveness":
+            changed = False
+            for broker_id, b in sorted(self.brokers.items()):
+                if not b.fenced and now_ms - b.last_heartbeat_ms > self.config.session_timeout_ms:
+                    self._fence(broker_id)
+                    changed = True
+            if changed:
+                self._push()
+            self.set_timer(self.config.liveness_check_interval_ms, "liveness")
+
+    def _on_registration(self, now_ms: int, src: int, req: BrokerRegistrationRequest) -> None:
+        if self.registrations.get(req.broker_id) == req.incarnation:
+            b = self.brokers[req.broker_id]  # a retried registration: answer it again
+            self.send(src, BrokerRegistrationResponse(req.incarnation, Errors.NONE, b.broker_epoch))
+            return
+        epoch = self.next_broker_epoch
+        self.next_broker_epoch += 1
+        restarted = req.broker_id in self.brokers
+        self.brokers[req.broker_id] = _BrokerRecord(epoch, False, now_ms)
+        self.registrations[req.broker_id] = req.incarnation
+        self._commit_broker(req.broker_id)
+        self.event("broker-registered", broker=req.broker_id, broker_epoch=epoch,
+                   restarted=restarted)
+        if restarted:
+            self._remove_from_isrs(req.broker_id, reelect_if_leader=True)
+        self._elect_offline(req.broker_id)
+        self.send(src, BrokerRegistrationResponse(req.incarnation, Errors.NONE, epoch))
+        self._push()
+
+    def _on_heartbeat(self, now_ms: int, src: int, req: BrokerHeartbeatRequest) -> None:
+        b = self.brokers.get(req.broker_id)
+        if b is None or b.broker_epoch != req.broker_epoch:
+            self.send(src, BrokerHeartbeatResponse(req.broker_epoch, Errors.STALE_BROKER_EPOCH, None))
+            return
+        b.last_heartbeat_ms = now_ms
+        if b.fenced:
+            b.fenced = False
+            self._commit_broker(req.broker_id)
+            self._elect_offline(req.broker_id)
+            self._push()
+        image = self.image() if req.metadata_version < self.metadata_version else None
+        self.send(src, BrokerHeartbeatResponse(req.broker_epoch, Errors.NONE, image))
+
+    def _fence(self, broker_id: int) -> None:
+        self.brokers[broker_id].fenced = True
+        self._commit_broker(broker_id)
+        self.event("broker-fenced", broker=broker_id)
+        self._remove_from_isrs(broker_id, reelect_if_leader=True)
+
+    def _remove_from_isrs(self, broker_id: int, reelect_if_leader: bool) -> None:
+        for tp in sorted(self.partitions):
+            s = self.partitions[tp]
+            if s.leader == broker_id and reelect_if_leader:
+                self._elect(s, exclude=broker_id)
+            elif broker_id in s.isr and len(s.isr) > 1:
+                isr = tuple(r for r in s.isr if r != broker_id)
+                self._commit_partition(replace(s, isr=isr, partition_epoch=s.partition_epoch + 1))
+
+    def _elect_offline(self, broker_id: int) -> None:
+        """A broker came (back): elect leaders for offline partitions it can lead."""
+        for tp in sorted(self.partitions):
+            s = self.partitions[tp]
+            if s.leader < 0 and broker_id in s.replicas:
+                self._elect(s)
+
+    def _elect(self, s: PartitionState, exclude: int = -1) -> None:
+        live = [r for r in s.replicas if r != exclude and self._live(r)]
+        live_isr = [r for r in live if r in s.isr]
+        if "unclean-election" in self.bugs:
+            outside = [r for r in live if r not in s.isr]
+            candidates = outside or live_isr
+            isr = (candidates[0],) if outside else tuple(r for r in s.isr if r != exclude)
+        elif live_isr:
+            candidates = live_isr
+            isr = tuple(r for r in s.isr if r != exclude) if len(s.isr) > 1 else s.isr
+        elif self.config.unclean_leader_election_enable and live:
+            candidates = live
+            isr = (live[0],)
+        else:
+            candidates = []
+            isr = s.isr  # KRaft keeps the last ISR member while the partition is offline
+        leader = candidates[0] if candidates else -1
+        if leader < 0 and s.leader < 0:
+            return
+        if leader >= 0 and leader not in isr:
+            isr = (*isr, leader)
+        self._commit_partition(replace(s, leader=leader, isr=isr,
+                                       leader_epoch=s.leader_epoch + 1,
+                                       partition_epoch=s.partition_epoch + 1))
+
+    # ------------------------------------------------------------ requests
+
+    def _on_alter_partition(self, src: int, req: AlterPartitionRequest) -> None:
+        s = self.partitions.get(req.tp)
+        error = Errors.NONE
+        if s is None:
+            error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        elif not self._live(req.broker_id) or self.brokers[req.broker_id].broker_epoch != req.broker_epoch:
+            error = Errors.STALE_BROKER_EPOCH
+        elif s.leader != req.broker_id or s.leader_epoch != req.leader_epoch:
+            error = Errors.FENCED_LEADER_EPOCH
+        elif s.partition_epoch != req.partition_epoch:
+            error = Errors.INVALID_UPDATE_VERSION
+        else:
+            new_isr = tuple(r for r, _ in req.new_isr)
+            if req.broker_id not in new_isr:
+                error = Errors.INVALID_REQUEST
+            for r, epoch in req.new_isr:
+                if r in s.isr:
+                    continue
+                b = self.brokers.get(r)
+                if r not in s.replicas or b is None or b.fenced or b.broker_epoch != epoch:
+                    error = Errors.INELIGIBLE_REPLICA
+        if error is not Errors.NONE or s is None:
+            self.send(src, AlterPartitionResponse(req.correlation_id, req.tp, error, None))
+            return
+        ordered = tuple(r for r in s.replicas if r in {m for m, _ in req.new_isr})
+        new = replace(s, isr=ordered, partition_epoch=s.partition_epoch + 1)
+        self._commit_partition(new)
+        self.send(src, AlterPartitionResponse(req.correlation_id, req.tp, Errors.NONE, new))
+        self._push()
+
+    def _on_create_topics(self, src: int, req: CreateTopicsRequest) -> None:
+        if any(tp.topic == req.name for tp in self.partitions):
+            self.send(src, CreateTopicsResponse(req.correlation_id, req.name,
+                                                Errors.TOPIC_ALREADY_EXISTS))
+            return
+        brokers = sorted(self.brokers)
+        if req.replication_factor < 1 or req.replication_factor > len(brokers):
+            self.send(src, CreateTopicsResponse(req.correlation_id, req.name,
+                                                Errors.INVALID_REPLICATION_FACTOR))
+            return
+        for i in range(req.num_partitions):
+            replicas = tuple(brokers[(i + j) % len(brokers)] for j in range(req.replication_factor))
+            live = [r for r in replicas if self._live(r)]
+            leader = live[0] if live else -1
+            isr = tuple(live) if live else replicas
+            self._commit_partition(PartitionState(TopicPartition(req.name, i), replicas, isr,
+                                                  leader, 0, 0))
+        self.send(src, CreateTopicsResponse(req.correlation_id, req.name, Errors.NONE))
+        self._push()

@@ -1,0 +1,72 @@
+"""Kafka's error codes, with Kafka's names and numbers.
+
+Expected trouble (a stale epoch, a moved leader, a full disk) travels as one of these codes
+in a response; it is never an exception. ``RETRIABLE`` mirrors Kafka's RetriableException
+subclasses: a client may retry the same request after refreshing metadata.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Errors(IntEnum):
+    NONE = 0
+    UNKNOWN_SERVER_ERROR = -1
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    NETWORK_EXCEPTION = 13
+    INVALID_TOPIC_EXCEPTION = 17
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_REPLICATION_FACTOR = 38
+    KAFKA_STORAGE_ERROR = 56
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    STALE_BROKER_EPOCH = 77
+    OFFSET_NOT_AVAILABLE = 78
+    INVALID_UPDATE_VERSION = 95
+    INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108
+
+
+RETRIABLE = frozenset(
+    {
+        Errors.OFFSET_OUT_OF_RANGE,  # not retriable for consumers, handled by reset policy
+        Errors.CORRUPT_MESSAGE,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.LEADER_NOT_AVAILABLE,
+        Errors.NOT_LEADER_OR_FOLLOWER,
+        Errors.REQUEST_TIMED_OUT,
+        Errors.NETWORK_EXCEPTION,
+        Errors.NOT_ENOUGH_REPLICAS,
+        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        Errors.KAFKA_STORAGE_ERROR,
+        Errors.FENCED_LEADER_EPOCH,
+        Errors.UNKNOWN_LEADER_EPOCH,
+        Errors.OFFSET_NOT_AVAILABLE,
+        Errors.NOT_CONTROLLER,
+    }
+) - {Errors.OFFSET_OUT_OF_RANGE}
+
+# A produce that failed with one of these may nevertheless have been appended: the
+# outcome is unknown to the client (Jepsen's :info).
+MAYBE_APPENDED = frozenset(
+    {
+        Errors.REQUEST_TIMED_OUT,
+        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        Errors.NETWORK_EXCEPTION,
+        Errors.UNKNOWN_SERVER_ERROR,
+    }
+)

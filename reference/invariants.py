@@ -1,0 +1,181 @@
+"""White-box invariants over a cluster's state (PROTOCOL_NOTES.md section 3).
+
+:class:`InvariantChecker` remembers what it must (the committed batch at every offset below
+any replica's high watermark, the leader of each partition epoch, the epochs each node has
+reached, the acknowledged acks=all records) and is told after every simulated step which
+node just acted. The checks are incremental so they can run after every step:
+
+* ``hw-within-leo``: HW <= LEO on every replica;
+* ``log-matching``: a batch below a replica's HW equals the batch any other replica held at
+  that offset below its HW (committed data never changes);
+* ``one-leader-per-epoch``: at most one broker leads a partition in a given leader epoch;
+* ``epochs-monotonic``: a node's leader and partition epochs never decrease while it runs,
+  and the controller's never do;
+* ``leader-hw-monotonic``: the leader's HW never decreases within its epoch;
+* ``acked-on-isr``: an acknowledged acks=all record is held by the leader and every live,
+  unrestarted member of the controller's ISR (checked for the newest acknowledged batch of
+  each partition after every step, for all of them by :meth:`check_all_acked`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reference import records as rec
+from reference.broker import Broker
+from reference.controller import Controller
+from reference.messages import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: str
+    node: int
+    key: str
+    detail: str
+
+    def to_dict(self) -> dict:
+        return {"invariant": self.invariant, "node": self.node, "key": self.key,
+                "detail": self.detail}
+
+
+def _batch_id(batch: bytes) -> tuple[int, int, bytes]:
+    # base offset, last offset and the CRC identify a stored batch
+    return rec.base_offset_of(batch), rec.last_offset_of(batch), batch[17:21]
+
+
+class InvariantChecker:
+    def __init__(self) -> None:
+        self.committed: dict[TopicPartition, dict[int, tuple[int, int, bytes]]] = {}
+        self.checked_hw: dict[tuple[int, TopicPartition], int] = {}
+        self.leaders: dict[tuple[TopicPartition, int], int] = {}
+        self.epochs: dict[tuple[int, TopicPartition], tuple[int, int, int]] = {}
+        self.controller_epochs: dict[TopicPartition, tuple[int, int]] = {}
+        self.acked: dict[TopicPartition, dict[int, tuple[int, int, bytes] | None]] = {}
+        self.latest_acked: dict[TopicPartition, int] = {}
+
+    # ------------------------------------------------------------ inputs
+
+    def node_restarted(self, node_id: int) -> None:
+        for k in [k for k in self.epochs if k[0] == node_id]:
+            del self.epochs[k]
+        for k in [k for k in self.checked_hw if k[0] == node_id]:
+            del self.checked_hw[k]
+
+    def acknowledged(self, tp: TopicPartition, offset: int) -> None:
+        """An acks=all produce of the batch starting at ``offset`` was answered with success."""
+        self.acked.setdefault(tp, {})[offset] = None
+        if offset > self.latest_acked.get(tp, -1):
+            self.latest_acked[tp] = offset
+
+    # ------------------------------------------------------------ checks
+
+    def after_step(self, broker: Broker | None, controller: Controller | None,
+                   brokers: dict[int, Broker]) -> list[Violation]:
+        out: list[Violation] = []
+        if controller is not None:
+            self._check_controller(controller, out)
+        if broker is not None:
+            self._check_broker(broker, out)
+            if controller is not None:
+                for tp in self.latest_acked:
+                    self._check_acked(tp, [self.latest_acked[tp]], controller, brokers, out)
+        return out
+
+    def check_all_acked(self, controller: Controller, brokers: dict[int, Broker]) -> list[Violation]:
+        out: list[Violation] = []
+        for tp, offsets in sorted(self.acked.items()):
+            self._check_acked(tp, sorted(offsets), controller, brokers, out)
+        return out
+
+    def _check_controller(self, c: Controller, out: list[Violation]) -> None:
+        for tp, s in c.partitions.items():
+            prev = self.controller_epochs.get(tp)
+            now = (s.leader_epoch, s.partition_epoch)
+            if prev is not None and (now[0] < prev[0] or now[1] < prev[1]):
+                out.append(Violation("epochs-monotonic", c.node_id, tp.key,
+                                     f"controller epochs went from {prev} to {now}"))
+            self.controller_epochs[tp] = now
+            if s.leader >= 0 and s.leader not in s.isr:
+                out.append(Violation("leader-in-isr", c.node_id, tp.key,
+                                     f"leader {s.leader} is not in the ISR {list(s.isr)}"))
+
+    def _check_broker(self, b: Broker, out: list[Violation]) -> None:
+        n = b.node_id
+        for tp, p in b.partitions.items():
+            log = p.log
+            if log.high_watermark > log.log_end_offset:
+                out.append(Violation("hw-within-leo", n, tp.key,
+                                     f"HW {log.high_watermark} > LEO {log.log_end_offset}"))
+            key = (n, tp)
+            prev = self.epochs.get(key)
+            cur = (p.leader_epoch, p.partition_epoch, log.high_watermark)
+            if prev is not None:
+                if cur[0] < prev[0] or (cur[0] == prev[0] and cur[1] < prev[1]):
+                    out.append(Violation("epochs-monotonic", n, tp.key,
+                                         f"epochs went from {prev[:2]} to {cur[:2]}"))
+                if p.is_leader and cur[0] == prev[0] and cur[2] < prev[2]:
+                    out.append(Violation("leader-hw-monotonic", n, tp.key,
+                                         f"leader HW went from {prev[2]} to {cur[2]}"))
+            self.epochs[key] = cur
+            if p.is_leader:
+                holder = self.leaders.setdefault((tp, p.leader_epoch), n)
+                if holder != n:
+                    out.append(Violation("one-leader-per-epoch", n, tp.key,
+                                         f"brokers {holder} and {n} both lead epoch {p.leader_epoch}"))
+            self._check_matching(n, tp, log, out)
+
+    def _check_matching(self, n: int, tp: TopicPartition, log, out: list[Violation]) -> None:
+        key = (n, tp)
+        checked = self.checked_hw.get(key, 0)
+        hw = log.high_watermark
+        if hw < checked:
+            self.checked_hw[key] = hw
+            return
+        if hw == checked:
+            return
+        committed = self.committed.setdefault(tp, {})
+        for batch in log.read(checked, 1 << 62, hw):
+            bid = _batch_id(batch)
+            if bid[1] < checked:
+                continue
+            seen = committed.get(bid[0])
+            if seen is None:
+                committed[bid[0]] = bid
+            elif seen != bid:
+                out.append(Violation(
+                    "log-matching", n, tp.key,
+                    f"offsets {bid[0]}..{bid[1]} below HW {hw} hold a different batch than "
+                    f"another replica held there below its HW (offsets {seen[0]}..{seen[1]})"))
+        self.checked_hw[key] = hw
+
+    def _check_acked(self, tp: TopicPartition, offsets: list[int], c: Controller,
+                     brokers: dict[int, Broker], out: list[Violation]) -> None:
+        s = c.partitions.get(tp)
+        if s is None:
+            return
+        holders = set(s.isr)
+        if s.leader >= 0:
+            holders.add(s.leader)
+        for r in sorted(holders):
+            b = brokers.get(r)
+            reg = c.brokers.get(r)
+            if b is None or reg is None or reg.fenced or b.broker_epoch != reg.broker_epoch:
+                continue  # dead, fenced or restarted since: not a member that must hold it
+            p = b.partitions.get(tp)
+            for offset in offsets:
+                batch = p.log.batch_at(offset) if p is not None else None
+                expected = self.acked[tp].get(offset)
+                if batch is None:
+                    out.append(Violation(
+                        "acked-on-isr", r, tp.key,
+                        f"acknowledged record at offset {offset} is missing from ISR member {r} "
+                        f"(its log ends at {p.log.log_end_offset if p else 0})"))
+                    continue
+                bid = _batch_id(batch)
+                if expected is None:
+                    self.acked[tp][offset] = bid
+                elif bid != expected:
+                    out.append(Violation(
+                        "acked-on-isr", r, tp.key,
+                        f"ISR member {r} holds a different batch at acknowledged offset {offset}"))

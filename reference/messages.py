@@ -1,0 +1,229 @@
+"""Messages between nodes: Kafka's APIs with Kafka's field names, as frozen dataclasses.
+
+Every request carries a ``correlation_id`` that its response echoes; a node ignores a
+response whose correlation id it is no longer waiting for (late, duplicated or reordered
+by the network). Offsets are half-open: ``high_watermark`` and ``log_end_offset`` are the
+next offset to be written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from reference.errors import Errors
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    @property
+    def key(self) -> str:
+        """The history key of TRACE_FORMAT.md: ``"<topic>:<partition>"``."""
+        return f"{self.topic}:{self.partition}"
+
+    @classmethod
+    def parse(cls, key: str) -> TopicPartition:
+        topic, _, partition = key.rpartition(":")
+        return cls(topic, int(partition))
+
+
+# ---------------------------------------------------------------- metadata
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """The controller's record of one partition (KRaft's PartitionRecord)."""
+
+    tp: TopicPartition
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int  # -1: no leader (offline)
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    version: int
+    live_brokers: tuple[int, ...]
+    partitions: tuple[PartitionState, ...]
+
+
+# ---------------------------------------------------------------- broker <-> controller
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    broker_id: int
+    incarnation: int  # a fresh number per process start
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationResponse:
+    incarnation: int
+    error: Errors
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    metadata_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    broker_epoch: int
+    error: Errors
+    metadata: MetadataImage | None  # sent when the broker's version is behind
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataUpdate:
+    """The controller's push of a new image (brokers also learn it by heartbeat)."""
+
+    image: MetadataImage
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    correlation_id: int
+    broker_id: int
+    broker_epoch: int
+    tp: TopicPartition
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch seen by the leader)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    correlation_id: int
+    tp: TopicPartition
+    error: Errors
+    state: PartitionState | None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequest:
+    correlation_id: int
+    name: str
+    num_partitions: int
+    replication_factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponse:
+    correlation_id: int
+    name: str
+    error: Errors
+
+
+# ---------------------------------------------------------------- clients and replicas -> broker
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRequest:
+    correlation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataResponse:
+    correlation_id: int
+    image: MetadataImage
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    correlation_id: int
+    acks: int  # 0, 1 or -1 (all)
+    timeout_ms: int
+    tp: TopicPartition
+    records: bytes  # one RecordBatch v2
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponse:
+    correlation_id: int
+    tp: TopicPartition
+    error: Errors
+    base_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    tp: TopicPartition
+    current_leader_epoch: int  # -1: no fencing check (KIP-320)
+    fetch_offset: int
+    last_fetched_epoch: int  # -1: no divergence check (KIP-595 style)
+    max_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    correlation_id: int
+    replica_id: int  # -1 for consumers
+    replica_epoch: int  # the follower's broker epoch (KIP-966), -1 for consumers
+    max_wait_ms: int
+    isolation_level: int  # 0 read_uncommitted, 1 read_committed
+    partitions: tuple[FetchPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    tp: TopicPartition
+    error: Errors
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: tuple[bytes, ...] = ()
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) to truncate to
+    log_end_offset: int = -1  # replica fetches only
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    correlation_id: int
+    partitions: tuple[FetchedPartition, ...]
+
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    correlation_id: int
+    tp: TopicPartition
+    timestamp: int  # EARLIEST_TIMESTAMP or LATEST_TIMESTAMP
+    current_leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResponse:
+    correlation_id: int
+    tp: TopicPartition
+    error: Errors
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochRequest:
+    correlation_id: int
+    replica_id: int
+    tp: TopicPartition
+    current_leader_epoch: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochResponse:
+    correlation_id: int
+    tp: TopicPartition
+    error: Errors
+    leader_epoch: int = -1
+    end_offset: int = -1

@@ -1,0 +1,70 @@
+"""The sans-IO node contract shared by brokers, the controller and clients.
+
+A node never reads a clock, sleeps, draws random numbers or touches a socket. Its runtime
+(the simulator, or the asyncio server) calls
+
+* ``start(now_ms)`` once per process start,
+* ``receive(now_ms, src, message)`` for every delivered message,
+* ``timer(now_ms, key)`` when a timer it asked for fires,
+
+and after each call takes the node's outputs with :meth:`Node.drain`: :class:`Send`,
+:class:`Timer` and :class:`Event` objects, in the order the node produced them. Timers
+cannot be cancelled; a node ignores a timer that no longer matters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    dst: int
+    message: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    delay_ms: float
+    key: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A white-box event for events.jsonl (kinds listed in TRACE_FORMAT.md)."""
+
+    kind: str
+    fields: dict
+
+
+class Node:
+    """Base class: output buffering. Subclasses implement start/receive/timer."""
+
+    node_id: int
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self._out: list[Send | Timer | Event] = []
+
+    def send(self, dst: int, message: Any) -> None:
+        self._out.append(Send(dst, message))
+
+    def set_timer(self, delay_ms: float, key: Any) -> None:
+        self._out.append(Timer(delay_ms, key))
+
+    def event(self, kind: str, **fields: Any) -> None:
+        self._out.append(Event(kind, fields))
+
+    def drain(self) -> list[Send | Timer | Event]:
+        out, self._out = self._out, []
+        return out
+
+    def start(self, now_ms: int) -> None:
+        raise NotImplementedError
+
+    def receive(self, now_ms: int, src: int, message: Any) -> None:
+        raise NotImplementedError
+
+    def timer(self, now_ms: int, key: Any) -> None:
+        raise NotImplementedError

@@ -1,0 +1,172 @@
+"""History files of TRACE_FORMAT.md: recording, validation, JSONL reading and writing.
+
+An operation is a plain dict with the fields of TRACE_FORMAT.md. :class:`Recorder` assigns
+dense indices as ops happen; :func:`read_history` validates every line and raises
+:class:`HistoryError` naming the line and the problem, which commands turn into a one-line
+message and exit code 3. JSON is written with sorted keys and no spaces so that the same
+run gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+FORMAT_VERSION = 1
+TYPES = ("invoke", "ok", "fail", "info")
+CLIENT_FS = ("send", "poll", "txn", "assign", "subscribe", "commit", "crash", "committed")
+NEMESIS = "nemesis"
+
+
+class HistoryError(ValueError):
+    """Unusable input: a one-line message naming the file, line and problem."""
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+class Recorder:
+    """Collects ops (and node events) with dense indices, in the order they happen."""
+
+    def __init__(self) -> None:
+        self.ops: list[dict] = []
+        self.events: list[dict] = []
+
+    def op(self, time_ns: int, process: int | str, type_: str, f: str, value: Any,
+           **extra: Any) -> dict:
+        op = {"index": len(self.ops), "time": time_ns, "process": process, "type": type_,
+              "f": f, "value": value}
+        for k, v in extra.items():
+            if v is not None:
+                op[k] = v
+        self.ops.append(op)
+        return op
+
+    def event(self, time_ns: int, node: int, kind: str, fields: dict) -> None:
+        e = {"time": time_ns, "node": node, "kind": kind}
+        e.update(fields)
+        self.events.append(e)
+
+
+# ------------------------------------------------------------------ validation
+
+
+def _check_mop(mop: Any, where: str) -> None:
+    if not isinstance(mop, list) or not mop or mop[0] not in ("send", "poll"):
+        raise HistoryError(f"{where}: a micro-op must be a list starting with \"send\" or \"poll\"")
+    if mop[0] == "send":
+        if len(mop) < 3 or not isinstance(mop[1], (str, int)):
+            raise HistoryError(f"{where}: a send micro-op is [\"send\", key, value]")
+    elif len(mop) > 2 or (len(mop) == 2 and not isinstance(mop[1], dict)):
+        raise HistoryError(f"{where}: a poll micro-op is [\"poll\"] or [\"poll\", {{key: [...]}}]")
+
+
+def validate_op(op: Any, where: str) -> dict:
+    if not isinstance(op, dict):
+        raise HistoryError(f"{where}: an operation must be a JSON object")
+    for field in ("index", "time", "process", "type", "f"):
+        if field not in op:
+            raise HistoryError(f"{where}: missing field {field!r}")
+    if not isinstance(op["index"], int) or isinstance(op["index"], bool):
+        raise HistoryError(f"{where}: index must be an integer")
+    if not isinstance(op["time"], int) or isinstance(op["time"], bool):
+        raise HistoryError(f"{where}: time must be an integer (nanoseconds)")
+    if op["type"] not in TYPES:
+        raise HistoryError(f"{where}: type {op['type']!r} is not one of {', '.join(TYPES)}")
+    p = op["process"]
+    if not (p == NEMESIS or (isinstance(p, int) and not isinstance(p, bool))):
+        raise HistoryError(f"{where}: process must be an integer or \"nemesis\"")
+    f = op["f"]
+    if not isinstance(f, str):
+        raise HistoryError(f"{where}: f must be a string")
+    if p != NEMESIS and f not in CLIENT_FS:
+        raise HistoryError(f"{where}: unknown client function {f!r}")
+    if f in ("send", "poll", "txn") and p != NEMESIS:
+        value = op.get("value")
+        if not isinstance(value, list):
+            raise HistoryError(f"{where}: the value of a {f} op must be a list of micro-ops")
+        for mop in value:
+            _check_mop(mop, where)
+    return op
+
+
+def check_sequence(ops: list[dict], source: str) -> None:
+    """Dense indices, and each process alternates invoke and completion."""
+    open_by_process: dict[Any, dict] = {}
+    for i, op in enumerate(ops):
+        where = f"{source}:{i + 1}"
+        if op["index"] != i:
+            raise HistoryError(f"{where}: index {op['index']} where {i} was expected (indices are dense)")
+        p = op["process"]
+        if op["type"] == "invoke":
+            if p in open_by_process and p != NEMESIS:
+                raise HistoryError(f"{where}: process {p} invokes again before its op at index "
+                                   f"{open_by_process[p]['index']} completed")
+            open_by_process[p] = op
+        else:
+            inv = open_by_process.pop(p, None)
+            if inv is None:
+                raise HistoryError(f"{where}: a {op['type']} completion with no open invoke for process {p}")
+            if inv["f"] != op["f"]:
+                raise HistoryError(f"{where}: completion f {op['f']!r} does not match invoke f {inv['f']!r}")
+
+
+# ------------------------------------------------------------------ files
+
+
+def write_jsonl(path: str | os.PathLike, rows: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(dumps(row))
+            fh.write("\n")
+
+
+def read_history(path: str | os.PathLike) -> list[dict]:
+    """Read and validate a history.jsonl; raise HistoryError on any problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HistoryError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise HistoryError(f"{p}: cannot read: {e}") from None
+    ops = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            op = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise HistoryError(f"{p}:{n}: not valid JSON ({e.msg} at column {e.colno})") from None
+        ops.append(validate_op(op, f"{p}:{n}"))
+    check_sequence(ops, str(p))
+    return ops
+
+
+def read_run_json(path: str | os.PathLike) -> dict:
+    p = Path(path)
+    try:
+        meta = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise HistoryError(f"{p}: not a valid run.json ({e})") from None
+    if not isinstance(meta, dict):
+        raise HistoryError(f"{p}: run.json must hold one JSON object")
+    return meta
+
+
+def load_run(path: str | os.PathLike) -> tuple[dict, list[dict], Path]:
+    """A run directory or a history.jsonl: (run metadata, ops, directory)."""
+    p = Path(path)
+    if p.is_dir():
+        hist = p / "history.jsonl"
+        if not hist.exists():
+            raise HistoryError(f"{p}: no history.jsonl in this directory")
+        return read_run_json(p / "run.json"), read_history(hist), p
+    if not p.exists():
+        raise HistoryError(f"{p}: no such file or directory")
+    return read_run_json(p.parent / "run.json"), read_history(p), p.parent
