@@ -111,10 +111,8 @@ def _fault_steps(rng: random.Random, f: str, n: int, nodes: list[int]) -> tuple[
         skew = rng.choice([-1, 1]) * rng.randint(100, 5_000)
         return ({"f": "clock-skew", "value": {"node": n, "skew_ms": skew}},
                 {"f": "clock-skew", "value": {"node": n, "skew_ms": 0}})
-    if f == "loss":
-        return {"f": "loss", "value": {"p": round(rng.uniform(0.05, 0.3), 3)}}, {"f": "heal", "value": None}
-    if f == "duplicate":
-        return {"f": "duplicate", "value": {"p": round(rng.uniform(0.05, 0.3), 3)}}, {"f": "heal", "value": None}
+    if f in ("loss", "duplicate"):
+        return {"f": f, "value": {"p": round(rng.uniform(0.05, 0.3), 3)}}, {"f": "heal", "value": None}
     if f == "reorder":
         return {"f": "reorder", "value": {}}, {"f": "heal", "value": None}
     if f == "delay":
@@ -140,7 +138,8 @@ def load_schedule(path: str) -> list[dict]:
     for i, s in enumerate(steps):
         if not isinstance(s, dict) or not isinstance(s.get("at_ms"), int) or s.get("f") not in STEP_FS:
             raise ScheduleError(
-                f"{path}: step {i} must be {{\"at_ms\": int, \"f\": one of {sorted(STEP_FS)}, \"value\": ...}}")
+                f"{path}: step {i} must be {{\"at_ms\": int, \"f\": one of {sorted(STEP_FS)}, "
+                f"\"value\": ...}}")
     return sorted(steps, key=lambda s: s["at_ms"])
 
 

@@ -157,7 +157,8 @@ class Simulation:
         now_ms = self.now_ns // 1_000_000 + proc.skew_ms
         getattr(node, method)(now_ms, *args)
         self._route(proc, node.drain())
-        if self.checker is not None and isinstance(node, (Broker, Controller)):
+        if self.checker is not None and (
+                isinstance(node, (Broker, Controller)) or self.checker.pending_acks):
             self._check(node)
 
     def _route(self, proc: SimProcess, outputs: list) -> None:
@@ -191,8 +192,7 @@ class Simulation:
         checker = self.checker
         assert checker is not None
         broker = node if isinstance(node, Broker) else None
-        controller = self.controller()
-        found = checker.after_step(broker, controller, self.brokers() if broker else {})
+        found = checker.after_step(broker, self.controller(), self.brokers())
         self._violate(found)
 
     def _violate(self, found: list[Violation]) -> None:

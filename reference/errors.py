@@ -70,3 +70,8 @@ MAYBE_APPENDED = frozenset(
         Errors.UNKNOWN_SERVER_ERROR,
     }
 )
+
+# With acks=all a produce is parked after its append until the HW passes it; a leader that
+# loses leadership meanwhile answers NOT_LEADER_OR_FOLLOWER (as Kafka's DelayedProduce
+# does), so for acks=all that error, too, leaves the outcome unknown.
+MAYBE_APPENDED_ACKS_ALL = MAYBE_APPENDED | {Errors.NOT_LEADER_OR_FOLLOWER}

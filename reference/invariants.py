@@ -53,6 +53,10 @@ class InvariantChecker:
         self.controller_epochs: dict[TopicPartition, tuple[int, int]] = {}
         self.acked: dict[TopicPartition, dict[int, tuple[int, int, bytes] | None]] = {}
         self.latest_acked: dict[TopicPartition, int] = {}
+        self.pending_acks: list[TopicPartition] = []
+        self.checked_metadata_version = -1
+        self._controller_version = -1
+        self._verified: dict[tuple[int, TopicPartition, int], bytes] = {}
 
     # ------------------------------------------------------------ inputs
 
@@ -67,19 +71,38 @@ class InvariantChecker:
         self.acked.setdefault(tp, {})[offset] = None
         if offset > self.latest_acked.get(tp, -1):
             self.latest_acked[tp] = offset
+        self.pending_acks.append(tp)
 
     # ------------------------------------------------------------ checks
 
     def after_step(self, broker: Broker | None, controller: Controller | None,
                    brokers: dict[int, Broker]) -> list[Violation]:
+        """Check what the last step can have changed.
+
+        The newest acknowledged batch of a partition is checked on the broker that acted, on
+        every holder when the controller's metadata changed, and on every holder right after a
+        new acknowledgement.
+        """
         out: list[Violation] = []
         if controller is not None:
             self._check_controller(controller, out)
         if broker is not None:
             self._check_broker(broker, out)
-            if controller is not None:
-                for tp in self.latest_acked:
-                    self._check_acked(tp, [self.latest_acked[tp]], controller, brokers, out)
+        if controller is None:
+            return out
+        if controller.metadata_version != self.checked_metadata_version:
+            self.checked_metadata_version = controller.metadata_version
+            for tp in sorted(self.latest_acked):
+                self._check_acked(tp, [self.latest_acked[tp]], controller, brokers, out)
+        elif broker is not None:
+            own = {broker.node_id: broker}
+            for tp in broker.partitions:
+                if tp in self.latest_acked:
+                    self._check_acked(tp, [self.latest_acked[tp]], controller, own, out)
+        if self.pending_acks:
+            for tp in sorted(set(self.pending_acks)):
+                self._check_acked(tp, [self.latest_acked[tp]], controller, brokers, out)
+            self.pending_acks.clear()
         return out
 
     def check_all_acked(self, controller: Controller, brokers: dict[int, Broker]) -> list[Violation]:
@@ -89,6 +112,9 @@ class InvariantChecker:
         return out
 
     def _check_controller(self, c: Controller, out: list[Violation]) -> None:
+        if c.metadata_version == self._controller_version:
+            return
+        self._controller_version = c.metadata_version
         for tp, s in c.partitions.items():
             prev = self.controller_epochs.get(tp)
             now = (s.leader_epoch, s.partition_epoch)
@@ -165,6 +191,8 @@ class InvariantChecker:
             p = b.partitions.get(tp)
             for offset in offsets:
                 batch = p.log.batch_at(offset) if p is not None else None
+                if batch is not None and self._verified.get((r, tp, offset)) is batch:
+                    continue  # the very batch already verified at this offset
                 expected = self.acked[tp].get(offset)
                 if batch is None:
                     out.append(Violation(
@@ -179,3 +207,5 @@ class InvariantChecker:
                     out.append(Violation(
                         "acked-on-isr", r, tp.key,
                         f"ISR member {r} holds a different batch at acknowledged offset {offset}"))
+                    continue
+                self._verified[(r, tp, offset)] = batch

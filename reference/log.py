@@ -84,11 +84,11 @@ class PartitionLog:
                 storage.delete(name)  # everything after a corrupt batch is unusable
                 continue
             data = storage.read(name)
-            batches, span = rec.split_batches(data)
+            batches, _span = rec.split_batches(data)
             seg = _Segment(int(name.rsplit("/", 1)[1][:-4]), name, 0)
             # a segment must continue the log exactly where the previous one ended
             if log._segments and batches and rec.base_offset_of(batches[0]) != log.log_end_offset:
-                batches, span = [], 0
+                batches = []
             log._segments.append(seg)
             for b in batches:
                 if log._entries and rec.base_offset_of(b) != log.log_end_offset:

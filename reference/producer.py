@@ -10,8 +10,8 @@ leader moved) until ``retries`` or ``delivery_timeout_ms`` run out.
 
 Each send ends in one :class:`SendResult`: an offset, or an error with ``maybe_appended``
 telling whether any attempt may have been written (a timeout, a lost response,
-``NOT_ENOUGH_REPLICAS_AFTER_APPEND``). Without idempotence a retry after such an outcome may
-duplicate the record, which Kafka permits; ``retry_unknown_outcomes=False`` stops retrying
+``NOT_ENOUGH_REPLICAS_AFTER_APPEND``, and with acks=all ``NOT_LEADER_OR_FOLLOWER``).
+Without idempotence a retry after such an outcome may duplicate the record, which Kafka permits; ``retry_unknown_outcomes=False`` stops retrying
 at the first unknown outcome instead, so every duplicate is the broker's doing.
 """
 
@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from reference import records as rec
-from reference.errors import MAYBE_APPENDED, RETRIABLE, Errors
+from reference.errors import MAYBE_APPENDED, MAYBE_APPENDED_ACKS_ALL, RETRIABLE, Errors
 from reference.messages import (
     MetadataImage,
     MetadataRequest,
@@ -198,7 +198,8 @@ class Producer(Node):
         if error is Errors.NONE:
             self._finish(b, Errors.NONE, base_offset)
         else:
-            if error in MAYBE_APPENDED:
+            unknown = MAYBE_APPENDED_ACKS_ALL if self.config.acks == -1 else MAYBE_APPENDED
+            if error in unknown:
                 b.maybe_appended = True
             retriable = (error in RETRIABLE or error in MAYBE_APPENDED)
             if error in _LEADER_MOVED:

@@ -1,0 +1,88 @@
+"""The kafkacheck command: verdicts, run directories, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kafkacheck.cli import main
+
+
+def kc(*args):
+    return subprocess.run([sys.executable, "-m", "kafkacheck.cli", *args],
+                          capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "r"
+    code = main(["run", "--seed", "4", "--ops", "1200", "--no-progress", "--out", str(out)])
+    return code, out
+
+
+def test_run_writes_the_run_directory_and_a_valid_verdict(small_run):
+    code, out = small_run
+    assert code == 0
+    for name in ("run.json", "history.jsonl", "events.jsonl", "results.json", "schedule.json"):
+        assert (out / name).exists(), name
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["seed"] == 4 and meta["target"] == "sim" and meta["config"]["acks"] == "all"
+    results = json.loads((out / "results.json").read_text())
+    assert results["valid"] is True
+    assert results["stats"]["nemesis_ops"] > 0
+    assert meta["config"]["final_read"]["reached_end"] is True
+
+
+def test_check_rereads_a_run_directory_and_a_history_file(small_run):
+    _code, out = small_run
+    p = kc("check", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "valid" in p.stdout
+    p = kc("check", str(out / "history.jsonl"), "--format", "json")
+    assert p.returncode == 0 and json.loads(p.stdout)["valid"] is True
+
+
+def test_a_scripted_schedule_replays(small_run, tmp_path):
+    _code, out = small_run
+    p = kc("run", "--seed", "4", "--ops", "1200", "--no-progress", "--out", str(tmp_path / "x"),
+           "--schedule", str(out / "schedule.json"))
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "x" / "history.jsonl").read_bytes() != b""
+
+
+def test_a_malformed_history_is_exit_3_with_one_line(tmp_path):
+    h = tmp_path / "history.jsonl"
+    h.write_text('{"index":0,"time":1,"process":0,"type":"invoke","f":"poll","value":[["poll"]]}\n'
+                 "garbage\n")
+    p = kc("check", str(h))
+    assert p.returncode == 3
+    assert p.stderr.count("\n") == 1 and f"{h}:2: not valid JSON" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "--bug", "no-such-bug"],
+    ["run", "--faults", "meteor"],
+    ["run", "--ops", "0"],
+    ["run", "--brokers", "2", "--replication-factor", "3"],
+    ["run", "--acks", "2"],
+    ["run", "--seed", "abc"],
+    ["run", "--schedule", "/nonexistent/schedule.json"],
+    ["check", "/nonexistent/run"],
+    ["frobnicate"],
+])
+def test_bad_options_are_exit_3_without_a_traceback(args):
+    p = kc(*args)
+    assert p.returncode == 3, (args, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    assert "error" in p.stderr
+
+
+def test_help_names_every_bug_switch_and_fault():
+    p = kc("run", "--help")
+    for name in ("truncate-to-high-watermark", "hw-without-epoch-check", "unclean-election",
+                 "ack-before-isr", "partition", "kill", "pause", "disk", "clock-skew"):
+        assert name in p.stdout

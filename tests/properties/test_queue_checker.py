@@ -1,0 +1,162 @@
+"""The durability and ordering checker: each anomaly on a small history that has it, and a
+history that has none."""
+
+from __future__ import annotations
+
+from properties.queue import check
+
+
+class H:
+    """Builds histories op by op, with dense indices."""
+
+    def __init__(self) -> None:
+        self.ops: list[dict] = []
+
+    def _op(self, process, type_, f, value, **extra):
+        op = {"index": len(self.ops), "time": len(self.ops) * 1000, "process": process,
+              "type": type_, "f": f, "value": value, **extra}
+        self.ops.append(op)
+        return op
+
+    def send(self, p, key, value, offset, type_="ok"):
+        self._op(p, "invoke", "send", [["send", key, value]])
+        done = [["send", key, [offset, value]]] if offset is not None else [["send", key, value]]
+        self._op(p, type_, "send", done)
+        return self
+
+    def sends(self, p, pairs, type_="ok"):
+        self._op(p, "invoke", "send", [["send", k, v] for k, v, _o in pairs])
+        self._op(p, type_, "send", [["send", k, [o, v]] for k, v, o in pairs])
+        return self
+
+    def poll(self, p, reads, type_="ok"):
+        self._op(p, "invoke", "poll", [["poll"]])
+        self._op(p, type_, "poll", [["poll", reads]])
+        return self
+
+    def assign(self, p, keys):
+        self._op(p, "invoke", "assign", keys)
+        self._op(p, "ok", "assign", keys)
+        return self
+
+
+def kinds(history: H, config=None) -> list[str]:
+    return check(history.ops, config or {"sub_via": ["assign"]})["anomaly_types"]
+
+
+def test_a_clean_history_is_valid():
+    h = H().assign(1, ["x"]).send(0, "x", 1, 0).send(0, "x", 2, 1).poll(1, {"x": [[0, 1], [1, 2]]})
+    result = check(h.ops, {"sub_via": ["assign"]})
+    assert result["valid"] is True and result["anomaly_types"] == []
+    assert result["stats"]["ok"] == 4
+
+
+def test_two_values_at_one_offset_are_inconsistent_offsets():
+    h = H().send(0, "x", 1, 0).poll(1, {"x": [[0, 2]]})
+    result = check(h.ops)
+    assert "inconsistent-offsets" in result["anomaly_types"]
+    a = result["anomalies"]["inconsistent-offsets"][0]
+    assert a["offset"] == 0 and a["values"] == [1, 2] and a["ops"] == [1, 3]
+
+
+def test_one_value_at_two_offsets_is_a_duplicate():
+    h = H().send(0, "x", 1, 0).poll(1, {"x": [[0, 1], [1, 1]]})
+    assert "duplicate" in kinds(h)
+
+
+def test_an_acknowledged_value_skipped_by_readers_is_a_lost_write():
+    h = H().send(0, "x", 1, 0).send(0, "x", 2, 1).send(0, "x", 3, 2).poll(1, {"x": [[0, 1], [2, 3]]})
+    result = check(h.ops)
+    assert "lost-write" in result["anomaly_types"]
+    lost = result["anomalies"]["lost-write"][0]
+    assert lost["value"] == 2 and lost["ops"] == [3]
+    assert "no poll ever read it" in lost["explanation"]
+
+
+def test_an_unread_value_after_the_last_read_is_not_a_lost_write_without_a_final_read():
+    h = H().send(0, "x", 1, 0).send(0, "x", 2, 1).poll(1, {"x": [[0, 1]]})
+    result = check(h.ops)
+    assert result["valid"] is True
+    assert result["allowed"] == {"unseen": 1}
+
+
+def test_with_a_final_read_an_unread_acknowledged_value_is_lost():
+    h = H().send(0, "x", 1, 0).send(0, "x", 2, 1).poll(1, {"x": [[0, 1]]})
+    config = {"final_read": {"performed": True, "reached_end": True, "start_ns": 10**9,
+                             "end_offsets": {"x": 1}, "staleness_bound_ms": 1000}}
+    result = check(h.ops, config)
+    assert result["anomaly_types"] == ["unread-after-heal"]
+
+
+def test_a_final_read_that_missed_its_bound_is_reported():
+    h = H().send(0, "x", 1, 0).poll(1, {"x": [[0, 1]]})
+    config = {"final_read": {"performed": True, "reached_end": False, "start_ns": 10**9,
+                             "end_offsets": {}, "staleness_bound_ms": 1000}}
+    assert kinds(h, config) == ["stale-after-heal"]
+
+
+def test_reading_a_failed_write_is_g1a():
+    h = H().send(0, "x", 1, None, type_="fail").poll(1, {"x": [[0, 1]]})
+    assert "G1a" in kinds(h)
+
+
+def test_an_info_send_that_was_read_counts_as_committed():
+    h = (H().send(0, "x", 1, 0).send(2, "x", 2, None, type_="info").send(0, "x", 3, 2)
+         .poll(1, {"x": [[0, 1], [1, 2], [2, 3]]}))
+    assert kinds(h) == []
+
+
+def test_a_gap_inside_one_poll_is_an_int_poll_skip():
+    h = H().sends(0, [("x", 1, 0), ("x", 2, 1), ("x", 3, 2)]).poll(1, {"x": [[0, 1], [2, 3]]})
+    h.poll(2, {"x": [[0, 1], [1, 2], [2, 3]]})
+    assert kinds(h) == ["int-poll-skip"]
+
+
+def test_going_back_inside_one_poll_is_int_nonmonotonic():
+    h = H().sends(0, [("x", 1, 0), ("x", 2, 1)]).poll(1, {"x": [[1, 2], [0, 1]]})
+    assert kinds(h) == ["int-nonmonotonic-poll"]
+
+
+def test_skips_and_regressions_across_polls_of_one_process():
+    base = H().sends(0, [("x", 1, 0), ("x", 2, 1), ("x", 3, 2)]).poll(9, {"x": [[0, 1], [1, 2], [2, 3]]})
+    skip = H()
+    skip.ops = [dict(o) for o in base.ops]
+    skip.assign(1, ["x"]).poll(1, {"x": [[0, 1]]}).poll(1, {"x": [[2, 3]]})
+    assert kinds(skip) == ["poll-skip"]
+    back = H()
+    back.ops = [dict(o) for o in base.ops]
+    back.assign(1, ["x"]).poll(1, {"x": [[1, 2]]}).poll(1, {"x": [[0, 1]]})
+    assert kinds(back) == ["nonmonotonic-poll"]
+
+
+def test_poll_skips_are_allowed_with_subscribe_and_reset_by_assign():
+    h = (H().sends(0, [("x", 1, 0), ("x", 2, 1), ("x", 3, 2)])
+         .poll(9, {"x": [[0, 1], [1, 2], [2, 3]]})
+         .poll(1, {"x": [[0, 1]]}).poll(1, {"x": [[2, 3]]}))
+    result = check(h.ops, {"sub_via": ["subscribe"]})
+    assert result["valid"] is True and result["allowed"]["poll-skip"] == 1
+    reassigned = (H().sends(0, [("x", 1, 0), ("x", 2, 1), ("x", 3, 2)])
+                  .poll(9, {"x": [[0, 1], [1, 2], [2, 3]]})
+                  .poll(1, {"x": [[0, 1]]}).assign(1, ["x"]).poll(1, {"x": [[2, 3]]}))
+    assert kinds(reassigned) == []
+
+
+def test_a_later_send_at_an_earlier_offset_is_nonmonotonic():
+    h = H().send(0, "x", 1, 1).send(0, "x", 2, 0).poll(1, {"x": [[0, 2], [1, 1]]})
+    assert kinds(h) == ["nonmonotonic-send"]
+    inside = H().sends(0, [("x", 1, 1), ("x", 2, 0)]).poll(1, {"x": [[0, 2], [1, 1]]})
+    assert kinds(inside) == ["int-nonmonotonic-send"]
+
+
+def test_offsets_are_dense_so_gaps_in_the_log_are_not_skips():
+    h = H().send(0, "x", 1, 0).send(0, "x", 2, 5).poll(1, {"x": [[0, 1], [5, 2]]})
+    assert kinds(h) == []
+
+
+def test_degenerate_histories_get_a_verdict():
+    assert check([], {})["valid"] is True
+    only_invokes = H()
+    only_invokes._op(0, "invoke", "send", [["send", "x", 1]])
+    assert check(only_invokes.ops, {})["valid"] is True
+    failures = H().send(0, "x", 1, None, type_="fail")
+    assert check(failures.ops, {})["valid"] is True

@@ -1,0 +1,99 @@
+"""The partition log: appends, reads, epochs, truncation, recovery of torn and corrupt tails."""
+
+from __future__ import annotations
+
+from reference import records as rec
+from reference.log import LogConfig, PartitionLog
+from reference.storage import MemoryStorage
+
+
+def batch(*values: bytes) -> bytes:
+    return rec.encode_batch([rec.RecordInput(None, v) for v in values])
+
+
+def values(log: PartitionLog) -> list[bytes]:
+    return [r.value for b in log.batches() for r in rec.decode_records(b)]
+
+
+def test_leader_appends_assign_offsets_and_epochs():
+    log = PartitionLog(MemoryStorage(), "t-0")
+    assert log.append_as_leader(batch(b"a", b"b"), 0) == (0, 1)
+    assert log.append_as_leader(batch(b"c"), 2) == (2, 2)
+    assert log.log_end_offset == 3
+    assert log.epochs == [(0, 0), (2, 2)]
+    assert log.end_offset_for_epoch(0) == (0, 2)
+    assert log.end_offset_for_epoch(1) == (0, 2)  # largest epoch <= 1 is 0
+    assert log.end_offset_for_epoch(2) == (2, 3)
+    assert log.end_offset_for_epoch(-5) == (-1, -1)
+
+
+def test_reads_return_whole_batches_below_the_upper_bound():
+    log = PartitionLog(MemoryStorage(), "t-0")
+    for v in (b"a", b"b", b"c"):
+        log.append_as_leader(batch(v), 0)
+    assert [rec.base_offset_of(b) for b in log.read(1, 1 << 20, 3)] == [1, 2]
+    assert [rec.base_offset_of(b) for b in log.read(0, 1 << 20, 2)] == [0, 1]
+    assert log.read(2, 1 << 20, 2) == []
+
+
+def test_truncation_removes_batches_and_epochs_at_or_above_the_offset():
+    log = PartitionLog(MemoryStorage(), "t-0")
+    log.append_as_leader(batch(b"a"), 0)
+    log.append_as_leader(batch(b"b", b"c"), 1)
+    log.update_high_watermark(3)
+    assert log.truncate_to(2) == 1  # batch granularity: [1, 2] goes entirely
+    assert values(log) == [b"a"]
+    assert log.epochs == [(0, 0)]
+    assert log.high_watermark == 1
+
+
+def test_recovery_cuts_a_torn_tail_and_keeps_everything_before_it():
+    storage = MemoryStorage()
+    log = PartitionLog(storage, "t-0", LogConfig(segment_bytes=150))
+    for i in range(6):
+        log.append_as_leader(batch(b"v%d" % i), i // 3)
+    name = storage.list("t-0/")[-2]
+    assert name.endswith(".log")
+    storage.files[name] = storage.files[name][:-7]  # a crash in the middle of the last batch
+    recovered = PartitionLog.open(storage, "t-0", LogConfig(segment_bytes=150))
+    assert values(recovered) == [b"v0", b"v1", b"v2", b"v3", b"v4"]
+    assert recovered.recovered_bytes_cut > 0
+    assert recovered.log_end_offset == 5
+    assert recovered.epochs == [(0, 0), (1, 3)]
+
+
+def test_recovery_cuts_at_a_corrupt_batch_and_drops_later_segments():
+    storage = MemoryStorage()
+    log = PartitionLog(storage, "t-0", LogConfig(segment_bytes=100))
+    for i in range(6):
+        log.append_as_leader(batch(b"v%d" % i), 0)
+    segments = [n for n in storage.list("t-0/") if n.endswith(".log")]
+    assert len(segments) > 2
+    storage.files[segments[1]][-3] ^= 0x01  # bit flip in the last batch of segment 2
+    recovered = PartitionLog.open(storage, "t-0", LogConfig(segment_bytes=100))
+    kept = values(recovered)
+    assert kept == [b"v%d" % i for i in range(len(kept))]
+    assert 0 < len(kept) < 6
+    assert [n for n in storage.list("t-0/") if n.endswith(".log")][-1] <= segments[1]
+
+
+def test_high_watermark_checkpoint_survives_a_restart_clamped_to_the_log():
+    storage = MemoryStorage()
+    log = PartitionLog(storage, "t-0")
+    log.append_as_leader(batch(b"a", b"b"), 0)
+    log.update_high_watermark(2)
+    log.checkpoint()
+    log.truncate_to(0)
+    recovered = PartitionLog.open(storage, "t-0")
+    assert recovered.log_end_offset == 0 and recovered.high_watermark == 0
+
+
+def test_follower_append_rejects_a_gap():
+    log = PartitionLog(MemoryStorage(), "t-0")
+    b = rec.with_offset_and_epoch(batch(b"a"), 5, 0)
+    try:
+        log.append_as_follower(b)
+    except ValueError as e:
+        assert "ends at 0" in str(e)
+    else:
+        raise AssertionError("a batch past the log end was appended")

@@ -1,0 +1,116 @@
+"""The import table of ARCHITECTURE.md, enforced on every module of every package."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = {"reference", "fault_injection", "traces", "properties", "linearizability",
+           "spark_analysis", "kafkacheck", "tests", "benchmarks"}
+
+# package -> project packages it may import (itself always allowed)
+ALLOWED_PROJECT = {
+    "reference": set(),
+    "reference.server": {"reference"},
+    "fault_injection": {"reference", "traces"},
+    "traces": set(),
+    "properties": {"traces", "linearizability", "fault_injection", "reference"},
+    "linearizability": {"traces"},
+    "spark_analysis": {"traces", "properties"},
+    "kafkacheck": {"reference", "fault_injection", "traces", "properties", "linearizability",
+                   "spark_analysis"},
+}
+# third-party packages each layer may import (the standard library is always allowed,
+# except where FORBIDDEN_STDLIB says otherwise)
+ALLOWED_THIRD_PARTY = {
+    "reference": {"crc32c"},
+    "reference.server": {"crc32c", "kafka"},
+    "fault_injection": set(),
+    "traces": {"pyarrow"},
+    "properties": {"networkx", "hypothesis", "z3"},
+    "linearizability": set(),
+    "spark_analysis": {"pyspark", "pyarrow"},
+    "kafkacheck": {"rich", "kafka", "confluent_kafka", "pyarrow"},
+}
+# the sans-IO core: no I/O, clock or randomness
+FORBIDDEN_STDLIB_IN_CORE = {"os", "io", "socket", "time", "random", "datetime", "asyncio",
+                            "threading", "subprocess", "pathlib", "select", "selectors",
+                            "secrets", "uuid", "shutil", "tempfile", "multiprocessing",
+                            "signal", "ssl", "urllib", "http"}
+
+
+def _layer(module_path: Path) -> str:
+    rel = module_path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts
+    if parts[0] == "reference" and len(parts) > 1 and parts[1] == "server":
+        return "reference.server"
+    return parts[0]
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.module, node.lineno))
+    return out
+
+
+def _modules():
+    for pkg in ALLOWED_PROJECT:
+        if "." in pkg:
+            continue
+        yield from sorted((ROOT / pkg).rglob("*.py"))
+
+
+def test_every_package_imports_only_what_architecture_allows():
+    problems = []
+    stdlib = sys.stdlib_module_names
+    for path in _modules():
+        layer = _layer(path)
+        own = layer.split(".")[0]
+        for name, line in _imports(path):
+            top = name.split(".")[0]
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if top in PROJECT:
+                if top == own and not (layer == "reference" and name.startswith("reference.server")):
+                    continue
+                if top not in ALLOWED_PROJECT[layer]:
+                    problems.append(f"{where}: {layer} may not import {name}")
+            elif top in stdlib or top == "__future__":
+                if layer == "reference" and top in FORBIDDEN_STDLIB_IN_CORE:
+                    problems.append(f"{where}: the sans-IO core may not import {name}")
+            elif top not in ALLOWED_THIRD_PARTY[layer]:
+                problems.append(f"{where}: {layer} may not import third-party {name}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_sans_io_core_opens_no_files():
+    problems = []
+    for path in sorted((ROOT / "reference").rglob("*.py")):
+        if "server" in path.relative_to(ROOT).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                    "open", "input", "print"):
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: calls {node.func.id}()")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_layer_checker_catches_a_forbidden_import(tmp_path):
+    bad = ROOT / "reference" / "_layer_probe_tmp.py"
+    bad.write_text("import time\nfrom kafkacheck import cli\n")
+    try:
+        try:
+            test_every_package_imports_only_what_architecture_allows()
+        except AssertionError as e:
+            assert "may not import time" in str(e)
+            assert "may not import kafkacheck" in str(e)
+        else:
+            raise AssertionError("a forbidden import went unnoticed")
+    finally:
+        bad.unlink()
