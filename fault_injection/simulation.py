@@ -37,6 +37,7 @@ from reference.node import Event, Node, Send, Timer
 from traces.history import Recorder
 
 _DELIVER, _TIMER, _CALL = 0, 1, 2
+VIOLATIONS_RECORDED_MAX = 100  # per invariant; the count in violation_counts is complete
 
 
 @dataclass(slots=True)
@@ -68,6 +69,7 @@ class Simulation:
         self.checker = InvariantChecker() if invariants else None
         self.keep_going = keep_going
         self.violations: list[tuple[int, Violation]] = []
+        self.violation_counts: dict[str, int] = {}
         self.stopped = False
         self.steps = 0
         self.delivered = 0
@@ -197,6 +199,9 @@ class Simulation:
 
     def _violate(self, found: list[Violation]) -> None:
         for v in found:
+            self.violation_counts[v.invariant] = self.violation_counts.get(v.invariant, 0) + 1
+            if self.violation_counts[v.invariant] > VIOLATIONS_RECORDED_MAX:
+                continue  # with keep_going one broken rule can fire on every step
             self.violations.append((self.now_ns, v))
             self.recorder.event(self.now_ns, v.node, "invariant-violation", v.to_dict())
             if not self.keep_going:

@@ -11,8 +11,9 @@ leader moved) until ``retries`` or ``delivery_timeout_ms`` run out.
 Each send ends in one :class:`SendResult`: an offset, or an error with ``maybe_appended``
 telling whether any attempt may have been written (a timeout, a lost response,
 ``NOT_ENOUGH_REPLICAS_AFTER_APPEND``, and with acks=all ``NOT_LEADER_OR_FOLLOWER``).
-Without idempotence a retry after such an outcome may duplicate the record, which Kafka permits; ``retry_unknown_outcomes=False`` stops retrying
-at the first unknown outcome instead, so every duplicate is the broker's doing.
+Without idempotence a retry after such an outcome may duplicate the record, which Kafka
+permits; ``retry_unknown_outcomes=False`` stops retrying at the first unknown outcome
+instead, so every duplicate is the broker's doing.
 """
 
 from __future__ import annotations

@@ -1,0 +1,53 @@
+"""Every bug switch is caught by the seed the README names, and the same run without the
+switch is valid."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafkacheck.cli import main
+
+# (switch, extra options, invariant expected, history anomalies expected with --keep-going)
+CASES = [
+    ("truncate-to-high-watermark", ["--seed", "0"], "acked-on-isr", None),
+    ("hw-without-epoch-check", ["--seed", "24", "--ops", "4000", "--faults", "partition,kill"],
+     "acked-on-isr", None),
+    ("unclean-election", ["--seed", "1"], "log-matching", None),
+    ("ack-before-isr", ["--seed", "0"], "acked-on-isr", {"lost-write", "inconsistent-offsets"}),
+]
+
+
+def run(tmp_path, name, args):
+    out = tmp_path / name
+    code = main(["run", "--no-progress", "--format", "json", "--out", str(out), *args])
+    return code, json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.parametrize(("bug", "args", "invariant", "keep_going_expects"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_the_readme_seed_catches_the_bug(tmp_path, capsys, bug, args, invariant, keep_going_expects):
+    code, result = run(tmp_path, "bug", [*args, "--bug", bug])
+    capsys.readouterr()
+    assert code == 1 and result["valid"] is False
+    found = {a["invariant"] for a in result["anomalies"]["invariant-violation"]}
+    assert invariant in found
+    if keep_going_expects:
+        code, result = run(tmp_path, "keep", [*args, "--bug", bug, "--keep-going"])
+        assert keep_going_expects <= set(result["anomaly_types"])
+
+
+@pytest.mark.parametrize(("bug", "args"), [(c[0], c[1]) for c in CASES if c[0] != "ack-before-isr"],
+                         ids=[c[0] for c in CASES if c[0] != "ack-before-isr"])
+def test_the_same_run_without_the_bug_is_valid(tmp_path, capsys, bug, args):
+    code, result = run(tmp_path, "ok", args)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+
+
+def test_truncation_to_the_high_watermark_shows_in_the_history_with_keep_going(tmp_path, capsys):
+    code, result = run(tmp_path, "k", ["--seed", "7", "--bug", "truncate-to-high-watermark",
+                                       "--keep-going"])
+    capsys.readouterr()
+    assert code == 1 and "inconsistent-offsets" in result["anomaly_types"]

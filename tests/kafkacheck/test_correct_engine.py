@@ -1,0 +1,46 @@
+"""The correct engine gives valid verdicts under the default faults (a sample of seeds in the
+default run; all 20 of the README's claim behind the slow marker)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafkacheck.cli import main
+
+
+def verdict(tmp_path, seed, ops):
+    out = tmp_path / str(seed)
+    code = main(["run", "--seed", str(seed), "--ops", str(ops), "--no-progress", "--format", "json",
+                 "--out", str(out)])
+    return code, json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.parametrize("seed", [0, 5, 13])
+def test_default_runs_are_valid(tmp_path, capsys, seed):
+    code, result = verdict(tmp_path, seed, 10_000)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+    assert result["stats"]["nemesis_ops"] > 20
+    assert result["stats"]["info"] > 0  # the faults really disturbed the clients
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(20))
+def test_twenty_default_seeds_in_a_row_are_valid(tmp_path, capsys, seed):
+    code, result = verdict(tmp_path, seed, 10_000)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("faults", ["loss", "duplicate", "reorder", "delay", "clock-skew",
+                                    "partition,kill,pause,disk,clock-skew,loss,duplicate,reorder,delay"])
+def test_other_fault_mixes_are_valid(tmp_path, capsys, faults):
+    for seed in range(3):
+        out = tmp_path / f"{seed}"
+        code = main(["run", "--seed", str(seed), "--ops", "4000", "--faults", faults,
+                     "--no-progress", "--format", "json", "--out", str(out)])
+        capsys.readouterr()
+        assert code == 0, json.loads((out / "results.json").read_text())["anomaly_types"]
