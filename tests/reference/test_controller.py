@@ -1,0 +1,114 @@
+"""The controller in events: registration, fencing, elections, AlterPartition, restart."""
+
+from __future__ import annotations
+
+from reference.controller import Controller, ControllerConfig
+from reference.errors import Errors
+from reference.messages import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    CreateTopicsRequest,
+    TopicPartition,
+)
+from reference.node import Send
+from reference.storage import MemoryStorage
+
+TP = TopicPartition("t", 0)
+
+
+def started(storage=None, **config) -> tuple[Controller, MemoryStorage]:
+    storage = storage or MemoryStorage()
+    c = Controller(0, storage, ControllerConfig(session_timeout_ms=1_000, **config))
+    c.start(0)
+    c.drain()
+    return c, storage
+
+
+def register(c: Controller, broker: int, incarnation: int = 1, now: int = 0) -> int:
+    c.receive(now, broker, BrokerRegistrationRequest(broker, incarnation))
+    replies = [o.message for o in c.drain() if isinstance(o, Send)
+               and isinstance(o.message, BrokerRegistrationResponse)]
+    return replies[0].broker_epoch
+
+
+def cluster():
+    c, storage = started()
+    epochs = {b: register(c, b) for b in (1, 2, 3)}
+    c.receive(0, 9, CreateTopicsRequest(1, "t", 1, 3))
+    c.drain()
+    return c, storage, epochs
+
+
+def heartbeat(c, epochs, brokers, now):
+    for b in brokers:
+        c.receive(now, b, BrokerHeartbeatRequest(b, epochs[b], 10**9))
+    c.drain()
+
+
+def test_a_topic_starts_with_the_first_replica_leading_and_all_in_sync():
+    c, _s, _e = cluster()
+    s = c.partitions[TP]
+    assert (s.leader, s.isr, s.leader_epoch) == (1, (1, 2, 3), 0)
+
+
+def test_a_silent_leader_is_fenced_and_a_live_isr_member_takes_over():
+    c, _s, epochs = cluster()
+    heartbeat(c, epochs, (2, 3), 900)
+    c.timer(1_500, "liveness")
+    s = c.partitions[TP]
+    assert s.leader == 2 and 1 not in s.isr and s.leader_epoch == 1
+
+
+def test_without_a_live_isr_member_the_partition_goes_offline_unless_unclean_is_allowed():
+    for unclean, leader in ((False, -1), (True, 3)):
+        c, _s = started(unclean_leader_election_enable=unclean)
+        epochs = {b: register(c, b) for b in (1, 2, 3)}
+        c.receive(0, 9, CreateTopicsRequest(1, "t", 1, 3))
+        c.drain()
+        c.partitions[TP] = c.partitions[TP].__class__(TP, (1, 2, 3), (1, 2), 1, 0, 0)
+        heartbeat(c, epochs, (3,), 900)
+        c.timer(1_500, "liveness")
+        assert c.partitions[TP].leader == leader
+
+
+def test_alter_partition_is_a_compare_and_set_with_current_broker_epochs():
+    c, _s, epochs = cluster()
+    s = c.partitions[TP]
+
+    def alter(isr, partition_epoch=s.partition_epoch, leader_epoch=s.leader_epoch):
+        c.receive(0, 1, AlterPartitionRequest(7, 1, epochs[1], TP, leader_epoch, partition_epoch,
+                                              tuple((b, epochs[b]) for b in isr)))
+        return next(o.message for o in c.drain()
+                    if isinstance(o, Send) and isinstance(o.message, AlterPartitionResponse))
+
+    assert alter((1, 2)).error is Errors.NONE
+    assert alter((1, 2), partition_epoch=s.partition_epoch).error is Errors.INVALID_UPDATE_VERSION
+    cur = c.partitions[TP]
+    assert alter((1, 2), partition_epoch=cur.partition_epoch, leader_epoch=9).error is (
+        Errors.FENCED_LEADER_EPOCH)
+    epochs_stale = dict(epochs)
+    epochs[3] = register(c, 3, incarnation=2)  # broker 3 restarted: a new epoch
+    epochs_old = epochs_stale[3]
+    c.receive(0, 1, AlterPartitionRequest(8, 1, epochs[1], TP, cur.leader_epoch, cur.partition_epoch,
+                                          ((1, epochs[1]), (2, epochs[2]), (3, epochs_old))))
+    reply = next(o.message for o in c.drain()
+                 if isinstance(o, Send) and isinstance(o.message, AlterPartitionResponse))
+    assert reply.error is Errors.INELIGIBLE_REPLICA
+
+
+def test_a_restarted_broker_leaves_every_isr():
+    c, _s, _epochs = cluster()
+    register(c, 2, incarnation=2)
+    assert 2 not in c.partitions[TP].isr
+
+
+def test_metadata_survives_a_controller_restart_and_a_torn_last_record():
+    c, storage, _epochs = cluster()
+    register(c, 3, incarnation=2)
+    before = (c.partitions[TP], c.next_broker_epoch)
+    storage.append("controller/metadata.records", b'{"type": "partit')  # torn last write
+    c2, _ = started(storage)
+    assert (c2.partitions[TP], c2.next_broker_epoch) == before
