@@ -107,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, HistoryError, ScheduleError) as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as e:
+        print(f"kafkacheck: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("kafkacheck: interrupted", file=sys.stderr)
         return 130
@@ -179,6 +182,12 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / run_id_for(options)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
+    try:  # before simulating, so a bad --out costs nothing
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ".write-test").write_text("")
+        (out / ".write-test").unlink()
+    except OSError as e:
+        raise UsageError(f"cannot write the run directory {out}: {e.strerror or e}") from None
     with progress_bar(args.no_progress or args.format == "json", options.ops) as progress:
         outcome = simulate(options, out, progress)
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]

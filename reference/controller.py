@@ -102,6 +102,7 @@ class Controller(Node):
         match r["type"]:
             case "broker":
                 self.brokers[r["id"]] = _BrokerRecord(r["epoch"], r["fenced"], 0)
+                self.registrations[r["id"]] = r.get("incarnation", -1)
                 self.next_broker_epoch = max(self.next_broker_epoch, r["epoch"] + 1)
             case "partition":
                 tp = TopicPartition(r["topic"], r["partition"])
@@ -118,7 +119,7 @@ class Controller(Node):
     def _commit_broker(self, broker_id: int) -> None:
         b = self.brokers[broker_id]
         self._commit({"type": "broker", "id": broker_id, "epoch": b.broker_epoch,
-                      "fenced": b.fenced})
+                      "fenced": b.fenced, "incarnation": self.registrations.get(broker_id, -1)})
 
     def _commit_partition(self, s: PartitionState) -> None:
         self.partitions[s.tp] = s

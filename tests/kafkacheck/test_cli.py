@@ -72,6 +72,7 @@ def test_a_malformed_history_is_exit_3_with_one_line(tmp_path):
     ["run", "--seed", "abc"],
     ["run", "--schedule", "/nonexistent/schedule.json"],
     ["check", "/nonexistent/run"],
+    ["run", "--ops", "10", "--out", "/proc/not-writable"],
     ["frobnicate"],
 ])
 def test_bad_options_are_exit_3_without_a_traceback(args):
