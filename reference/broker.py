@@ -465,15 +465,20 @@ class Broker(Node):
                 waiting.append(d)
         self.delayed_fetch = waiting
 
-    def _on_list_offsets(self, src: int, req: ListOffsetsRequest) -> None:
-        p = self.partitions.get(req.tp)
+    def _leader_for(self, tp: TopicPartition, current_leader_epoch: int) -> tuple[Partition | None, Errors]:
+        """The partition if this broker leads it in the request's epoch, else the error."""
+        p = self.partitions.get(tp)
         if self.broker_epoch < 0 or p is None or not p.is_leader:
-            self.send(src, ListOffsetsResponse(req.correlation_id, req.tp,
-                                               Errors.NOT_LEADER_OR_FOLLOWER))
-            return
-        fenced = p.check_epoch(req.current_leader_epoch)
+            return None, Errors.NOT_LEADER_OR_FOLLOWER
+        fenced = p.check_epoch(current_leader_epoch)
         if fenced is not None:
-            self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, Errors[fenced]))
+            return None, Errors[fenced]
+        return p, Errors.NONE
+
+    def _on_list_offsets(self, src: int, req: ListOffsetsRequest) -> None:
+        p, error = self._leader_for(req.tp, req.current_leader_epoch)
+        if p is None:
+            self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, error))
             return
         if req.timestamp == -2:
             offset = p.log.log_start_offset
@@ -488,14 +493,9 @@ class Broker(Node):
                                            p.leader_epoch))
 
     def _on_offset_for_leader_epoch(self, src: int, req: OffsetForLeaderEpochRequest) -> None:
-        p = self.partitions.get(req.tp)
-        if self.broker_epoch < 0 or p is None or not p.is_leader:
-            self.send(src, OffsetForLeaderEpochResponse(req.correlation_id, req.tp,
-                                                        Errors.NOT_LEADER_OR_FOLLOWER))
-            return
-        fenced = p.check_epoch(req.current_leader_epoch)
-        if fenced is not None:
-            self.send(src, OffsetForLeaderEpochResponse(req.correlation_id, req.tp, Errors[fenced]))
+        p, error = self._leader_for(req.tp, req.current_leader_epoch)
+        if p is None:
+            self.send(src, OffsetForLeaderEpochResponse(req.correlation_id, req.tp, error))
             return
         epoch, end = p.log.end_offset_for_epoch(req.leader_epoch)
         self.send(src, OffsetForLeaderEpochResponse(req.correlation_id, req.tp, Errors.NONE,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reference import records as rec
+from reference.client import ClientNode
 from reference.errors import Errors
 from reference.messages import (
     EARLIEST_TIMESTAMP,
@@ -26,11 +27,9 @@ from reference.messages import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataImage,
-    MetadataRequest,
     MetadataResponse,
     TopicPartition,
 )
-from reference.node import Node
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +51,12 @@ class ConsumedRecord:
     value: bytes | None
 
 
-class Consumer(Node):
+class Consumer(ClientNode):
     CORRELATION_BASE = 1 << 40
 
     def __init__(self, node_id: int, bootstrap: list[int], config: ConsumerConfig) -> None:
-        super().__init__(node_id)
-        self.bootstrap = bootstrap
+        super().__init__(node_id, bootstrap, config.metadata_timeout_ms, config.retry_backoff_ms)
         self.config = config
-        self.metadata = MetadataImage(-1, (), ())
         self._leaders: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (leader, epoch)
         self.assignment: tuple[TopicPartition, ...] = ()
         self.positions: dict[TopicPartition, int] = {}
@@ -71,12 +68,6 @@ class Consumer(Node):
         self._listing: set[TopicPartition] = set()
         self._list_for_end: set[int] = set()
         self.end_offsets: dict[TopicPartition, int] = {}
-        self._corr = self.CORRELATION_BASE
-        self._metadata_corr = -1
-        self._metadata_tries = 0
-        self._metadata_not_before_ms = 0
-        self._now_ms = 0
-        self._metadata_wait = False
 
     def start(self, now_ms: int) -> None:
         self._now_ms = now_ms
@@ -143,27 +134,6 @@ class Consumer(Node):
 
     # ------------------------------------------------------------ machinery
 
-    def _next_corr(self) -> int:
-        self._corr += 1
-        return self._corr
-
-    def _refresh_metadata(self) -> None:
-        """Ask a bootstrap broker for metadata, at most once per backoff period."""
-        if self._metadata_corr >= 0:
-            return
-        now_ms = self._now_ms
-        if now_ms < self._metadata_not_before_ms:
-            if not self._metadata_wait:
-                self._metadata_wait = True
-                self.set_timer(self._metadata_not_before_ms - now_ms, "metadata-again")
-            return
-        self._metadata_wait = False
-        self._metadata_corr = self._next_corr()
-        target = self.bootstrap[self._metadata_tries % len(self.bootstrap)]
-        self._metadata_tries += 1
-        self.send(target, MetadataRequest(self._metadata_corr))
-        self.set_timer(self.config.metadata_timeout_ms, ("metadata", self._metadata_corr))
-
     def _list_offsets(self, tp: TopicPartition, leader: int, epoch: int) -> None:
         if tp in self._listing:
             return
@@ -207,16 +177,12 @@ class Consumer(Node):
                 elif message.error is not Errors.OFFSET_NOT_AVAILABLE:
                     self._refresh_metadata()
             case MetadataResponse():
-                if message.correlation_id != self._metadata_corr:
-                    return
-                self._metadata_corr = -1
-                self._metadata_not_before_ms = now_ms + self.config.retry_backoff_ms
-                if message.image.version >= self.metadata.version:
-                    self.metadata = message.image
-                    self._leaders = {s.tp: (s.leader, s.leader_epoch)
-                                     for s in message.image.partitions}
+                self._on_metadata_response(now_ms, message)
             case _:
                 pass
+
+    def _metadata_changed(self, image: MetadataImage) -> None:
+        self._leaders = {s.tp: (s.leader, s.leader_epoch) for s in image.partitions}
 
     def _apply(self, r) -> None:
         tp = r.tp
@@ -247,6 +213,8 @@ class Consumer(Node):
 
     def timer(self, now_ms: int, key: object) -> None:
         self._now_ms = now_ms
+        if self._on_metadata_timer(key):
+            return
         match key:
             case ("fetch", corr):
                 if self._fetch_done(corr) is not None:
@@ -256,12 +224,5 @@ class Consumer(Node):
                 self._list_for_end.discard(corr)
                 if tp is not None:
                     self._listing.discard(tp)
-            case ("metadata", corr):
-                if corr == self._metadata_corr:
-                    self._metadata_corr = -1
-                    self._refresh_metadata()
-            case "metadata-again":
-                self._metadata_wait = False
-                self._refresh_metadata()
             case _:
                 pass

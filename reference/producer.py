@@ -22,10 +22,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from reference import records as rec
+from reference.client import ClientNode
 from reference.errors import MAYBE_APPENDED, MAYBE_APPENDED_ACKS_ALL, RETRIABLE, Errors
 from reference.messages import (
     MetadataImage,
-    MetadataRequest,
     MetadataResponse,
     ProduceRequest,
     ProduceResponse,
@@ -74,26 +74,18 @@ class _Batch:
     retry_at_ms: int = 0
 
 
-class Producer(Node):
+class Producer(ClientNode):
     CORRELATION_BASE = 0
 
     def __init__(self, node_id: int, bootstrap: list[int], config: ProducerConfig) -> None:
-        super().__init__(node_id)
-        self.bootstrap = bootstrap
+        super().__init__(node_id, bootstrap, config.metadata_timeout_ms, config.retry_backoff_ms)
         self.config = config
-        self.metadata = MetadataImage(-1, (), ())
         self._leaders: dict[TopicPartition, int] = {}
         self.queues: dict[TopicPartition, deque[_Batch]] = {}
         self.in_flight: dict[int, tuple[_Batch, int]] = {}  # corr -> (batch, leader)
         self.in_flight_count: dict[TopicPartition, int] = {}
         self.results: list[SendResult] = []
         self._next_send_id = 0
-        self._corr = self.CORRELATION_BASE
-        self._metadata_corr = -1
-        self._metadata_tries = 0
-        self._metadata_not_before_ms = 0
-        self._now_ms = 0
-        self._metadata_wait = False
 
     def start(self, now_ms: int) -> None:
         self._now_ms = now_ms
@@ -123,27 +115,6 @@ class Producer(Node):
         return out
 
     # ------------------------------------------------------------ machinery
-
-    def _next_corr(self) -> int:
-        self._corr += 1
-        return self._corr
-
-    def _refresh_metadata(self) -> None:
-        """Ask a bootstrap broker for metadata, at most once per backoff period."""
-        if self._metadata_corr >= 0:
-            return
-        now_ms = self._now_ms
-        if now_ms < self._metadata_not_before_ms:
-            if not self._metadata_wait:
-                self._metadata_wait = True
-                self.set_timer(self._metadata_not_before_ms - now_ms, "metadata-again")
-            return
-        self._metadata_wait = False
-        self._metadata_corr = self._next_corr()
-        target = self.bootstrap[self._metadata_tries % len(self.bootstrap)]
-        self._metadata_tries += 1
-        self.send_message(target, MetadataRequest(self._metadata_corr))
-        self.set_timer(self.config.metadata_timeout_ms, ("metadata", self._metadata_corr))
 
     def send_message(self, dst: int, message: object) -> None:
         Node.send(self, dst, message)
@@ -227,29 +198,21 @@ class Producer(Node):
             case ProduceResponse():
                 self._complete(now_ms, message.correlation_id, message.error, message.base_offset)
             case MetadataResponse():
-                if message.correlation_id != self._metadata_corr:
-                    return
-                self._metadata_corr = -1
-                self._metadata_not_before_ms = now_ms + self.config.retry_backoff_ms
-                if message.image.version >= self.metadata.version:
-                    self.metadata = message.image
-                    self._leaders = {s.tp: s.leader for s in message.image.partitions}
-                self._drain(now_ms)
+                if self._on_metadata_response(now_ms, message):
+                    self._drain(now_ms)
             case _:
                 pass
 
+    def _metadata_changed(self, image: MetadataImage) -> None:
+        self._leaders = {s.tp: s.leader for s in image.partitions}
+
     def timer(self, now_ms: int, key: object) -> None:
         self._now_ms = now_ms
+        if self._on_metadata_timer(key):
+            return
         match key:
             case ("request", corr):
                 if corr in self.in_flight:
                     self._complete(now_ms, corr, Errors.NETWORK_EXCEPTION, -1)
-            case ("metadata", corr):
-                if corr == self._metadata_corr:
-                    self._metadata_corr = -1
-                    self._refresh_metadata()
-            case "metadata-again":
-                self._metadata_wait = False
-                self._refresh_metadata()
             case _:
                 self._drain(now_ms)

@@ -115,7 +115,7 @@ def test_metadata_survives_a_controller_restart_and_a_torn_last_record():
 
 
 def test_a_retried_registration_after_a_controller_restart_is_not_a_broker_restart():
-    c, storage, epochs = cluster()
+    _c, storage, epochs = cluster()
     c2, _ = started(storage)
     assert register(c2, 2, incarnation=1) == epochs[2]
     assert 2 in c2.partitions[TP].isr
