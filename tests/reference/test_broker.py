@@ -1,0 +1,160 @@
+"""Brokers and the controller in events, wired by a tiny FIFO router (no simulator, no
+faults): acks, min.insync.replicas, the high watermark as the consumer's limit,
+OffsetForLeaderEpoch, and bad input answered with error codes."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from reference import records as rec
+from reference.broker import Broker, BrokerConfig
+from reference.controller import Controller, ControllerConfig
+from reference.errors import Errors
+from reference.messages import (
+    CreateTopicsRequest,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
+from reference.node import Send, Timer
+from reference.storage import MemoryStorage
+
+TP = TopicPartition("t", 0)
+CLIENT = 50
+
+
+class Router:
+    """Delivers every send at once, in order, except to or from a blocked node; runs timers
+    only when asked."""
+
+    def __init__(self, min_isr: int = 2) -> None:
+        config = BrokerConfig(min_insync_replicas=min_isr, replica_fetch_wait_max_ms=100)
+        self.nodes = {0: Controller(0, MemoryStorage(), ControllerConfig())}
+        for b in (1, 2, 3):
+            self.nodes[b] = Broker(b, MemoryStorage(), config, 0)
+        self.now = 0
+        self.queue: deque = deque()
+        self.timers: list[tuple[int, int, int, object]] = []  # (at, seq, node, key)
+        self.seq = 0
+        self.to_client: list = []
+        self.blocked: set[int] = set()
+        for n in self.nodes.values():
+            n.start(0)
+            self._collect(n)
+        self.run()
+        self.queue.append((CLIENT, 0, CreateTopicsRequest(1, "t", 1, 3)))
+        self.run()
+        for _ in range(5):
+            self.tick(200)
+
+    def _collect(self, node) -> None:
+        for o in node.drain():
+            if isinstance(o, Send):
+                self.queue.append((node.node_id, o.dst, o.message))
+            elif isinstance(o, Timer):
+                self.seq += 1
+                self.timers.append((self.now + int(o.delay_ms), self.seq, node.node_id, o.key))
+
+    def run(self, limit: int = 10_000) -> None:
+        while self.queue and limit:
+            limit -= 1
+            src, dst, msg = self.queue.popleft()
+            if dst == CLIENT:
+                self.to_client.append(msg)
+            elif dst in self.nodes and dst not in self.blocked and src not in self.blocked:
+                self.nodes[dst].receive(self.now, src, msg)
+                self._collect(self.nodes[dst])
+
+    def tick(self, ms: int) -> None:
+        self.now += ms
+        due = sorted((t for t in self.timers if t[0] <= self.now), key=lambda t: t[:2])
+        self.timers = [t for t in self.timers if t[0] > self.now]
+        for _at, _seq, node_id, key in due:  # blocking cuts the network, not the node's clock
+            self.nodes[node_id].timer(self.now, key)
+            self._collect(self.nodes[node_id])
+        self.run()
+
+    def request(self, dst: int, msg) -> None:
+        self.queue.append((CLIENT, dst, msg))
+        self.run()
+
+    def replies(self, kind) -> list:
+        out = [m for m in self.to_client if isinstance(m, kind)]
+        self.to_client = [m for m in self.to_client if not isinstance(m, kind)]
+        return out
+
+
+def batch(value: bytes) -> bytes:
+    return rec.encode_batch([rec.RecordInput(None, value)])
+
+
+def test_acks_all_is_answered_once_the_isr_has_the_record():
+    r = Router()
+    leader = r.nodes[1]
+    r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(b"a")))
+    for _ in range(3):
+        r.tick(10)
+    [resp] = r.replies(ProduceResponse)
+    assert resp.error is Errors.NONE and resp.base_offset == 0
+    assert leader.partitions[TP].log.high_watermark == 1
+    for b in (2, 3):
+        assert r.nodes[b].partitions[TP].log.log_end_offset == 1
+
+
+def test_acks_all_below_min_insync_replicas_is_refused_before_the_append():
+    r = Router(min_isr=2)
+    r.blocked = {2, 3}
+    for _ in range(120):  # followers silent long enough to leave the ISR
+        r.tick(500)
+    assert r.nodes[0].partitions[TP].isr == (1,)
+    r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(b"a")))
+    [resp] = r.replies(ProduceResponse)
+    assert resp.error is Errors.NOT_ENOUGH_REPLICAS
+    assert r.nodes[1].partitions[TP].log.log_end_offset == 0
+    r.request(1, ProduceRequest(2, 1, 5_000, TP, batch(b"b")))  # acks=1 needs no ISR
+    assert r.replies(ProduceResponse)[0].error is Errors.NONE
+
+
+def test_consumers_never_read_at_or_above_the_high_watermark():
+    r = Router()
+    r.blocked = {2, 3}
+    r.request(1, ProduceRequest(1, 1, 5_000, TP, batch(b"a")))
+    r.request(1, FetchRequest(9, -1, -1, 0, 0, (FetchPartition(TP, -1, 0, -1),)))
+    [resp] = r.replies(FetchResponse)
+    assert resp.partitions[0].records == () and resp.partitions[0].high_watermark == 0
+    r.blocked = set()
+    for _ in range(110):  # the followers' dropped fetches time out and are sent again
+        r.tick(300)
+    assert r.nodes[0].partitions[TP].leader == 1
+    r.request(1, FetchRequest(10, -1, -1, 0, 0, (FetchPartition(TP, -1, 0, -1),)))
+    [resp] = r.replies(FetchResponse)
+    assert len(resp.partitions[0].records) == 1
+
+
+def test_offset_for_leader_epoch_and_list_offsets_answer_from_the_leader_only():
+    r = Router()
+    r.request(1, ProduceRequest(1, 1, 5_000, TP, batch(b"a")))
+    r.request(1, OffsetForLeaderEpochRequest(2, -1, TP, 0, 0))
+    [resp] = r.replies(OffsetForLeaderEpochResponse)
+    assert (resp.error, resp.leader_epoch, resp.end_offset) == (Errors.NONE, 0, 1)
+    r.request(2, OffsetForLeaderEpochRequest(3, -1, TP, 0, 0))
+    assert r.replies(OffsetForLeaderEpochResponse)[0].error is Errors.NOT_LEADER_OR_FOLLOWER
+    r.request(1, ListOffsetsRequest(4, TP, -1, 7))
+    assert r.replies(ListOffsetsResponse)[0].error is Errors.UNKNOWN_LEADER_EPOCH
+
+
+def test_a_corrupt_batch_is_refused_and_unknown_messages_are_ignored():
+    r = Router()
+    bad = bytearray(batch(b"a"))
+    bad[-1] ^= 0xFF
+    r.request(1, ProduceRequest(1, 1, 5_000, TP, bytes(bad)))
+    assert r.replies(ProduceResponse)[0].error is Errors.CORRUPT_MESSAGE
+    r.request(1, "not a kafka message")
+    assert r.nodes[1].partitions[TP].log.log_end_offset == 0
