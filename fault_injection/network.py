@@ -1,6 +1,8 @@
 """The simulated network: per-link latency, loss, duplication, reordering and partitions.
 
-Messages between two nodes normally arrive in order (Kafka runs over TCP): a link's
+Each directed link has a latency distribution (a base plus exponential jitter; one default
+for all links unless :meth:`Network.set_link_latency` gives a link its own). Messages
+between two nodes normally arrive in order (Kafka runs over TCP): a link's
 delivery time never goes below the previous one's. Faults switch that off for a while:
 ``reorder`` lets deliveries overtake each other, ``loss`` drops, ``duplicate`` delivers
 twice, ``delay`` adds latency. A partition is a set of blocked directed links
@@ -29,6 +31,7 @@ class Network:
         self.base_latency_us = base_latency_us
         self.jitter_us = jitter_us
         self.blocked: set[tuple[int, int]] = set()  # (src, dst)
+        self.link_latency: dict[tuple[int, int], tuple[int, int]] = {}  # (base, jitter) in us
         self.faults = LinkFaults()
         self._last_delivery: dict[tuple[int, int], int] = {}
         self.sent = 0
@@ -45,7 +48,8 @@ class Network:
         if f.loss and rng.random() < f.loss:
             self.dropped += 1
             return []
-        latency_us = self.base_latency_us + int(rng.expovariate(1.0 / self.jitter_us))
+        base_us, jitter_us = self.link_latency.get((src, dst), (self.base_latency_us, self.jitter_us))
+        latency_us = base_us + int(rng.expovariate(1.0 / jitter_us))
         latency_us += f.extra_delay_us
         if f.reorder:
             latency_us += int(rng.expovariate(1.0 / 2000))
@@ -57,6 +61,12 @@ class Network:
         if f.duplicate and rng.random() < f.duplicate:
             return [at, at + int(rng.expovariate(1.0 / 1000)) * 1000 + 1]
         return [at]
+
+    def set_link_latency(self, src: int, dst: int, base_us: int, jitter_us: int) -> None:
+        """Give one directed link its own latency distribution: base + exponential jitter."""
+        if base_us < 0 or jitter_us <= 0:
+            raise ValueError("latency base must be >= 0 and jitter > 0 microseconds")
+        self.link_latency[(src, dst)] = (base_us, jitter_us)
 
     # ------------------------------------------------------------ partitions
 

@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--clients", type=int, default=5, help="client processes (default 5)")
     run.add_argument("--flush-messages", type=int, default=None,
                      help="broker flush.messages (default: never flush, as Kafka)")
+    run.add_argument("--flush-ms", type=int, default=None,
+                     help="broker flush.ms: flush every N ms of virtual time (default: never)")
     run.add_argument("--unclean-leader-election", action="store_true",
                      help="unclean.leader.election.enable=true")
     run.add_argument("--keep-going", action="store_true",
@@ -127,6 +129,10 @@ def _options(args: argparse.Namespace):
         raise UsageError("--ops must be at least 1")
     if args.brokers < 1:
         raise UsageError("--brokers must be at least 1")
+    for name in ("flush_messages", "flush_ms"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if args.partitions < 1 or args.clients < 1:
         raise UsageError("--partitions and --clients must be at least 1")
     rf = args.replication_factor if args.replication_factor is not None else min(3, args.brokers)
@@ -140,7 +146,7 @@ def _options(args: argparse.Namespace):
                       partitions=args.partitions, replication_factor=rf,
                       min_insync_replicas=min_isr, acks=args.acks, faults=faults, bugs=bugs,
                       clients=args.clients, schedule=schedule,
-                      flush_messages=args.flush_messages,
+                      flush_messages=args.flush_messages, flush_ms=args.flush_ms,
                       unclean_leader_election=args.unclean_leader_election,
                       keep_going=args.keep_going)
 
@@ -167,6 +173,8 @@ def _reproduce_command(args: argparse.Namespace) -> str:
         parts += ["--clients", str(args.clients)]
     if args.flush_messages is not None:
         parts += ["--flush-messages", str(args.flush_messages)]
+    if args.flush_ms is not None:
+        parts += ["--flush-ms", str(args.flush_ms)]
     if args.unclean_leader_election:
         parts.append("--unclean-leader-election")
     if args.keep_going:

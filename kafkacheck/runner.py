@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import kafkacheck
@@ -29,7 +29,7 @@ from reference.consumer import ConsumerConfig
 from reference.controller import Controller, ControllerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
-from traces.history import dumps, write_jsonl
+from traces.history import write_jsonl
 
 CONTROLLER_ID = 0
 ADMIN_ID = 90
@@ -260,10 +260,3 @@ def simulate(options: RunOptions, out_dir: Path,
     write_jsonl(out_dir / "events.jsonl", recorder.events)
     (out_dir / "schedule.json").write_text(json.dumps(schedule, indent=1) + "\n")
     return RunOutcome(out_dir, run_meta, violations, final_read, stats)
-
-
-def history_bytes(run_dir: Path) -> bytes:
-    return (run_dir / "history.jsonl").read_bytes()
-
-
-__all__ = ["RunOptions", "RunOutcome", "asdict", "dumps", "simulate"]

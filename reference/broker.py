@@ -21,7 +21,7 @@ heartbeat responses) and applies them through :class:`~reference.partition.Parti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from reference import records as rec
 from reference.errors import Errors
@@ -95,8 +95,6 @@ class _Fetcher:
     leader: int
     correlation_id: int = 0
     in_flight: bool = False
-    sent_ms: int = 0
-    tps: tuple[TopicPartition, ...] = field(default_factory=tuple)
 
 
 class Broker(Node):
@@ -275,7 +273,6 @@ class Broker(Node):
                 members.append((r, f.broker_epoch if f is not None else -1))
         corr = self._corr()
         p.pending_isr = new_isr
-        p.pending_since_ms = now_ms
         self.alter_in_flight[corr] = p.tp
         self.send(self.controller_id, AlterPartitionRequest(
             corr, self.node_id, self.broker_epoch, p.tp, p.leader_epoch, p.partition_epoch,
@@ -515,21 +512,17 @@ class Broker(Node):
         if self.broker_epoch < 0:
             return
         parts = []
-        tps = []
         for tp in sorted(self.partitions):
             p = self.partitions[tp]
             if p.role is not Role.FOLLOWER or p.leader != f.leader:
                 continue
             last_epoch = -1 if "truncate-to-high-watermark" in self.bugs else p.log.latest_epoch
             parts.append(FetchPartition(tp, p.leader_epoch, p.log.log_end_offset, last_epoch))
-            tps.append(tp)
         if not parts:
             f.in_flight = False
             return
         f.correlation_id = self._corr()
         f.in_flight = True
-        f.sent_ms = now_ms
-        f.tps = tuple(tps)
         self.send(f.leader, FetchRequest(f.correlation_id, self.node_id, self.broker_epoch,
                                          self.config.replica_fetch_wait_max_ms, 0, tuple(parts)))
         timeout = self.config.replica_fetch_wait_max_ms + self.config.replica_fetch_timeout_ms

@@ -13,6 +13,7 @@ leader's high watermark because the broker never returns it.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from reference import records as rec
@@ -30,6 +31,8 @@ from reference.messages import (
     MetadataResponse,
     TopicPartition,
 )
+
+ERRORS_KEPT_MAX = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +64,8 @@ class Consumer(ClientNode):
         self.assignment: tuple[TopicPartition, ...] = ()
         self.positions: dict[TopicPartition, int] = {}
         self.records: list[ConsumedRecord] = []
-        self.errors: list[tuple[TopicPartition, Errors]] = []
+        # the most recent partition errors, for a caller that wants to see them
+        self.errors: deque[tuple[TopicPartition, Errors]] = deque(maxlen=ERRORS_KEPT_MAX)
         self._fetch_in_flight: dict[int, tuple[int, tuple[TopicPartition, ...]]] = {}
         self._busy_leaders: set[int] = set()
         self._list_in_flight: dict[int, TopicPartition] = {}
@@ -128,9 +132,6 @@ class Consumer(ClientNode):
     def take_records(self) -> list[ConsumedRecord]:
         out, self.records = self.records, []
         return out
-
-    def fetches_in_flight(self) -> int:
-        return len(self._fetch_in_flight)
 
     # ------------------------------------------------------------ machinery
 

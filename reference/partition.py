@@ -55,7 +55,6 @@ class Partition:
     replicas: tuple[int, ...] = ()
     isr: frozenset[int] = frozenset()
     pending_isr: frozenset[int] | None = None  # an AlterPartition in flight
-    pending_since_ms: int = 0
     followers: dict[int, FollowerPosition] = field(default_factory=dict)
 
     # ------------------------------------------------------------ roles

@@ -70,3 +70,13 @@ def test_links_are_fifo_unless_reordering_and_partitions_block_one_direction():
     net.heal()
     net.faults.duplicate = 1.0
     assert len(net.deliveries(1, 2, 0)) == 2
+
+
+def test_a_link_can_have_its_own_latency_distribution():
+    net = Network(random.Random(2), base_latency_us=200, jitter_us=100)
+    net.set_link_latency(1, 3, 50_000, 1_000)
+    slow = [net.deliveries(1, 3, 0)[0] for _ in range(50)]
+    fast = [net.deliveries(1, 2, 0)[0] for _ in range(50)]
+    assert min(slow) >= 50_000_000 and max(fast) < 50_000_000
+    with pytest.raises(ValueError):
+        net.set_link_latency(1, 2, 10, 0)

@@ -67,6 +67,7 @@ def test_a_malformed_history_is_exit_3_with_one_line(tmp_path):
     ["run", "--bug", "no-such-bug"],
     ["run", "--faults", "meteor"],
     ["run", "--ops", "0"],
+    ["run", "--flush-ms", "0"],
     ["run", "--brokers", "2", "--replication-factor", "3"],
     ["run", "--acks", "2"],
     ["run", "--seed", "abc"],
@@ -87,3 +88,13 @@ def test_help_names_every_bug_switch_and_fault():
     for name in ("truncate-to-high-watermark", "hw-without-epoch-check", "unclean-election",
                  "ack-before-isr", "partition", "kill", "pause", "disk", "clock-skew"):
         assert name in p.stdout
+
+
+def test_flushing_brokers_write_fsync_events(tmp_path):
+    out = tmp_path / "f"
+    p = kc("run", "--seed", "2", "--ops", "600", "--flush-ms", "100", "--flush-messages", "5",
+           "--no-progress", "--out", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    events = (out / "events.jsonl").read_text()
+    assert '"kind":"fsync"' in events
+    assert json.loads((out / "run.json").read_text())["config"]["flush_ms"] == 100
