@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
             "byte-identical history.jsonl."),
         epilog="faults:\n" + "\n".join(f"  {k}: {v}" for k, v in FAULTS.items())
         + "\n\nbug switches (--bug, repeatable; all off by default):\n" + _bug_help())
+    run.add_argument("--workload", choices=["queue", "idempotent"], default="queue",
+                     help="queue: sends and polls, no retry of unknown outcomes; idempotent: "
+                          "the same with enable.idempotence and retries (default queue)")
     run.add_argument("--seed", type=int, default=0, help="seed of the run's RNG (default 0)")
     run.add_argument("--ops", type=int, default=10_000,
                      help="client operations to perform (default 10000)")
@@ -141,8 +144,10 @@ def _options(args: argparse.Namespace):
     min_isr = args.min_insync_replicas if args.min_insync_replicas is not None else min(2, rf)
     if not 1 <= min_isr <= rf:
         raise UsageError(f"--min-insync-replicas must be between 1 and the replication factor ({rf})")
+    if args.workload == "idempotent" and args.acks != "all":
+        raise UsageError("the idempotent workload needs --acks all (enable.idempotence implies it)")
     schedule = load_schedule(args.schedule) if args.schedule else None
-    return RunOptions(seed=args.seed, ops=args.ops, brokers=args.brokers,
+    return RunOptions(workload=args.workload, seed=args.seed, ops=args.ops, brokers=args.brokers,
                       partitions=args.partitions, replication_factor=rf,
                       min_insync_replicas=min_isr, acks=args.acks, faults=faults, bugs=bugs,
                       clients=args.clients, schedule=schedule,
@@ -153,6 +158,8 @@ def _options(args: argparse.Namespace):
 
 def _reproduce_command(args: argparse.Namespace) -> str:
     parts = ["kafkacheck", "run", "--seed", str(args.seed), "--ops", str(args.ops)]
+    if args.workload != "queue":
+        parts += ["--workload", args.workload]
     if args.brokers != 3:
         parts += ["--brokers", str(args.brokers)]
     if args.partitions != 4:
@@ -184,7 +191,7 @@ def _reproduce_command(args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict, progress_bar
-    from kafkacheck.runner import run_id_for, simulate
+    from kafkacheck.runner import STALL_MS, run_id_for, simulate
 
     options = _options(args)
     out = Path(args.out) if args.out else Path("runs") / run_id_for(options)
@@ -201,6 +208,16 @@ def _run(args: argparse.Namespace) -> int:
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     ops = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     result = with_invariant_violations(check_queue(ops, outcome.run_meta["config"]), events)
+    stalled = outcome.run_meta["config"].get("stalled_at_ns")
+    if stalled is not None:
+        result["valid"] = False
+        result["anomaly_types"] = sorted({*result["anomaly_types"], "stalled"})
+        result["anomalies"]["stalled"] = [{
+            "ops": [], "time": stalled,
+            "explanation": f"no client operation completed for {STALL_MS // 1000} s of virtual "
+                           f"time after {stalled / 1e9:.1f} s; the workload stopped with "
+                           f"{outcome.stats['ops_completed']} of {options.ops} ops done"}]
+        result.setdefault("counts", {})["stalled"] = 1
     result["stats"]["simulation"] = outcome.stats
     result["reproduce"] = _reproduce_command(args)
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -37,6 +37,8 @@ READER_ID = 91
 CLIENT_BASE = 100
 MS = 1_000_000
 
+STALL_MS = 60_000  # no op completed for this long (virtual): the run is stalled
+
 CLUSTER_TIMINGS = {
     "replica_lag_time_max_ms": 3_000,
     "replica_fetch_wait_max_ms": 200,
@@ -73,6 +75,14 @@ class RunOptions:
     keep_going: bool = False
     invariants: bool = True
     topic: str = "t0"
+    workload: str = "queue"  # queue, or idempotent (enable.idempotence, retries, 5 in flight)
+
+
+WORKLOADS = {
+    "queue": "sends and polls; the producer never retries a send whose outcome is unknown",
+    "idempotent": "sends and polls with enable.idempotence: retries of every kind, up to 5 "
+                  "batches in flight, and no duplicate may appear",
+}
 
 
 @dataclass(slots=True)
@@ -90,7 +100,8 @@ def acks_value(acks: str) -> int:
 
 def run_id_for(options: RunOptions) -> str:
     bugs = "-".join(options.bugs) or "correct"
-    return f"seed{options.seed}-{bugs}"
+    workload = "" if options.workload == "queue" else f"{options.workload}-"
+    return f"seed{options.seed}-{workload}{bugs}"
 
 
 def simulate(options: RunOptions, out_dir: Path,
@@ -139,10 +150,12 @@ def simulate(options: RunOptions, out_dir: Path,
 
     keys = [TopicPartition(options.topic, i) for i in range(options.partitions)]
     budget = Budget(options.ops)
+    idempotent = options.workload == "idempotent"
     producer_config = ProducerConfig(
         acks=acks_value(options.acks), linger_ms=2, retry_backoff_ms=50,
         request_timeout_ms=t["request_timeout_ms"], delivery_timeout_ms=t["delivery_timeout_ms"],
-        max_in_flight=1, retry_unknown_outcomes=False)
+        max_in_flight=5 if idempotent else 1, retry_unknown_outcomes=idempotent,
+        enable_idempotence=idempotent)
     consumer_config = ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=t["request_timeout_ms"])
     clients: list[QueueClient] = []
     for i in range(options.clients):
@@ -171,12 +184,19 @@ def simulate(options: RunOptions, out_dir: Path,
     horizon_ns = (expected_ms * 20 + schedule_end_ms + 60_000) * MS
     step_ns = 200 * MS
     t_ns = sim.now_ns
+    stalled_at_ns = None
+    last_progress = (budget.completed, t_ns)
     while not sim.stopped and t_ns < horizon_ns:
         t_ns += step_ns
         sim.run_until(t_ns)
         if progress is not None:
             progress(budget.completed, options.ops)
         if budget.remaining <= 0 and all(c.op is None for c in clients):
+            break
+        if budget.completed != last_progress[0]:
+            last_progress = (budget.completed, t_ns)
+        elif t_ns - last_progress[1] > STALL_MS * MS:
+            stalled_at_ns = last_progress[1]  # no client op completed for STALL_MS
             break
 
     # phase 3: heal everything, then a quiet period
@@ -220,11 +240,11 @@ def simulate(options: RunOptions, out_dir: Path,
         "run_id": run_id_for(options),
         "seed": options.seed,
         "target": "sim",
-        "workload": "queue",
+        "workload": options.workload,
         "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "config": {
             "acks": options.acks,
-            "idempotence": False,
+            "idempotence": idempotent,
             "isolation_level": "read_uncommitted",
             "txn": False,
             "sub_via": ["assign"],
@@ -241,6 +261,7 @@ def simulate(options: RunOptions, out_dir: Path,
             "unclean_leader_election_enable": options.unclean_leader_election,
             "timings_ms": CLUSTER_TIMINGS,
             "final_read": final_read,
+            "stalled_at_ns": stalled_at_ns,
         },
         "faults": list(options.faults) if options.schedule is None else ["scripted"],
         "versions": {"kafkacheck": kafkacheck.__version__, "broker": f"reference {kafkacheck.__version__}"},

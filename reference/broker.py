@@ -27,6 +27,8 @@ from reference import records as rec
 from reference.errors import Errors
 from reference.log import LogConfig, PartitionLog
 from reference.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -37,6 +39,8 @@ from reference.messages import (
     FetchPartition,
     FetchRequest,
     FetchResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataImage,
@@ -115,6 +119,8 @@ class Broker(Node):
         self.delayed_fetch: list[_DelayedFetch] = []
         self.next_correlation_id = 0
         self.alter_in_flight: dict[int, TopicPartition] = {}
+        self.producer_ids: tuple[int, int] = (0, 0)  # [next, end) of this broker's block
+        self.allocate_in_flight = -1
 
     # ------------------------------------------------------------ lifecycle
 
@@ -159,6 +165,14 @@ class Broker(Node):
                 self._on_list_offsets(src, message)
             case OffsetForLeaderEpochRequest():
                 self._on_offset_for_leader_epoch(src, message)
+            case InitProducerIdRequest():
+                self._on_init_producer_id(src, message)
+            case AllocateProducerIdsResponse():
+                if message.correlation_id == self.allocate_in_flight:
+                    self.allocate_in_flight = -1
+                    if message.error is Errors.NONE:
+                        self.producer_ids = (message.producer_id_start,
+                                             message.producer_id_start + message.producer_id_len)
             case MetadataUpdate():
                 if self.broker_epoch >= 0:
                     self._apply_metadata(now_ms, message.image)
@@ -198,6 +212,9 @@ class Broker(Node):
                 self._expire_fetches(now_ms)
             case ("fetcher", leader, corr):
                 self._fetcher_timer(now_ms, leader, corr)
+            case ("allocate-timeout", corr):
+                if corr == self.allocate_in_flight:
+                    self.allocate_in_flight = -1
             case ("alter-timeout", corr):
                 tp = self.alter_in_flight.pop(corr, None)
                 if tp is not None and tp in self.partitions:
@@ -314,15 +331,28 @@ class Broker(Node):
                 self.send(src, ProduceResponse(req.correlation_id, req.tp, error))
             return
         assert p is not None
-        try:
-            base, last = p.log.append_as_leader(req.records, p.leader_epoch)
-        except StorageError:
-            if req.acks != 0:
-                self.send(src, ProduceResponse(req.correlation_id, req.tp,
-                                               Errors.KAFKA_STORAGE_ERROR))
-            return
-        self.event("log-append", key=req.tp.key, base_offset=base, last_offset=last,
-                   leader_epoch=p.leader_epoch)
+        duplicate = None
+        if "no-sequence-check" not in self.bugs:
+            seq_error, duplicate = p.log.producer_state.check(rec.parse_header(req.records))
+            if seq_error not in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
+                if req.acks != 0:
+                    self.send(src, ProduceResponse(req.correlation_id, req.tp, seq_error))
+                return
+        if duplicate is not None:
+            # a retry of a batch already written: answer with the original offsets (acks=all
+            # still waits until they are committed)
+            base, last = duplicate.first_offset, duplicate.last_offset
+            self.event("duplicate-sequence", key=req.tp.key, base_offset=base, last_offset=last)
+        else:
+            try:
+                base, last = p.log.append_as_leader(req.records, p.leader_epoch)
+            except StorageError:
+                if req.acks != 0:
+                    self.send(src, ProduceResponse(req.correlation_id, req.tp,
+                                                   Errors.KAFKA_STORAGE_ERROR))
+                return
+            self.event("log-append", key=req.tp.key, base_offset=base, last_offset=last,
+                       leader_epoch=p.leader_epoch)
         if req.acks == -1 and "ack-before-isr" not in self.bugs:
             self.delayed_produce.setdefault(req.tp, []).append(_DelayedProduce(
                 src, req.correlation_id, req.tp, last + 1, base, now_ms + req.timeout_ms))
@@ -331,6 +361,7 @@ class Broker(Node):
             self.send(src, ProduceResponse(req.correlation_id, req.tp, Errors.NONE, base,
                                            p.log.log_start_offset))
         self._maybe_advance_hw(now_ms, p)
+        self._complete_produces(p)  # a duplicate's original may be committed already
         self._wake_fetches(now_ms, req.tp)
 
     def _produce_error(self, p: Partition | None, req: ProduceRequest) -> Errors:
@@ -461,6 +492,24 @@ class Broker(Node):
             else:
                 waiting.append(d)
         self.delayed_fetch = waiting
+
+    def _on_init_producer_id(self, src: int, req: InitProducerIdRequest) -> None:
+        """A producer id for an idempotent producer (transactional ids: a later issue)."""
+        if req.transactional_id is not None:
+            self.send(src, InitProducerIdResponse(req.correlation_id, Errors.COORDINATOR_NOT_AVAILABLE))
+            return
+        nxt, end = self.producer_ids
+        if nxt < end:
+            self.producer_ids = (nxt + 1, end)
+            self.send(src, InitProducerIdResponse(req.correlation_id, Errors.NONE, nxt, 0))
+            return
+        if self.allocate_in_flight < 0 and self.broker_epoch >= 0:
+            self.allocate_in_flight = self._corr()
+            self.send(self.controller_id, AllocateProducerIdsRequest(
+                self.allocate_in_flight, self.node_id, self.broker_epoch))
+            self.set_timer(self.config.alter_partition_timeout_ms,
+                           ("allocate-timeout", self.allocate_in_flight))
+        self.send(src, InitProducerIdResponse(req.correlation_id, Errors.COORDINATOR_LOAD_IN_PROGRESS))
 
     def _leader_for(self, tp: TopicPartition, current_leader_epoch: int) -> tuple[Partition | None, Errors]:
         """The partition if this broker leads it in the request's epoch, else the error."""

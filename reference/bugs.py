@@ -21,6 +21,10 @@ BUGS: dict[str, str] = {
         "the controller elects a live replica outside the ISR when a partition needs a "
         "leader, whether or not an ISR member is available"
     ),
+    "no-sequence-check": (
+        "the leader appends an idempotent producer's batches without checking their "
+        "sequence numbers, so a retried batch is written again"
+    ),
     "ack-before-isr": (
         "acks=all answered after the leader's own append, without waiting for the ISR "
         "(the high watermark)"

@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 
 from reference.errors import Errors
 from reference.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -46,6 +48,7 @@ from reference.storage import Storage
 # Not a partition log: the simulated disk faults that corrupt partition logs spare it, as
 # the controller stands in for a replicated quorum.
 METADATA_LOG = "controller/metadata.records"
+PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ class Controller(Node):
         self.next_broker_epoch = 1
         self.metadata_version = 0
         self.registrations: dict[int, int] = {}  # broker id -> incarnation registered
+        self.next_producer_id = 0  # the start of the next block of producer ids to hand out
 
     # ------------------------------------------------------------ durability
 
@@ -104,6 +108,8 @@ class Controller(Node):
                 self.brokers[r["id"]] = _BrokerRecord(r["epoch"], r["fenced"], 0)
                 self.registrations[r["id"]] = r.get("incarnation", -1)
                 self.next_broker_epoch = max(self.next_broker_epoch, r["epoch"] + 1)
+            case "producer-ids":
+                self.next_producer_id = max(self.next_producer_id, r["next"])
             case "partition":
                 tp = TopicPartition(r["topic"], r["partition"])
                 self.partitions[tp] = PartitionState(
@@ -159,6 +165,8 @@ class Controller(Node):
                 self._on_registration(now_ms, src, message)
             case CreateTopicsRequest():
                 self._on_create_topics(src, message)
+            case AllocateProducerIdsRequest():
+                self._on_allocate_producer_ids(src, message)
             case _:
                 pass
 
@@ -284,6 +292,18 @@ class Controller(Node):
         self._commit_partition(new)
         self.send(src, AlterPartitionResponse(req.correlation_id, req.tp, Errors.NONE, new))
         self._push()
+
+    def _on_allocate_producer_ids(self, src: int, req: AllocateProducerIdsRequest) -> None:
+        b = self.brokers.get(req.broker_id)
+        if b is None or b.fenced or b.broker_epoch != req.broker_epoch:
+            self.send(src, AllocateProducerIdsResponse(req.correlation_id, Errors.STALE_BROKER_EPOCH))
+            return
+        start = self.next_producer_id
+        # durable before it is handed out: a restarted controller never repeats a block
+        self._commit({"type": "producer-ids", "next": start + PRODUCER_ID_BLOCK_SIZE})
+        self.next_producer_id = start + PRODUCER_ID_BLOCK_SIZE
+        self.send(src, AllocateProducerIdsResponse(req.correlation_id, Errors.NONE, start,
+                                                   PRODUCER_ID_BLOCK_SIZE))
 
     def _on_create_topics(self, src: int, req: CreateTopicsRequest) -> None:
         if any(tp.topic == req.name for tp in self.partitions):

@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 from reference import records as rec
+from reference.producer_state import ProducerStateManager
 from reference.storage import Storage
 
 UNDEFINED_EPOCH = -1
@@ -69,6 +70,7 @@ class PartitionLog:
         self.epochs: list[tuple[int, int]] = []  # (leader_epoch, start_offset), ascending
         self._unflushed_messages = 0
         self.recovered_bytes_cut = 0
+        self.producer_state = ProducerStateManager()
 
     # ------------------------------------------------------------ recovery
 
@@ -103,6 +105,7 @@ class PartitionLog:
         if log._segments and log._segments[-1].size == 0 and len(log._segments) > 1:
             storage.delete(log._segments.pop().name)
         log._load_checkpoints()
+        log.producer_state = ProducerStateManager.rebuild(log.batches())
         return log
 
     def _load_checkpoints(self) -> None:
@@ -157,6 +160,8 @@ class PartitionLog:
         self.storage.append(seg.name, batch)  # may raise StorageError: nothing changed yet
         epoch = rec.leader_epoch_of(batch)
         self._index(batch, len(self._segments) - 1, seg.size)
+        if rec.producer_id_of(batch) >= 0:
+            self.producer_state.update(rec.parse_header(batch))
         seg.size += len(batch)
         if not self.epochs or epoch > self.epochs[-1][0]:
             self.assign_epoch(epoch, rec.base_offset_of(batch))
@@ -290,6 +295,7 @@ class PartitionLog:
             self.storage.truncate(seg.name, seg.size)
             del self._entries[keep:]
             del self._bases[keep:]
+            self.producer_state = ProducerStateManager.rebuild(self.batches())
         self.log_end_offset = self._entries[-1].last_offset + 1 if self._entries else (
             self.log_start_offset
         )
@@ -308,6 +314,7 @@ class PartitionLog:
         self._segments.clear()
         self._entries.clear()
         self._bases.clear()
+        self.producer_state = ProducerStateManager()
         self.epochs = []
         self._write_epochs()
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset

@@ -227,3 +227,38 @@ class OffsetForLeaderEpochResponse:
     error: Errors
     leader_epoch: int = -1
     end_offset: int = -1
+
+
+# ---------------------------------------------------------------- idempotent producers
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdRequest:
+    correlation_id: int
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResponse:
+    correlation_id: int
+    error: Errors
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsRequest:
+    """A broker asks the controller for a block of producer ids (KIP-730)."""
+
+    correlation_id: int
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsResponse:
+    correlation_id: int
+    error: Errors
+    producer_id_start: int = -1
+    producer_id_len: int = 0

@@ -8,6 +8,12 @@ last metadata, with at most ``max_in_flight`` batches per partition outstanding.
 with an error is retried after ``retry_backoff_ms`` (metadata is refreshed first when the
 leader moved) until ``retries`` or ``delivery_timeout_ms`` run out.
 
+With ``enable_idempotence`` the producer first gets a producer id (InitProducerId), numbers
+each partition's batches with sequence numbers fixed at the first send, and retries every
+retriable outcome safely: the broker drops a retried batch it already has and names the
+original offset. Retried batches go back in sequence order, so order holds across
+retries with up to 5 batches in flight.
+
 Each send ends in one :class:`SendResult`: an offset, or an error with ``maybe_appended``
 telling whether any attempt may have been written (a timeout, a lost response,
 ``NOT_ENOUGH_REPLICAS_AFTER_APPEND``, and with acks=all ``NOT_LEADER_OR_FOLLOWER``).
@@ -25,6 +31,8 @@ from reference import records as rec
 from reference.client import ClientNode
 from reference.errors import MAYBE_APPENDED, MAYBE_APPENDED_ACKS_ALL, RETRIABLE, Errors
 from reference.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
     MetadataImage,
     MetadataResponse,
     ProduceRequest,
@@ -33,6 +41,7 @@ from reference.messages import (
 )
 from reference.node import Node
 
+_PRODUCER_FATAL = frozenset({Errors.UNKNOWN_PRODUCER_ID, Errors.INVALID_PRODUCER_EPOCH})
 _LEADER_MOVED = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION,
                            Errors.LEADER_NOT_AVAILABLE, Errors.FENCED_LEADER_EPOCH,
                            Errors.UNKNOWN_LEADER_EPOCH, Errors.NETWORK_EXCEPTION,
@@ -51,6 +60,11 @@ class ProducerConfig:
     max_in_flight: int = 5
     metadata_timeout_ms: int = 1_000
     retry_unknown_outcomes: bool = True
+    enable_idempotence: bool = False
+
+    def __post_init__(self) -> None:
+        if self.enable_idempotence and (self.acks != -1 or not 1 <= self.max_in_flight <= 5):
+            raise ValueError("enable.idempotence needs acks=all and max.in.flight between 1 and 5")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +86,8 @@ class _Batch:
     attempts: int = 0
     maybe_appended: bool = False
     retry_at_ms: int = 0
+    base_sequence: int = -1  # fixed at the first send: retries carry the same sequences
+    data: bytes | None = None  # the encoded batch, fixed at the first send
 
 
 class Producer(ClientNode):
@@ -86,10 +102,17 @@ class Producer(ClientNode):
         self.in_flight_count: dict[TopicPartition, int] = {}
         self.results: list[SendResult] = []
         self._next_send_id = 0
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._sequences: dict[TopicPartition, int] = {}
+        self._init_corr = -1
+        self._needs_reset = False  # a numbered batch failed: its sequence left a gap
 
     def start(self, now_ms: int) -> None:
         self._now_ms = now_ms
         self._refresh_metadata()
+        if self.config.enable_idempotence:
+            self._init_producer_id()
 
     # ------------------------------------------------------------ API
 
@@ -119,7 +142,66 @@ class Producer(ClientNode):
     def send_message(self, dst: int, message: object) -> None:
         Node.send(self, dst, message)
 
+    def _init_producer_id(self) -> None:
+        """Ask any broker for a producer id (retried until one answers)."""
+        if self._init_corr >= 0:
+            return
+        self._init_corr = self._next_corr()
+        target = self.bootstrap[self._init_corr % len(self.bootstrap)]
+        self.send_message(target, InitProducerIdRequest(self._init_corr))
+        self.set_timer(self.config.request_timeout_ms, ("init", self._init_corr))
+
+    def _on_init_producer_id(self, now_ms: int, resp: InitProducerIdResponse) -> None:
+        if resp.correlation_id != self._init_corr:
+            return
+        self._init_corr = -1
+        if resp.error is Errors.NONE:
+            self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+            self._sequences.clear()
+            self._drain(now_ms)
+        else:
+            self.set_timer(self.config.retry_backoff_ms, "init-again")
+
+    def _reset_sequences(self) -> None:
+        """Start again under a fresh producer id after a gap (as KIP-360 does with an epoch
+        bump). Batches already sent under the old id may have been written: they end with an
+        unknown outcome rather than risk a duplicate; unsent ones are numbered anew."""
+        self._needs_reset = False
+        self.producer_id = -1
+        self._sequences.clear()
+        for tp in sorted(self.queues):
+            q = self.queues[tp]
+            keep: deque[_Batch] = deque()
+            for b in q:
+                if b.attempts > 0:
+                    self._finish(b, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
+                else:
+                    keep.append(b)
+            self.queues[tp] = keep
+        self._init_producer_id()
+
+    def _requeue(self, b: _Batch) -> None:
+        """Put a batch back for retry, in sequence order (idempotence keeps order)."""
+        q = self.queues.setdefault(b.tp, deque())
+        i = 0
+        while i < len(q) and 0 <= q[i].base_sequence < b.base_sequence:
+            i += 1
+        q.insert(i, b)
+
+    def _earlier_unresolved(self, b: _Batch) -> bool:
+        """True while a batch with a smaller sequence to the same partition is unresolved."""
+        pending = [x for x, _l in self.in_flight.values()] + list(self.queues.get(b.tp, ()))
+        return any(x.tp == b.tp and 0 <= x.base_sequence < b.base_sequence for x in pending)
+
     def _drain(self, now_ms: int) -> None:
+        if self.config.enable_idempotence:
+            if self._needs_reset:
+                if self.in_flight:
+                    return  # let every outstanding request resolve first
+                self._reset_sequences()
+            if self.producer_id < 0:
+                self._init_producer_id()
+                return
         for tp in list(self.queues):
             q = self.queues[tp]
             while q:
@@ -144,10 +226,18 @@ class Producer(ClientNode):
     def _send_batch(self, now_ms: int, b: _Batch, leader: int) -> None:
         b.closed = True
         b.attempts += 1
-        data = rec.encode_batch([r for _, r in b.records])
+        if b.data is None:
+            if self.config.enable_idempotence:
+                b.base_sequence = self._sequences.get(b.tp, 0)
+                self._sequences[b.tp] = b.base_sequence + len(b.records)
+                b.data = rec.encode_batch([r for _, r in b.records], producer_id=self.producer_id,
+                                          producer_epoch=self.producer_epoch,
+                                          base_sequence=b.base_sequence)
+            else:
+                b.data = rec.encode_batch([r for _, r in b.records])
         corr = self._next_corr()
         self.send_message(leader, ProduceRequest(corr, self.config.acks,
-                                                 self.config.request_timeout_ms, b.tp, data))
+                                                 self.config.request_timeout_ms, b.tp, b.data))
         if self.config.acks == 0:
             self._finish(b, Errors.NONE, -1)
             return
@@ -156,6 +246,9 @@ class Producer(ClientNode):
         self.set_timer(self.config.request_timeout_ms, ("request", corr))
 
     def _finish(self, b: _Batch, error: Errors, base_offset: int) -> None:
+        if (error is not Errors.NONE and b.data is not None and self.config.enable_idempotence
+                and rec.producer_id_of(b.data) == self.producer_id):
+            self._needs_reset = True
         for i, (send_id, _r) in enumerate(b.records):
             offset = base_offset + i if error is Errors.NONE and base_offset >= 0 else -1
             self.results.append(SendResult(send_id, b.tp, error, offset,
@@ -167,13 +260,23 @@ class Producer(ClientNode):
             return
         b, _leader = entry
         self.in_flight_count[b.tp] -= 1
+        if error is Errors.DUPLICATE_SEQUENCE_NUMBER:
+            error = Errors.NONE  # already written: the broker names the original offset
         if error is Errors.NONE:
             self._finish(b, Errors.NONE, base_offset)
+        elif self.config.enable_idempotence and error in _PRODUCER_FATAL:
+            # the broker no longer knows this producer (or a newer epoch exists): give the
+            # batch up and start again with a fresh producer id
+            self._finish(b, error, -1)
+        elif (error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and self.config.enable_idempotence
+              and not self._earlier_unresolved(b)):
+            self._finish(b, error, -1)  # a real gap: nothing earlier can fill it
         else:
             unknown = MAYBE_APPENDED_ACKS_ALL if self.config.acks == -1 else MAYBE_APPENDED
             if error in unknown:
                 b.maybe_appended = True
-            retriable = (error in RETRIABLE or error in MAYBE_APPENDED)
+            retriable = (error in RETRIABLE or error in MAYBE_APPENDED
+                         or error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
             if error in _LEADER_MOVED:
                 self._leaders.pop(b.tp, None)
                 self._refresh_metadata()
@@ -184,7 +287,7 @@ class Producer(ClientNode):
                 and (self.config.retry_unknown_outcomes or not b.maybe_appended)
             ):
                 b.retry_at_ms = now_ms + self.config.retry_backoff_ms
-                self.queues.setdefault(b.tp, deque()).appendleft(b)
+                self._requeue(b)
                 self.set_timer(self.config.retry_backoff_ms, ("retry", b.tp))
             else:
                 self._finish(b, error, -1)
@@ -197,6 +300,8 @@ class Producer(ClientNode):
         match message:
             case ProduceResponse():
                 self._complete(now_ms, message.correlation_id, message.error, message.base_offset)
+            case InitProducerIdResponse():
+                self._on_init_producer_id(now_ms, message)
             case MetadataResponse():
                 if self._on_metadata_response(now_ms, message):
                     self._drain(now_ms)
@@ -214,5 +319,11 @@ class Producer(ClientNode):
             case ("request", corr):
                 if corr in self.in_flight:
                     self._complete(now_ms, corr, Errors.NETWORK_EXCEPTION, -1)
+            case ("init", corr):
+                if corr == self._init_corr:
+                    self._init_corr = -1
+                    self._init_producer_id()
+            case "init-again":
+                self._init_producer_id()
             case _:
                 self._drain(now_ms)

@@ -303,6 +303,10 @@ def leader_epoch_of(batch: bytes) -> int:
     return _INT32.unpack_from(batch, 12)[0]
 
 
+def producer_id_of(batch: bytes) -> int:
+    return _BASE_OFFSET.unpack_from(batch, 43)[0]
+
+
 def records_count_of(batch: bytes) -> int:
     return _INT32.unpack_from(batch, 57)[0]
 

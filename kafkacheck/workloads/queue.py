@@ -24,6 +24,7 @@ from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.messages import (
     FetchResponse,
+    InitProducerIdResponse,
     ListOffsetsResponse,
     MetadataResponse,
     ProduceResponse,
@@ -62,7 +63,7 @@ class _ClientBase(Node):
 
     def _route_message(self, now_ms: int, src: int, message: object) -> bool:
         match message:
-            case ProduceResponse():
+            case ProduceResponse() | InitProducerIdResponse():
                 if self.producer is not None:
                     self.producer.receive(now_ms, src, message)
             case FetchResponse() | ListOffsetsResponse():

@@ -51,3 +51,13 @@ def test_truncation_to_the_high_watermark_shows_in_the_history_with_keep_going(t
                                        "--keep-going"])
     capsys.readouterr()
     assert code == 1 and "inconsistent-offsets" in result["anomaly_types"]
+
+
+def test_idempotence_without_sequence_checks_writes_retries_twice(tmp_path, capsys):
+    code, result = run(tmp_path, "noseq", ["--workload", "idempotent", "--seed", "0",
+                                           "--bug", "no-sequence-check"])
+    capsys.readouterr()
+    assert code == 1 and "duplicate" in result["anomaly_types"]
+    code, result = run(tmp_path, "seq", ["--workload", "idempotent", "--seed", "0"])
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]

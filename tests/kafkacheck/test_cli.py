@@ -68,6 +68,8 @@ def test_a_malformed_history_is_exit_3_with_one_line(tmp_path):
     ["run", "--faults", "meteor"],
     ["run", "--ops", "0"],
     ["run", "--flush-ms", "0"],
+    ["run", "--workload", "idempotent", "--acks", "1"],
+    ["run", "--workload", "nonsense"],
     ["run", "--brokers", "2", "--replication-factor", "3"],
     ["run", "--acks", "2"],
     ["run", "--seed", "abc"],
@@ -86,7 +88,8 @@ def test_bad_options_are_exit_3_without_a_traceback(args):
 def test_help_names_every_bug_switch_and_fault():
     p = kc("run", "--help")
     for name in ("truncate-to-high-watermark", "hw-without-epoch-check", "unclean-election",
-                 "ack-before-isr", "partition", "kill", "pause", "disk", "clock-skew"):
+                 "ack-before-isr", "no-sequence-check", "idempotent", "partition", "kill",
+                 "pause", "disk", "clock-skew"):
         assert name in p.stdout
 
 

@@ -10,10 +10,10 @@ import pytest
 from kafkacheck.cli import main
 
 
-def verdict(tmp_path, seed, ops):
+def verdict(tmp_path, seed, ops, *extra):
     out = tmp_path / str(seed)
     code = main(["run", "--seed", str(seed), "--ops", str(ops), "--no-progress", "--format", "json",
-                 "--out", str(out)])
+                 "--out", str(out), *extra])
     return code, json.loads((out / "results.json").read_text())
 
 
@@ -26,12 +26,29 @@ def test_default_runs_are_valid(tmp_path, capsys, seed):
     assert result["stats"]["info"] > 0  # the faults really disturbed the clients
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", range(20))
-def test_twenty_default_seeds_in_a_row_are_valid(tmp_path, capsys, seed):
-    code, result = verdict(tmp_path, seed, 10_000)
+def test_an_idempotent_run_is_valid_and_needs_fewer_unknown_outcomes(tmp_path, capsys):
+    code, result = verdict(tmp_path, 3, 10_000, "--workload", "idempotent")
     capsys.readouterr()
     assert code == 0, result["anomaly_types"]
+    assert result["stats"]["nemesis_ops"] > 20
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["queue", "idempotent"])
+@pytest.mark.parametrize("seed", range(20))
+def test_twenty_default_seeds_in_a_row_are_valid(tmp_path, capsys, seed, workload):
+    code, result = verdict(tmp_path, seed, 10_000, "--workload", workload)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+
+
+@pytest.mark.slow
+def test_idempotence_makes_duplicated_requests_harmless(tmp_path, capsys):
+    for seed in range(3):
+        code, result = verdict(tmp_path, seed, 4000, "--workload", "idempotent", "--faults",
+                               "partition,kill,pause,disk,duplicate,reorder,loss")
+        capsys.readouterr()
+        assert code == 0, result["anomaly_types"]
 
 
 @pytest.mark.slow

@@ -15,6 +15,8 @@ from reference.messages import (
     FetchPartition,
     FetchRequest,
     FetchResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     OffsetForLeaderEpochRequest,
@@ -34,17 +36,18 @@ class Router:
     """Delivers every send at once, in order, except to or from a blocked node; runs timers
     only when asked."""
 
-    def __init__(self, min_isr: int = 2) -> None:
+    def __init__(self, min_isr: int = 2, bugs=frozenset()) -> None:
         config = BrokerConfig(min_insync_replicas=min_isr, replica_fetch_wait_max_ms=100)
         self.nodes = {0: Controller(0, MemoryStorage(), ControllerConfig())}
         for b in (1, 2, 3):
-            self.nodes[b] = Broker(b, MemoryStorage(), config, 0)
+            self.nodes[b] = Broker(b, MemoryStorage(), config, 0, bugs=bugs)
         self.now = 0
         self.queue: deque = deque()
         self.timers: list[tuple[int, int, int, object]] = []  # (at, seq, node, key)
         self.seq = 0
         self.to_client: list = []
         self.blocked: set[int] = set()
+        self.drop = lambda src, dst, msg: False  # a test's message filter
         for n in self.nodes.values():
             n.start(0)
             self._collect(n)
@@ -66,6 +69,8 @@ class Router:
         while self.queue and limit:
             limit -= 1
             src, dst, msg = self.queue.popleft()
+            if self.drop(src, dst, msg):
+                continue
             if dst == CLIENT:
                 self.to_client.append(msg)
             elif dst in self.nodes and dst not in self.blocked and src not in self.blocked:
@@ -158,3 +163,42 @@ def test_a_corrupt_batch_is_refused_and_unknown_messages_are_ignored():
     assert r.replies(ProduceResponse)[0].error is Errors.CORRUPT_MESSAGE
     r.request(1, "not a kafka message")
     assert r.nodes[1].partitions[TP].log.log_end_offset == 0
+
+
+def idempotent_batch(pid: int, seq: int) -> bytes:
+    return rec.encode_batch([rec.RecordInput(None, b"v%d" % seq)], producer_id=pid,
+                            producer_epoch=0, base_sequence=seq)
+
+
+def test_init_producer_id_gets_a_block_from_the_controller_then_answers():
+    r = Router()
+    r.request(2, InitProducerIdRequest(1))
+    assert r.replies(InitProducerIdResponse)[0].error is Errors.COORDINATOR_LOAD_IN_PROGRESS
+    r.request(2, InitProducerIdRequest(2))
+    r.request(2, InitProducerIdRequest(3))
+    first, second = r.replies(InitProducerIdResponse)
+    assert first.error is Errors.NONE and second.producer_id == first.producer_id + 1
+    r.request(3, InitProducerIdRequest(4))
+    r.request(3, InitProducerIdRequest(5))
+    other = r.replies(InitProducerIdResponse)[-1]
+    assert other.producer_id >= first.producer_id + 1000  # another broker, another block
+
+
+def test_a_retried_idempotent_batch_is_answered_with_its_original_offset():
+    r = Router()
+    for seq in (0, 1):
+        r.request(1, ProduceRequest(seq, 1, 5_000, TP, idempotent_batch(42, seq)))
+    r.request(1, ProduceRequest(9, 1, 5_000, TP, idempotent_batch(42, 0)))
+    replies = r.replies(ProduceResponse)
+    assert [(x.error, x.base_offset) for x in replies] == [
+        (Errors.NONE, 0), (Errors.NONE, 1), (Errors.NONE, 0)]
+    assert r.nodes[1].partitions[TP].log.log_end_offset == 2
+    r.request(1, ProduceRequest(10, 1, 5_000, TP, idempotent_batch(42, 5)))
+    assert r.replies(ProduceResponse)[0].error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_without_the_sequence_check_a_retry_is_written_again():
+    r = Router(bugs=frozenset({"no-sequence-check"}))
+    r.request(1, ProduceRequest(1, 1, 5_000, TP, idempotent_batch(42, 0)))
+    r.request(1, ProduceRequest(2, 1, 5_000, TP, idempotent_batch(42, 0)))
+    assert [x.base_offset for x in r.replies(ProduceResponse)] == [0, 1]
