@@ -74,6 +74,7 @@ class Simulation:
         self.steps = 0
         self.delivered = 0
         self.event_hooks: dict[str, Callable[[int, dict], None]] = {}
+        self._brokers: dict[int, Broker] | None = None
 
     # ------------------------------------------------------------ setup
 
@@ -88,6 +89,7 @@ class Simulation:
             return
         proc.incarnation += 1
         proc.node = proc.factory(proc.incarnation, proc.disk)
+        self._brokers = None
         proc.paused = False
         proc.backlog.clear()
         if self.checker is not None:
@@ -182,7 +184,11 @@ class Simulation:
     # ------------------------------------------------------------ invariants
 
     def brokers(self) -> dict[int, Broker]:
-        return {i: p.node for i, p in self.processes.items() if isinstance(p.node, Broker)}
+        """The running brokers (cached; processes change only by start and kill)."""
+        if self._brokers is None:
+            self._brokers = {i: p.node for i, p in self.processes.items()
+                             if isinstance(p.node, Broker)}
+        return self._brokers
 
     def controller(self) -> Controller | None:
         for p in self.processes.values():
@@ -219,6 +225,7 @@ class Simulation:
         if not proc.alive:
             return {"already": "dead"}
         proc.node = None
+        self._brokers = None
         proc.paused = False
         proc.backlog.clear()
         proc.disk.full = False

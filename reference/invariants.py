@@ -79,24 +79,23 @@ class InvariantChecker:
                    brokers: dict[int, Broker]) -> list[Violation]:
         """Check what the last step can have changed.
 
-        The newest acknowledged batch of a partition is checked on the broker that acted, on
-        every holder when the controller's metadata changed, and on every holder right after a
-        new acknowledgement.
+        The newest acknowledged batch of a partition is checked on the broker that acted when
+        its log got shorter, on every holder when the controller's metadata changed, and on
+        every holder right after a new acknowledgement.
         """
         out: list[Violation] = []
         if controller is not None:
             self._check_controller(controller, out)
-        if broker is not None:
-            self._check_broker(broker, out)
+        shrunk = self._check_broker(broker, out) if broker is not None else []
         if controller is None:
             return out
         if controller.metadata_version != self.checked_metadata_version:
             self.checked_metadata_version = controller.metadata_version
             for tp in sorted(self.latest_acked):
                 self._check_acked(tp, [self.latest_acked[tp]], controller, brokers, out)
-        elif broker is not None:
+        elif shrunk:
             own = {broker.node_id: broker}
-            for tp in broker.partitions:
+            for tp in shrunk:
                 if tp in self.latest_acked:
                     self._check_acked(tp, [self.latest_acked[tp]], controller, own, out)
         if self.pending_acks:
@@ -126,23 +125,31 @@ class InvariantChecker:
                 out.append(Violation("leader-in-isr", c.node_id, tp.key,
                                      f"leader {s.leader} is not in the ISR {list(s.isr)}"))
 
-    def _check_broker(self, b: Broker, out: list[Violation]) -> None:
+    def _check_broker(self, b: Broker, out: list[Violation]) -> list[TopicPartition]:
+        """Per-replica checks for partitions whose state changed; returns those whose log
+        got shorter (the only way this broker can lose an acknowledged record)."""
         n = b.node_id
+        shrunk = []
         for tp, p in b.partitions.items():
             log = p.log
+            key = (n, tp)
+            prev = self.epochs.get(key)
+            cur = (p.leader_epoch, p.partition_epoch, log.high_watermark, log.log_end_offset,
+                   p.is_leader)
+            if prev == cur:
+                continue  # nothing this partition's invariants depend on has changed
             if log.high_watermark > log.log_end_offset:
                 out.append(Violation("hw-within-leo", n, tp.key,
                                      f"HW {log.high_watermark} > LEO {log.log_end_offset}"))
-            key = (n, tp)
-            prev = self.epochs.get(key)
-            cur = (p.leader_epoch, p.partition_epoch, log.high_watermark)
             if prev is not None:
                 if cur[0] < prev[0] or (cur[0] == prev[0] and cur[1] < prev[1]):
                     out.append(Violation("epochs-monotonic", n, tp.key,
                                          f"epochs went from {prev[:2]} to {cur[:2]}"))
-                if p.is_leader and cur[0] == prev[0] and cur[2] < prev[2]:
+                if p.is_leader and prev[4] and cur[0] == prev[0] and cur[2] < prev[2]:
                     out.append(Violation("leader-hw-monotonic", n, tp.key,
                                          f"leader HW went from {prev[2]} to {cur[2]}"))
+                if cur[3] < prev[3]:
+                    shrunk.append(tp)
             self.epochs[key] = cur
             if p.is_leader:
                 holder = self.leaders.setdefault((tp, p.leader_epoch), n)
@@ -150,6 +157,7 @@ class InvariantChecker:
                     out.append(Violation("one-leader-per-epoch", n, tp.key,
                                          f"brokers {holder} and {n} both lead epoch {p.leader_epoch}"))
             self._check_matching(n, tp, log, out)
+        return shrunk
 
     def _check_matching(self, n: int, tp: TopicPartition, log, out: list[Violation]) -> None:
         key = (n, tp)
