@@ -191,7 +191,7 @@ def _reproduce_command(args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict, progress_bar
-    from kafkacheck.runner import STALL_MS, run_id_for, simulate
+    from kafkacheck.runner import run_id_for, simulate
 
     options = _options(args)
     out = Path(args.out) if args.out else Path("runs") / run_id_for(options)
@@ -205,19 +205,8 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write the run directory {out}: {e.strerror or e}") from None
     with progress_bar(args.no_progress or args.format == "json", options.ops) as progress:
         outcome = simulate(options, out, progress)
-    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
-    ops = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
-    result = with_invariant_violations(check_queue(ops, outcome.run_meta["config"]), events)
-    stalled = outcome.run_meta["config"].get("stalled_at_ns")
-    if stalled is not None:
-        result["valid"] = False
-        result["anomaly_types"] = sorted({*result["anomaly_types"], "stalled"})
-        result["anomalies"]["stalled"] = [{
-            "ops": [], "time": stalled,
-            "explanation": f"no client operation completed for {STALL_MS // 1000} s of virtual "
-                           f"time after {stalled / 1e9:.1f} s; the workload stopped with "
-                           f"{outcome.stats['ops_completed']} of {options.ops} ops done"}]
-        result.setdefault("counts", {})["stalled"] = 1
+    meta, ops, _ = load_run(out)
+    result = _judge(out, meta, ops)
     result["stats"]["simulation"] = outcome.stats
     result["reproduce"] = _reproduce_command(args)
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
@@ -228,20 +217,26 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_VALID if result["valid"] is True else EXIT_INVALID
 
 
+def _judge(directory: Path | None, meta: dict, ops: list[dict]) -> dict:
+    """The verdict on a history, with the white-box invariant violations of a run directory."""
+    result = check_queue(ops, meta.get("config") or {})
+    events_path = directory / "events.jsonl" if directory is not None else None
+    if events_path is None or not events_path.exists():
+        return result
+    events = []
+    for n, line in enumerate(events_path.read_text().splitlines(), 1):
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            raise HistoryError(f"{events_path}:{n}: not valid JSON") from None
+    return with_invariant_violations(result, events)
+
+
 def _check(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict
 
     meta, ops, directory = load_run(args.path)
-    result = check_queue(ops, meta.get("config") or {})
-    events_path = directory / "events.jsonl"
-    if Path(args.path).is_dir() and events_path.exists():
-        events = []
-        for n, line in enumerate(events_path.read_text().splitlines(), 1):
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                raise HistoryError(f"{events_path}:{n}: not valid JSON") from None
-        result = with_invariant_violations(result, events)
+    result = _judge(directory if Path(args.path).is_dir() else None, meta, ops)
     if Path(args.path).is_dir():
         (directory / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     if args.format == "json":

@@ -261,7 +261,10 @@ def simulate(options: RunOptions, out_dir: Path,
             "unclean_leader_election_enable": options.unclean_leader_election,
             "timings_ms": CLUSTER_TIMINGS,
             "final_read": final_read,
-            "stalled_at_ns": stalled_at_ns,
+            # read by the checker: no client op completed for idle_ms after at_ns
+            "stalled": None if stalled_at_ns is None else {
+                "at_ns": stalled_at_ns, "idle_ms": STALL_MS,
+                "ops_completed": budget.completed},
         },
         "faults": list(options.faults) if options.schedule is None else ["scripted"],
         "versions": {"kafkacheck": kafkacheck.__version__, "broker": f"reference {kafkacheck.__version__}"},

@@ -26,6 +26,7 @@ Instead of Jepsen's ``unseen`` (which cannot tell loss from lag), when the run r
 final read after healing (``config.final_read``): ``unread-after-heal`` is an acknowledged
 value the final read never saw although it read its key to the end, and
 ``stale-after-heal`` says the final read could not reach the end within the staleness bound.
+``stalled`` reports a run whose clients stopped making progress (``config.stalled``).
 Without a final read, unread acknowledged values are counted in ``allowed["unseen"]``.
 """
 
@@ -37,19 +38,6 @@ from typing import Any
 
 MAX_REPORTED = 50  # anomalies listed per type; the count is always complete
 
-ALWAYS_BAD = (
-    "inconsistent-offsets",
-    "duplicate",
-    "lost-write",
-    "G1a",
-    "int-poll-skip",
-    "int-nonmonotonic-poll",
-    "int-nonmonotonic-send",
-    "nonmonotonic-send",
-    "unread-after-heal",
-    "stale-after-heal",
-    "invariant-violation",
-)
 SUBSCRIBE_ALLOWED = ("poll-skip", "nonmonotonic-poll")
 
 
@@ -225,6 +213,7 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
                 unread_acked.append((key, v, off, pair))
 
     _check_final_read(config, unread_acked, r)
+    _check_stall(config, r)
     _check_send_order(pairs, index_of, r)
     _check_poll_order(pairs, index_of, config, r)
 
@@ -276,6 +265,16 @@ def _check_final_read(config: dict, unread: list, r: Result) -> None:
               explanation=f"value {v} was acknowledged at offset {off} of {key} (op "
                           f"{pair.complete['index']}) but the final read after healing read "
                           f"{key} to its end ({ends.get(key)}) without it: the write is lost")
+
+
+def _check_stall(config: dict, r: Result) -> None:
+    stalled = config.get("stalled")
+    if not stalled:
+        return
+    r.add("stalled", ops=[], time=stalled.get("at_ns"),
+          explanation=f"no client operation completed for {stalled.get('idle_ms', 0) // 1000} s "
+                      f"of virtual time after {stalled.get('at_ns', 0) / 1e9:.1f} s; the workload "
+                      f"stopped with {stalled.get('ops_completed')} of {config.get('ops')} ops done")
 
 
 def _check_send_order(pairs: list[_Pair], index_of: dict, r: Result) -> None:

@@ -160,3 +160,11 @@ def test_degenerate_histories_get_a_verdict():
     assert check(only_invokes.ops, {})["valid"] is True
     failures = H().send(0, "x", 1, None, type_="fail")
     assert check(failures.ops, {})["valid"] is True
+
+
+def test_a_stalled_run_is_reported_from_its_config():
+    h = H().send(0, "x", 1, 0).poll(1, {"x": [[0, 1]]})
+    config = {"ops": 100, "stalled": {"at_ns": 5 * 10**9, "idle_ms": 60_000, "ops_completed": 2}}
+    result = check(h.ops, config)
+    assert result["anomaly_types"] == ["stalled"]
+    assert "2 of 100 ops" in result["anomalies"]["stalled"][0]["explanation"]
