@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from fault_injection.nemesis import FAULTS, ScheduleError, load_schedule, parse_faults
+from kafkacheck.workloads import WORKLOADS
 from properties.queue import check as check_queue
 from properties.queue import with_invariant_violations
 from reference.bugs import BUGS, parse_bugs
@@ -54,9 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
             "byte-identical history.jsonl."),
         epilog="faults:\n" + "\n".join(f"  {k}: {v}" for k, v in FAULTS.items())
         + "\n\nbug switches (--bug, repeatable; all off by default):\n" + _bug_help())
-    run.add_argument("--workload", choices=["queue", "idempotent"], default="queue",
-                     help="queue: sends and polls, no retry of unknown outcomes; idempotent: "
-                          "the same with enable.idempotence and retries (default queue)")
+    run.add_argument("--workload", choices=list(WORKLOADS), default="queue",
+                     help="; ".join(f"{k}: {v}" for k, v in WORKLOADS.items()) + " (default queue)")
+    run.add_argument("--transaction-version", type=int, choices=[1, 2], default=1,
+                     help="transactional workloads: 2 bumps the producer epoch at every "
+                          "transaction end (KIP-890 part 2); default 1")
     run.add_argument("--seed", type=int, default=0, help="seed of the run's RNG (default 0)")
     run.add_argument("--ops", type=int, default=10_000,
                      help="client operations to perform (default 10000)")
@@ -144,8 +147,9 @@ def _options(args: argparse.Namespace):
     min_isr = args.min_insync_replicas if args.min_insync_replicas is not None else min(2, rf)
     if not 1 <= min_isr <= rf:
         raise UsageError(f"--min-insync-replicas must be between 1 and the replication factor ({rf})")
-    if args.workload == "idempotent" and args.acks != "all":
-        raise UsageError("the idempotent workload needs --acks all (enable.idempotence implies it)")
+    if args.workload != "queue" and args.acks != "all":
+        raise UsageError(f"the {args.workload} workload needs --acks all "
+                         "(enable.idempotence implies it)")
     schedule = load_schedule(args.schedule) if args.schedule else None
     return RunOptions(workload=args.workload, seed=args.seed, ops=args.ops, brokers=args.brokers,
                       partitions=args.partitions, replication_factor=rf,
@@ -153,7 +157,8 @@ def _options(args: argparse.Namespace):
                       clients=args.clients, schedule=schedule,
                       flush_messages=args.flush_messages, flush_ms=args.flush_ms,
                       unclean_leader_election=args.unclean_leader_election,
-                      keep_going=args.keep_going)
+                      keep_going=args.keep_going,
+                      transaction_version=args.transaction_version)
 
 
 def _reproduce_command(args: argparse.Namespace) -> str:
@@ -186,6 +191,8 @@ def _reproduce_command(args: argparse.Namespace) -> str:
         parts.append("--unclean-leader-election")
     if args.keep_going:
         parts.append("--keep-going")
+    if args.transaction_version != 1:
+        parts += ["--transaction-version", str(args.transaction_version)]
     return " ".join(parts)
 
 

@@ -23,12 +23,15 @@ from pathlib import Path
 import kafkacheck
 from fault_injection.nemesis import Nemesis, random_schedule
 from fault_injection.simulation import Simulation
+from kafkacheck.workloads import TXN_WORKLOADS, WORKLOADS  # noqa: F401 (re-exported)
 from kafkacheck.workloads.queue import Budget, FinalReader, QueueClient
+from kafkacheck.workloads.txn import TxnClient
 from reference.broker import Broker, BrokerConfig
 from reference.consumer import ConsumerConfig
 from reference.controller import Controller, ControllerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
+from reference.txn_coordinator import TXN_TOPIC
 from traces.history import write_jsonl
 
 CONTROLLER_ID = 0
@@ -51,6 +54,7 @@ CLUSTER_TIMINGS = {
     "session_timeout_ms": 2_000,
     "request_timeout_ms": 2_000,
     "delivery_timeout_ms": 6_000,
+    "transaction_timeout_ms": 10_000,
 }
 
 
@@ -75,14 +79,11 @@ class RunOptions:
     keep_going: bool = False
     invariants: bool = True
     topic: str = "t0"
-    workload: str = "queue"  # queue, or idempotent (enable.idempotence, retries, 5 in flight)
+    workload: str = "queue"  # a key of WORKLOADS
+    transaction_version: int = 1  # 2: KIP-890 epoch bump at every transaction end
 
 
-WORKLOADS = {
-    "queue": "sends and polls; the producer never retries a send whose outcome is unknown",
-    "idempotent": "sends and polls with enable.idempotence: retries of every kind, up to 5 "
-                  "batches in flight, and no duplicate may appear",
-}
+
 
 
 @dataclass(slots=True)
@@ -122,6 +123,7 @@ def simulate(options: RunOptions, out_dir: Path,
         high_watermark_checkpoint_interval_ms=t["high_watermark_checkpoint_interval_ms"],
         flush_messages=options.flush_messages,
         flush_ms=options.flush_ms,
+        transaction_version=options.transaction_version,
     )
     controller_config = ControllerConfig(
         session_timeout_ms=t["session_timeout_ms"],
@@ -146,25 +148,37 @@ def simulate(options: RunOptions, out_dir: Path,
     sim.run_until(1_000 * MS)
     sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
         1, options.topic, options.partitions, options.replication_factor))
+    txn = options.workload in TXN_WORKLOADS
+    if txn:
+        # Kafka creates its internal topics on first use; the harness creates them up front
+        sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
+            2, TXN_TOPIC, broker_config.transaction_state_partitions,
+            min(3, options.brokers)))
     sim.run_until(2_000 * MS)
 
     keys = [TopicPartition(options.topic, i) for i in range(options.partitions)]
     budget = Budget(options.ops)
-    idempotent = options.workload == "idempotent"
+    idempotent = options.workload in ("idempotent", *TXN_WORKLOADS)
     producer_config = ProducerConfig(
         acks=acks_value(options.acks), linger_ms=2, retry_backoff_ms=50,
         request_timeout_ms=t["request_timeout_ms"], delivery_timeout_ms=t["delivery_timeout_ms"],
         max_in_flight=5 if idempotent else 1, retry_unknown_outcomes=idempotent,
         enable_idempotence=idempotent)
-    consumer_config = ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=t["request_timeout_ms"])
-    clients: list[QueueClient] = []
+    consumer_config = ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=t["request_timeout_ms"],
+                                     isolation_level=1 if txn else 0)
+    clients: list[QueueClient | TxnClient] = []
     for i in range(options.clients):
         node_id = CLIENT_BASE + i
         client_rng = sim.child_rng()
 
         def make(inc, disk, i=i, node_id=node_id, client_rng=client_rng):
-            c = QueueClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
-                            producer_config, consumer_config)
+            c: QueueClient | TxnClient
+            if txn:
+                c = TxnClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
+                              producer_config, consumer_config, t["transaction_timeout_ms"])
+            else:
+                c = QueueClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
+                                producer_config, consumer_config)
             clients.append(c)
             return c
 
@@ -245,8 +259,9 @@ def simulate(options: RunOptions, out_dir: Path,
         "config": {
             "acks": options.acks,
             "idempotence": idempotent,
-            "isolation_level": "read_uncommitted",
-            "txn": False,
+            "isolation_level": "read_committed" if txn else "read_uncommitted",
+            "txn": txn,
+            "transaction_version": options.transaction_version if txn else None,
             "sub_via": ["assign"],
             "replication_factor": options.replication_factor,
             "min_insync_replicas": options.min_insync_replicas,

@@ -27,6 +27,10 @@ from reference import records as rec
 from reference.errors import Errors
 from reference.log import LogConfig, PartitionLog
 from reference.messages import (
+    COORDINATOR_TRANSACTION,
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AlterPartitionRequest,
@@ -35,10 +39,13 @@ from reference.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    EndTxnRequest,
     FetchedPartition,
     FetchPartition,
     FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsRequest,
@@ -52,10 +59,13 @@ from reference.messages import (
     ProduceRequest,
     ProduceResponse,
     TopicPartition,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from reference.node import Node
 from reference.partition import Partition, Role
 from reference.storage import Storage, StorageError
+from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC, TransactionCoordinator, partition_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +82,9 @@ class BrokerConfig:
     flush_ms: int | None = None  # Kafka's flush.ms; None = never (the default)
     flush_messages: int | None = None  # Kafka's flush.messages
     segment_bytes: int = 1 << 20
+    transaction_state_partitions: int = 3  # transaction.state.log.num.partitions
+    offsets_partitions: int = 3  # offsets.topic.num.partitions
+    transaction_version: int = 1  # 2: KIP-890 epoch bump at every transaction end
 
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, flush_messages=self.flush_messages)
@@ -85,6 +98,18 @@ class _DelayedProduce:
     required_offset: int  # HW must be > last offset of the batch
     base_offset: int
     deadline_ms: int
+    on_done: object = None  # for internal appends (markers): called with the error
+
+
+@dataclass(slots=True)
+class _MarkerResult:
+    """Collects the per-partition outcomes of one WriteTxnMarkers request."""
+
+    src: int
+    correlation_id: int
+    producer_id: int
+    waiting: int
+    errors: dict[TopicPartition, Errors]
 
 
 @dataclass(slots=True)
@@ -119,8 +144,13 @@ class Broker(Node):
         self.delayed_fetch: list[_DelayedFetch] = []
         self.next_correlation_id = 0
         self.alter_in_flight: dict[int, TopicPartition] = {}
+        self._leaders: dict[TopicPartition, int] | None = None
         self.producer_ids: tuple[int, int] = (0, 0)  # [next, end) of this broker's block
         self.allocate_in_flight = -1
+        self.txn = TransactionCoordinator(self, config.transaction_state_partitions,
+                                          config.transaction_version)
+        # produces waiting for the transaction coordinator's verification (KIP-890 part 1)
+        self.verifying: dict[int, tuple[int, ProduceRequest]] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -166,7 +196,24 @@ class Broker(Node):
             case OffsetForLeaderEpochRequest():
                 self._on_offset_for_leader_epoch(src, message)
             case InitProducerIdRequest():
-                self._on_init_producer_id(src, message)
+                if message.transactional_id is not None:
+                    self.txn.init_producer_id(now_ms, src, message)
+                else:
+                    self._on_init_producer_id(src, message)
+            case FindCoordinatorRequest():
+                self._on_find_coordinator(src, message)
+            case AddPartitionsToTxnRequest():
+                self.txn.add_partitions(now_ms, src, message)
+            case AddOffsetsToTxnRequest():
+                self.txn.add_offsets(now_ms, src, message, self.config.offsets_partitions)
+            case EndTxnRequest():
+                self.txn.end_txn(now_ms, src, message)
+            case WriteTxnMarkersRequest():
+                self._on_write_markers(now_ms, src, message)
+            case WriteTxnMarkersResponse():
+                self.txn.on_markers_response(now_ms, message)
+            case AddPartitionsToTxnResponse():
+                self._on_verified(now_ms, message)
             case AllocateProducerIdsResponse():
                 if message.correlation_id == self.allocate_in_flight:
                     self.allocate_in_flight = -1
@@ -215,6 +262,14 @@ class Broker(Node):
             case ("allocate-timeout", corr):
                 if corr == self.allocate_in_flight:
                     self.allocate_in_flight = -1
+            case ("txn", *rest):
+                self.txn.timer(now_ms, tuple(rest))
+            case ("verify-timeout", corr):
+                entry = self.verifying.pop(corr, None)
+                if entry is not None:
+                    src, req = entry
+                    self.send(src, ProduceResponse(req.correlation_id, req.tp,
+                                                   Errors.COORDINATOR_NOT_AVAILABLE))
             case ("alter-timeout", corr):
                 tp = self.alter_in_flight.pop(corr, None)
                 if tp is not None and tp in self.partitions:
@@ -263,22 +318,35 @@ class Broker(Node):
                            log_end_offset=p.log.log_end_offset,
                            high_watermark=p.log.high_watermark, isr=sorted(p.isr))
                 self._after_leader_change(now_ms, p)
+                if state.tp.topic == TXN_TOPIC:
+                    self.txn.on_leader(now_ms, state.tp.partition, p.leader_epoch)
                 self._maybe_advance_hw(now_ms, p)
             elif change == "follower":
                 if p.log.log_end_offset < before_leo:
                     self.event("truncate", key=state.tp.key, from_offset=before_leo,
                                to=p.log.log_end_offset, reason="high-watermark")
                 self._after_leader_change(now_ms, p)
+                if state.tp.topic == TXN_TOPIC:
+                    self.txn.on_not_leader(state.tp.partition)
             elif p.is_leader:
                 self._maybe_advance_hw(now_ms, p)
+        self._leaders = None
         self._sync_fetchers(now_ms)
+        self.txn.leaders_changed(now_ms)
 
     def _after_leader_change(self, now_ms: int, p: Partition) -> None:
         """Answer what the old role left pending: parked produces can no longer complete."""
         if not p.is_leader:
             for d in self.delayed_produce.pop(p.tp, []):
-                self.send(d.src, ProduceResponse(d.correlation_id, d.tp,
-                                                 Errors.NOT_LEADER_OR_FOLLOWER))
+                self._answer_produce(d, Errors.NOT_LEADER_OR_FOLLOWER)
+
+    def _answer_produce(self, d: _DelayedProduce, error: Errors, log_start_offset: int = -1) -> None:
+        if d.on_done is not None:
+            d.on_done(error)
+        else:
+            self.send(d.src, ProduceResponse(d.correlation_id, d.tp, error,
+                                             d.base_offset if error is Errors.NONE else -1,
+                                             log_start_offset))
 
     def _propose_isr(self, now_ms: int, p: Partition, new_isr: frozenset[int]) -> None:
         members = []
@@ -323,7 +391,7 @@ class Broker(Node):
 
     # ------------------------------------------------------------ produce
 
-    def _on_produce(self, now_ms: int, src: int, req: ProduceRequest) -> None:
+    def _on_produce(self, now_ms: int, src: int, req: ProduceRequest, verified: bool = False) -> None:
         p = self.partitions.get(req.tp)
         error = self._produce_error(p, req)
         if error is not Errors.NONE:
@@ -332,12 +400,20 @@ class Broker(Node):
             return
         assert p is not None
         duplicate = None
+        header = rec.parse_header(req.records)
         if "no-sequence-check" not in self.bugs:
-            seq_error, duplicate = p.log.producer_state.check(rec.parse_header(req.records))
+            seq_error, duplicate = p.log.producer_state.check(header)
             if seq_error not in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
                 if req.acks != 0:
                     self.send(src, ProduceResponse(req.correlation_id, req.tp, seq_error))
                 return
+        if (duplicate is None and header.is_transactional and not verified
+                and not p.log.producer_state.txn_open(header.producer_id)
+                and "txn-unfenced-requests" not in self.bugs):
+            # the first write of a transaction here: ask the coordinator whether this
+            # partition is part of the producer's ongoing transaction (KIP-890 part 1)
+            self._verify(now_ms, src, req, header)
+            return
         if duplicate is not None:
             # a retry of a batch already written: answer with the original offsets (acks=all
             # still waits until they are committed)
@@ -373,6 +449,8 @@ class Broker(Node):
             return Errors.NOT_LEADER_OR_FOLLOWER
         if req.acks not in (-1, 0, 1):
             return Errors.INVALID_REQUIRED_ACKS
+        if req.tp.topic in (TXN_TOPIC, OFFSETS_TOPIC):
+            return Errors.INVALID_TOPIC_EXCEPTION  # internal topics are written by coordinators
         if req.acks == -1 and len(p.isr) < self.config.min_insync_replicas:
             return Errors.NOT_ENOUGH_REPLICAS
         try:
@@ -380,6 +458,134 @@ class Broker(Node):
         except rec.CorruptRecordError:
             return Errors.CORRUPT_MESSAGE
         return Errors.NONE
+
+    def _verify(self, now_ms: int, src: int, req: ProduceRequest, header: rec.BatchHeader) -> None:
+        if req.transactional_id is None:
+            self.send(src, ProduceResponse(req.correlation_id, req.tp, Errors.INVALID_TXN_STATE))
+            return
+        coordinator = self.leaders().get(TopicPartition(
+            TXN_TOPIC, partition_for(req.transactional_id, self.config.transaction_state_partitions)), -1)
+        if coordinator < 0:
+            self.send(src, ProduceResponse(req.correlation_id, req.tp,
+                                           Errors.COORDINATOR_NOT_AVAILABLE))
+            return
+        corr = self._corr()
+        self.verifying[corr] = (src, req)
+        self.send(coordinator, AddPartitionsToTxnRequest(
+            corr, req.transactional_id, header.producer_id, header.producer_epoch, (req.tp,),
+            verify_only=True))
+        self.set_timer(self.config.alter_partition_timeout_ms, ("verify-timeout", corr))
+
+    def _on_verified(self, now_ms: int, resp: AddPartitionsToTxnResponse) -> None:
+        entry = self.verifying.pop(resp.correlation_id, None)
+        if entry is None:
+            return
+        src, req = entry
+        if resp.error is Errors.NONE:
+            self._on_produce(now_ms, src, req, verified=True)
+        elif req.acks != 0:
+            error = resp.error
+            if error is Errors.NOT_COORDINATOR:
+                error = Errors.COORDINATOR_NOT_AVAILABLE
+            self.send(src, ProduceResponse(req.correlation_id, req.tp, error))
+
+    # ------------------------------------------------------------ coordinator support
+
+    def next_corr(self) -> int:
+        return self._corr()
+
+    def leaders(self) -> dict[TopicPartition, int]:
+        """Partition -> leader broker in this broker's metadata image (-1: none)."""
+        if self._leaders is None:
+            self._leaders = {s.tp: s.leader for s in self.metadata.partitions}
+        return self._leaders
+
+    def take_producer_id(self) -> int:
+        """A producer id from this broker's block, or -1 while a new block is on its way."""
+        nxt, end = self.producer_ids
+        if nxt < end:
+            self.producer_ids = (nxt + 1, end)
+            return nxt
+        if self.allocate_in_flight < 0 and self.broker_epoch >= 0:
+            self.allocate_in_flight = self._corr()
+            self.send(self.controller_id, AllocateProducerIdsRequest(
+                self.allocate_in_flight, self.node_id, self.broker_epoch))
+            self.set_timer(self.config.alter_partition_timeout_ms,
+                           ("allocate-timeout", self.allocate_in_flight))
+        return -1
+
+    def isr_satisfied(self, tp: TopicPartition) -> bool:
+        p = self.partitions.get(tp)
+        return p is not None and len(p.isr) >= self.config.min_insync_replicas
+
+    def append_internal(self, now_ms: int, tp: TopicPartition, batch: bytes) -> tuple[Errors, int]:
+        """A coordinator's write to a partition this broker leads: (error, last offset)."""
+        p = self.partitions.get(tp)
+        if self.broker_epoch < 0 or p is None or not p.is_leader:
+            return Errors.NOT_COORDINATOR, -1
+        if len(p.isr) < self.config.min_insync_replicas:
+            return Errors.NOT_ENOUGH_REPLICAS, -1
+        try:
+            base, last = p.log.append_as_leader(batch, p.leader_epoch)
+        except StorageError:
+            return Errors.KAFKA_STORAGE_ERROR, -1
+        self.event("log-append", key=tp.key, base_offset=base, last_offset=last,
+                   leader_epoch=p.leader_epoch)
+        self._maybe_advance_hw(now_ms, p)
+        self._wake_fetches(now_ms, tp)
+        return Errors.NONE, last
+
+    def _on_find_coordinator(self, src: int, req: FindCoordinatorRequest) -> None:
+        if req.key_type == COORDINATOR_TRANSACTION:
+            tp = TopicPartition(TXN_TOPIC, partition_for(req.key, self.config.transaction_state_partitions))
+        else:
+            tp = TopicPartition(OFFSETS_TOPIC, partition_for(req.key, self.config.offsets_partitions))
+        leader = self.leaders().get(tp, -1)
+        if self.broker_epoch < 0 or leader < 0:
+            self.send(src, FindCoordinatorResponse(req.correlation_id, Errors.COORDINATOR_NOT_AVAILABLE))
+        else:
+            self.send(src, FindCoordinatorResponse(req.correlation_id, Errors.NONE, leader))
+
+    def _on_write_markers(self, now_ms: int, src: int, req: WriteTxnMarkersRequest) -> None:
+        """Append a commit or abort marker to each partition; answer when all are committed."""
+        result = _MarkerResult(src, req.correlation_id, req.producer_id, len(req.partitions), {})
+
+        def settle(tp: TopicPartition, error: Errors) -> None:
+            result.errors[tp] = error
+            result.waiting -= 1
+            if result.waiting == 0:
+                self.send(result.src, WriteTxnMarkersResponse(
+                    result.correlation_id, result.producer_id, tuple(sorted(result.errors.items()))))
+
+        for tp in req.partitions:
+            p = self.partitions.get(tp)
+            if self.broker_epoch < 0 or p is None or not p.is_leader:
+                settle(tp, Errors.NOT_LEADER_OR_FOLLOWER)
+                continue
+            error = p.log.producer_state.check_marker(req.producer_id, req.producer_epoch)
+            if error is Errors.NONE and len(p.isr) < self.config.min_insync_replicas:
+                error = Errors.NOT_ENOUGH_REPLICAS
+            if error is not Errors.NONE:
+                settle(tp, error)
+                continue
+            marker = rec.encode_control_batch(req.producer_id, req.producer_epoch, req.commit,
+                                              req.coordinator_epoch, now_ms)
+            try:
+                base, _last = p.log.append_as_leader(marker, p.leader_epoch)
+            except StorageError:
+                settle(tp, Errors.KAFKA_STORAGE_ERROR)
+                continue
+            self.event("txn-marker", key=tp.key, offset=base, producer_id=req.producer_id,
+                       producer_epoch=req.producer_epoch, commit=req.commit,
+                       coordinator_epoch=req.coordinator_epoch)
+            timeout = self.config.alter_partition_timeout_ms * 5
+            self.delayed_produce.setdefault(tp, []).append(_DelayedProduce(
+                src, req.correlation_id, tp, base + 1, base, now_ms + timeout,
+                on_done=lambda e, tp=tp: settle(tp, e)))
+            self.set_timer(timeout, ("produce-expiry", tp))
+            self._maybe_advance_hw(now_ms, p)
+            self._complete_produces(p)
+            self._wake_fetches(now_ms, tp)
 
     def _complete_produces(self, p: Partition) -> None:
         pending = self.delayed_produce.get(p.tp)
@@ -391,8 +597,7 @@ class Broker(Node):
             if hw >= d.required_offset:
                 error = (Errors.NONE if len(p.isr) >= self.config.min_insync_replicas
                          else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-                self.send(d.src, ProduceResponse(d.correlation_id, d.tp, error, d.base_offset,
-                                                 p.log.log_start_offset))
+                self._answer_produce(d, error, p.log.log_start_offset)
             else:
                 keep.append(d)
         self.delayed_produce[p.tp] = keep
@@ -402,7 +607,7 @@ class Broker(Node):
         keep = []
         for d in pending:
             if d.deadline_ms <= now_ms:
-                self.send(d.src, ProduceResponse(d.correlation_id, tp, Errors.REQUEST_TIMED_OUT))
+                self._answer_produce(d, Errors.REQUEST_TIMED_OUT)
             else:
                 keep.append(d)
         self.delayed_produce[tp] = keep
@@ -414,6 +619,8 @@ class Broker(Node):
                        leader_epoch=p.leader_epoch)
             self._complete_produces(p)
             self._wake_fetches(now_ms, p.tp)
+            if p.tp.topic == TXN_TOPIC:
+                self.txn.on_high_watermark(now_ms, p.tp.partition)
 
     # ------------------------------------------------------------ fetch (leader side)
 
@@ -465,10 +672,18 @@ class Broker(Node):
             if expanded is not None:
                 self._propose_isr(now_ms, p, expanded)
             batches = log.read(fp.fetch_offset, fp.max_bytes, log.log_end_offset)
+            return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark, log.log_start_offset,
+                                    tuple(batches), None, log.log_end_offset)
+        lso = p.last_stable_offset()
+        if req.isolation_level == 1:
+            batches = log.read(fp.fetch_offset, fp.max_bytes, lso)
+            end = rec.last_offset_of(batches[-1]) + 1 if batches else fp.fetch_offset
+            aborted = tuple(log.producer_state.aborted_between(fp.fetch_offset, end))
         else:
             batches = log.read(fp.fetch_offset, fp.max_bytes, log.high_watermark)
+            aborted = ()
         return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark, log.log_start_offset,
-                                tuple(batches), None, log.log_end_offset if follower else -1)
+                                tuple(batches), None, -1, lso, aborted)
 
     def _wake_fetches(self, now_ms: int, tp: TopicPartition) -> None:
         if not self.delayed_fetch:
@@ -494,22 +709,12 @@ class Broker(Node):
         self.delayed_fetch = waiting
 
     def _on_init_producer_id(self, src: int, req: InitProducerIdRequest) -> None:
-        """A producer id for an idempotent producer (transactional ids: a later issue)."""
-        if req.transactional_id is not None:
-            self.send(src, InitProducerIdResponse(req.correlation_id, Errors.COORDINATOR_NOT_AVAILABLE))
-            return
-        nxt, end = self.producer_ids
-        if nxt < end:
-            self.producer_ids = (nxt + 1, end)
-            self.send(src, InitProducerIdResponse(req.correlation_id, Errors.NONE, nxt, 0))
-            return
-        if self.allocate_in_flight < 0 and self.broker_epoch >= 0:
-            self.allocate_in_flight = self._corr()
-            self.send(self.controller_id, AllocateProducerIdsRequest(
-                self.allocate_in_flight, self.node_id, self.broker_epoch))
-            self.set_timer(self.config.alter_partition_timeout_ms,
-                           ("allocate-timeout", self.allocate_in_flight))
-        self.send(src, InitProducerIdResponse(req.correlation_id, Errors.COORDINATOR_LOAD_IN_PROGRESS))
+        """A producer id for an idempotent producer (transactional ids go to the coordinator)."""
+        pid = self.take_producer_id()
+        if pid >= 0:
+            self.send(src, InitProducerIdResponse(req.correlation_id, Errors.NONE, pid, 0))
+        else:
+            self.send(src, InitProducerIdResponse(req.correlation_id, Errors.COORDINATOR_LOAD_IN_PROGRESS))
 
     def _leader_for(self, tp: TopicPartition, current_leader_epoch: int) -> tuple[Partition | None, Errors]:
         """The partition if this broker leads it in the request's epoch, else the error."""
@@ -533,6 +738,8 @@ class Broker(Node):
             self.send(src, ListOffsetsResponse(req.correlation_id, req.tp,
                                                Errors.OFFSET_NOT_AVAILABLE))
             return
+        elif req.isolation_level == 1:
+            offset = p.last_stable_offset()
         else:
             offset = p.log.high_watermark
         self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, Errors.NONE, offset,

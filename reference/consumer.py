@@ -40,7 +40,7 @@ class ConsumerConfig:
     auto_offset_reset: str = "earliest"
     fetch_max_wait_ms: int = 500
     request_timeout_ms: int = 30_000
-    isolation_level: int = 0
+    isolation_level: int = 0  # 1: read_committed (up to the last stable offset, aborted dropped)
     max_partition_fetch_bytes: int = 1 << 20
     metadata_timeout_ms: int = 1_000
     retry_backoff_ms: int = 100
@@ -126,7 +126,8 @@ class Consumer(ClientNode):
             corr = self._next_corr()
             self._list_for_end.add(corr)
             self._list_in_flight[corr] = tp
-            self.send(leader, ListOffsetsRequest(corr, tp, LATEST_TIMESTAMP, epoch))
+            self.send(leader, ListOffsetsRequest(corr, tp, LATEST_TIMESTAMP, epoch,
+                                                 self.config.isolation_level))
             self.set_timer(self.config.request_timeout_ms, ("list", corr))
 
     def take_records(self) -> list[ConsumedRecord]:
@@ -146,7 +147,7 @@ class Consumer(ClientNode):
         self._listing.add(tp)
         self._list_in_flight[corr] = tp
         ts = EARLIEST_TIMESTAMP if policy == "earliest" else LATEST_TIMESTAMP
-        self.send(leader, ListOffsetsRequest(corr, tp, ts, epoch))
+        self.send(leader, ListOffsetsRequest(corr, tp, ts, epoch, self.config.isolation_level))
         self.set_timer(self.config.request_timeout_ms, ("list", corr))
 
     def _fetch_done(self, corr: int) -> tuple[int, tuple[TopicPartition, ...]] | None:
@@ -199,11 +200,29 @@ class Consumer(ClientNode):
             self._refresh_metadata()
             return
         position = self.positions[tp]
+        read_committed = self.config.isolation_level == 1
+        aborted = sorted(r.aborted_transactions, key=lambda a: a[1])
+        aborting: set[int] = set()  # producers whose records here belong to aborted transactions
         for batch in r.records:
             try:
+                h = rec.parse_header(batch)
+                if h.last_offset < position:
+                    continue
+                while aborted and aborted[0][1] <= h.last_offset:
+                    aborting.add(aborted.pop(0)[0])
+                if h.is_control:
+                    # a marker: never handed to the application
+                    if read_committed and h.producer_id in aborting and not rec.control_is_commit(batch):
+                        aborting.discard(h.producer_id)
+                    position = h.last_offset + 1
+                    continue
+                if read_committed and h.is_transactional and h.producer_id in aborting:
+                    position = h.last_offset + 1  # records of an aborted transaction
+                    continue
                 decoded = rec.decode_records(batch)
             except rec.CorruptRecordError:
                 self.errors.append((tp, Errors.CORRUPT_MESSAGE))
+                self.positions[tp] = position
                 return
             for record in decoded:
                 if record.offset < position:

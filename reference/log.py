@@ -161,7 +161,7 @@ class PartitionLog:
         epoch = rec.leader_epoch_of(batch)
         self._index(batch, len(self._segments) - 1, seg.size)
         if rec.producer_id_of(batch) >= 0:
-            self.producer_state.update(rec.parse_header(batch))
+            self.producer_state.update(rec.parse_header(batch), batch)
         seg.size += len(batch)
         if not self.epochs or epoch > self.epochs[-1][0]:
             self.assign_epoch(epoch, rec.base_offset_of(batch))

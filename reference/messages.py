@@ -143,6 +143,7 @@ class ProduceRequest:
     timeout_ms: int
     tp: TopicPartition
     records: bytes  # one RecordBatch v2
+    transactional_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +183,9 @@ class FetchedPartition:
     records: tuple[bytes, ...] = ()
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) to truncate to
     log_end_offset: int = -1  # replica fetches only
+    last_stable_offset: int = -1
+    # read_committed: (producer id, first offset) of aborted transactions in the returned range
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +204,7 @@ class ListOffsetsRequest:
     tp: TopicPartition
     timestamp: int  # EARLIEST_TIMESTAMP or LATEST_TIMESTAMP
     current_leader_epoch: int = -1
+    isolation_level: int = 0  # read_committed: LATEST means the last stable offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +242,9 @@ class InitProducerIdRequest:
     correlation_id: int
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
+    # KIP-360: an existing producer asks for an epoch bump (-1: a fresh start)
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,3 +270,146 @@ class AllocateProducerIdsResponse:
     error: Errors
     producer_id_start: int = -1
     producer_id_len: int = 0
+
+
+# ---------------------------------------------------------------- coordinators
+
+
+COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FindCoordinatorRequest:
+    correlation_id: int
+    key: str
+    key_type: int  # COORDINATOR_GROUP or COORDINATOR_TRANSACTION
+
+
+@dataclass(frozen=True, slots=True)
+class FindCoordinatorResponse:
+    correlation_id: int
+    error: Errors
+    node_id: int = -1
+
+
+# ---------------------------------------------------------------- transactions
+
+
+@dataclass(frozen=True, slots=True)
+class AddPartitionsToTxnRequest:
+    """From a producer; or, with ``verify_only``, from a partition leader asking whether the
+    partitions belong to the producer's ongoing transaction (KIP-890 part 1)."""
+
+    correlation_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[TopicPartition, ...]
+    verify_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddPartitionsToTxnResponse:
+    correlation_id: int
+    error: Errors
+
+
+@dataclass(frozen=True, slots=True)
+class AddOffsetsToTxnRequest:
+    correlation_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddOffsetsToTxnResponse:
+    correlation_id: int
+    error: Errors
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnRequest:
+    correlation_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnResponse:
+    correlation_id: int
+    error: Errors
+    producer_id: int = -1  # transaction version 2: the bumped epoch to use next
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarkersRequest:
+    correlation_id: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarkersResponse:
+    correlation_id: int
+    producer_id: int
+    errors: tuple[tuple[TopicPartition, Errors], ...]
+
+
+# ---------------------------------------------------------------- consumer offsets
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    correlation_id: int
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[tuple[TopicPartition, int], ...]
+    generation_id: int = -1
+    member_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitResponse:
+    correlation_id: int
+    error: Errors
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest:
+    correlation_id: int
+    group_id: str
+    generation_id: int  # -1: a commit outside group management (assign)
+    member_id: str
+    offsets: tuple[tuple[TopicPartition, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponse:
+    correlation_id: int
+    error: Errors
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequest:
+    correlation_id: int
+    group_id: str
+    partitions: tuple[TopicPartition, ...]
+    require_stable: bool = True  # KIP-447: wait for pending transactional offsets
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponse:
+    correlation_id: int
+    error: Errors
+    offsets: tuple[tuple[TopicPartition, int], ...] = ()  # -1: nothing committed

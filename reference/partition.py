@@ -157,6 +157,17 @@ class Partition:
             return self.log.update_high_watermark(new_hw)
         return False
 
+    def last_stable_offset(self) -> int:
+        """Rule 6 for read_committed: the HW, or the first offset of the earliest
+        transaction still open (or whose marker is not yet committed), whichever is lower."""
+        hw = self.log.high_watermark
+        first = self.log.producer_state.first_unstable_offset(hw)
+        if first is None or first >= hw:
+            return hw
+        if "lso-off-by-one" in self.bugs:
+            return first + 1  # the bug: one past the first open transaction's first record
+        return first
+
     def hw_reached_epoch_start(self) -> bool:
         start = self.log.epoch_start_offset(self.leader_epoch)
         return start is not None and self.log.high_watermark >= start

@@ -107,6 +107,7 @@ class Producer(ClientNode):
         self._sequences: dict[TopicPartition, int] = {}
         self._init_corr = -1
         self._needs_reset = False  # a numbered batch failed: its sequence left a gap
+        self.transactional_id: str | None = None  # set by TransactionalProducer
 
     def start(self, now_ms: int) -> None:
         self._now_ms = now_ms
@@ -193,17 +194,29 @@ class Producer(ClientNode):
         pending = [x for x, _l in self.in_flight.values()] + list(self.queues.get(b.tp, ()))
         return any(x.tp == b.tp and 0 <= x.base_sequence < b.base_sequence for x in pending)
 
-    def _drain(self, now_ms: int) -> None:
+    def _ready_to_send(self) -> bool:
+        """False while the producer may not send at all (no producer id yet)."""
         if self.config.enable_idempotence:
             if self._needs_reset:
                 if self.in_flight:
-                    return  # let every outstanding request resolve first
+                    return False  # let every outstanding request resolve first
                 self._reset_sequences()
             if self.producer_id < 0:
                 self._init_producer_id()
-                return
+                return False
+        return True
+
+    def _partition_ready(self, tp: TopicPartition) -> bool:
+        """False while batches for ``tp`` must wait (a transaction has not added it yet)."""
+        return True
+
+    def _drain(self, now_ms: int) -> None:
+        if not self._ready_to_send():
+            return
         for tp in list(self.queues):
             q = self.queues[tp]
+            if q and not self._partition_ready(tp):
+                continue
             while q:
                 b = q[0]
                 if self.in_flight_count.get(tp, 0) >= self.config.max_in_flight:
@@ -232,12 +245,14 @@ class Producer(ClientNode):
                 self._sequences[b.tp] = b.base_sequence + len(b.records)
                 b.data = rec.encode_batch([r for _, r in b.records], producer_id=self.producer_id,
                                           producer_epoch=self.producer_epoch,
-                                          base_sequence=b.base_sequence)
+                                          base_sequence=b.base_sequence,
+                                          transactional=self.transactional_id is not None)
             else:
                 b.data = rec.encode_batch([r for _, r in b.records])
         corr = self._next_corr()
         self.send_message(leader, ProduceRequest(corr, self.config.acks,
-                                                 self.config.request_timeout_ms, b.tp, b.data))
+                                                 self.config.request_timeout_ms, b.tp, b.data,
+                                                 self.transactional_id))
         if self.config.acks == 0:
             self._finish(b, Errors.NONE, -1)
             return

@@ -12,6 +12,19 @@ Rules
   non-zero first sequence from a producer the partition does not know is
   ``UNKNOWN_PRODUCER_ID``.
 
+Transactions
+------------
+* A producer's first transactional batch in this partition opens its transaction here
+  (``txn_first_offset``); the end marker (a control batch) closes it. An abort marker
+  adds ``(producer id, first offset, marker offset)`` to the aborted-transaction index that
+  read_committed fetches return.
+* The last stable offset is the high watermark, or the first offset of the earliest
+  transaction that is open or whose marker is not yet below the high watermark.
+* A marker may carry a newer epoch (the coordinator bumped it to fence a producer, or
+  transaction version 2): the producer's sequence numbers then start again at 0.
+* A non-transactional batch from a producer with an open transaction here is
+  ``INVALID_TXN_STATE``; a marker from an older epoch is ``INVALID_PRODUCER_EPOCH``.
+
 The state is derived from the log: every append (leader or follower) updates it, and it is
 rebuilt from the batch headers after recovery or truncation, so it survives leader changes
 and restarts.
@@ -40,11 +53,22 @@ class BatchMetadata:
 class ProducerEntry:
     producer_epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT_MAX))
+    txn_first_offset: int = -1  # first offset of the transaction open here, -1 when none
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the abort marker's offset
 
 
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.aborted: list[AbortedTxn] = []
+        # transactions whose marker is written but maybe not yet below the HW: (first, marker)
+        self._completed: list[tuple[int, int]] = []
 
     def check(self, h: rec.BatchHeader) -> tuple[Errors, BatchMetadata | None]:
         """Validate a producer's batch before the leader appends it.
@@ -55,6 +79,8 @@ class ProducerStateManager:
         if h.producer_id < 0:
             return Errors.NONE, None  # not an idempotent producer
         e = self.producers.get(h.producer_id)
+        if e is not None and not h.is_transactional and e.txn_first_offset >= 0:
+            return Errors.INVALID_TXN_STATE, None
         if e is None:
             if h.base_sequence != 0:
                 return Errors.UNKNOWN_PRODUCER_ID, None
@@ -74,19 +100,66 @@ class ProducerStateManager:
             return Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, None
         return Errors.NONE, None
 
-    def update(self, h: rec.BatchHeader) -> None:
-        """Record an appended batch (leader or follower); ``h`` carries its final offsets."""
-        if h.producer_id < 0 or h.is_control:
+    def check_marker(self, producer_id: int, producer_epoch: int) -> Errors:
+        e = self.producers.get(producer_id)
+        if e is not None and producer_epoch < e.producer_epoch:
+            return Errors.INVALID_PRODUCER_EPOCH
+        return Errors.NONE
+
+    def txn_open(self, producer_id: int) -> bool:
+        e = self.producers.get(producer_id)
+        return e is not None and e.txn_first_offset >= 0
+
+    def update(self, h: rec.BatchHeader, batch: bytes | None = None) -> None:
+        """Record an appended batch (leader or follower); ``h`` carries its final offsets.
+        Control batches need their bytes (``batch``) to tell commit from abort."""
+        if h.producer_id < 0:
             return
         e = self.producers.get(h.producer_id)
+        if h.is_control:
+            if batch is None:
+                return
+            commit = rec.control_is_commit(batch)
+            if e is None:
+                e = self.producers[h.producer_id] = ProducerEntry(h.producer_epoch)
+            elif h.producer_epoch > e.producer_epoch:
+                e.producer_epoch = h.producer_epoch  # a fencing bump: sequences restart
+                e.batches.clear()
+            first, e.txn_first_offset = e.txn_first_offset, -1
+            if first >= 0:
+                if not commit:
+                    self.aborted.append(AbortedTxn(h.producer_id, first, h.base_offset))
+                self._completed.append((first, h.base_offset))
+            return
         if e is None or h.producer_epoch > e.producer_epoch:
-            e = self.producers[h.producer_id] = ProducerEntry(h.producer_epoch)
+            first = e.txn_first_offset if e is not None else -1
+            e = self.producers[h.producer_id] = ProducerEntry(h.producer_epoch, txn_first_offset=first)
         e.batches.append(BatchMetadata(h.base_sequence, h.base_sequence + h.last_offset_delta,
                                        h.base_offset, h.last_offset))
+        if h.is_transactional and e.txn_first_offset < 0:
+            e.txn_first_offset = h.base_offset
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction that is open, or whose marker is not
+        yet below ``high_watermark``; None when there is none."""
+        self._completed = [c for c in self._completed if c[1] >= high_watermark]
+        firsts = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset >= 0]
+        firsts.extend(first for first, _marker in self._completed)
+        return min(firsts) if firsts else None
+
+    def open_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction here."""
+        return {pid: e.txn_first_offset for pid, e in self.producers.items()
+                if e.txn_first_offset >= 0}
+
+    def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping [start, end)."""
+        return sorted((a.producer_id, a.first_offset) for a in self.aborted
+                      if a.last_offset >= start and a.first_offset < end)
 
     @classmethod
     def rebuild(cls, batches: list[bytes]) -> ProducerStateManager:
         state = cls()
         for b in batches:
-            state.update(rec.parse_header(b))
+            state.update(rec.parse_header(b), b)
         return state

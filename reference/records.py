@@ -311,6 +311,35 @@ def records_count_of(batch: bytes) -> int:
     return _INT32.unpack_from(batch, 57)[0]
 
 
+# ---------------------------------------------------------------- control batches (transaction markers)
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+
+
+def encode_control_batch(producer_id: int, producer_epoch: int, commit: bool,
+                         coordinator_epoch: int, timestamp: int = 0) -> bytes:
+    """An end-transaction marker: a transactional control batch of one record."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    return encode_batch([RecordInput(key, value, (), timestamp)], producer_id=producer_id,
+                        producer_epoch=producer_epoch, transactional=True, control=True)
+
+
+def control_is_commit(batch: bytes) -> bool:
+    """For a control batch: True for a commit marker, False for an abort marker."""
+    records = decode_records(batch)
+    key = records[0].key if records else None
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError("a control record without a control key")
+    _version, kind = _CONTROL_KEY.unpack_from(key)
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise CorruptRecordError(f"unknown control record type {kind}")
+    return kind == CONTROL_COMMIT
+
+
 # ---------------------------------------------------------------- full decoding (clients)
 
 

@@ -1,1 +1,10 @@
-"""Workloads: client processes that drive a cluster and record Jepsen-style ops."""
+"""Workloads: client processes that run operations and record them as history."""
+
+WORKLOADS = {
+    "queue": "sends and polls; the producer never retries a send whose outcome is unknown",
+    "idempotent": "sends and polls with enable.idempotence: retries of every kind, up to 5 "
+                  "batches in flight, and no duplicate may appear",
+    "txn": "Jepsen-style transactions of 1-4 sends and polls (read_committed), about 15% "
+           "aborted on purpose",
+}
+TXN_WORKLOADS = ("txn",)

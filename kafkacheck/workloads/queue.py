@@ -23,12 +23,17 @@ from dataclasses import dataclass
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.messages import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    EndTxnResponse,
     FetchResponse,
+    FindCoordinatorResponse,
     InitProducerIdResponse,
     ListOffsetsResponse,
     MetadataResponse,
     ProduceResponse,
     TopicPartition,
+    TxnOffsetCommitResponse,
 )
 from reference.node import Node, Timer
 from reference.producer import Producer, ProducerConfig
@@ -63,7 +68,9 @@ class _ClientBase(Node):
 
     def _route_message(self, now_ms: int, src: int, message: object) -> bool:
         match message:
-            case ProduceResponse() | InitProducerIdResponse():
+            case (ProduceResponse() | InitProducerIdResponse() | FindCoordinatorResponse()
+                  | AddPartitionsToTxnResponse() | AddOffsetsToTxnResponse() | EndTxnResponse()
+                  | TxnOffsetCommitResponse()):
                 if self.producer is not None:
                     self.producer.receive(now_ms, src, message)
             case FetchResponse() | ListOffsetsResponse():
