@@ -33,6 +33,8 @@ FAULTS: dict[str, str] = {
     "duplicate": "deliver a fraction of messages twice",
     "reorder": "let messages on one link overtake each other",
     "delay": "add latency to every message",
+    "straggle": "hold a few messages back for seconds, past request timeouts, so that retries "
+                "and later requests overtake them (delayed produce/EndTxn across transactions)",
 }
 
 
@@ -115,13 +117,17 @@ def _fault_steps(rng: random.Random, f: str, n: int, nodes: list[int]) -> tuple[
         return {"f": f, "value": {"p": round(rng.uniform(0.05, 0.3), 3)}}, {"f": "heal", "value": None}
     if f == "reorder":
         return {"f": "reorder", "value": {}}, {"f": "heal", "value": None}
+    if f == "straggle":
+        return ({"f": "straggle", "value": {"p": round(rng.uniform(0.02, 0.1), 3),
+                                            "ms": rng.randint(3_000, 8_000)}},
+                {"f": "heal", "value": None})
     if f == "delay":
         return ({"f": "delay", "value": {"ms": rng.randint(5, 200)}}, {"f": "heal", "value": None})
     raise ValueError(f"unknown fault {f!r}")
 
 
 STEP_FS = {"partition", "heal", "kill", "restart", "pause", "resume", "disk-fault",
-           "disk-heal", "clock-skew", "loss", "duplicate", "reorder", "delay"}
+           "disk-heal", "clock-skew", "loss", "duplicate", "reorder", "delay", "straggle"}
 
 
 def load_schedule(path: str) -> list[dict]:
@@ -198,6 +204,9 @@ class Nemesis:
             sim.network.faults.duplicate = v["p"]
         elif f == "reorder":
             sim.network.faults.reorder = True
+        elif f == "straggle":
+            sim.network.faults.straggle = v["p"]
+            sim.network.faults.straggle_ms = v["ms"]
         elif f == "delay":
             sim.network.faults.extra_delay_us = v["ms"] * 1000
         return None

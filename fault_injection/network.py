@@ -4,10 +4,11 @@ Each directed link has a latency distribution (a base plus exponential jitter; o
 for all links unless :meth:`Network.set_link_latency` gives a link its own). Messages
 between two nodes normally arrive in order (Kafka runs over TCP): a link's
 delivery time never goes below the previous one's. Faults switch that off for a while:
-``reorder`` lets deliveries overtake each other, ``loss`` drops, ``duplicate`` delivers
-twice, ``delay`` adds latency. A partition is a set of blocked directed links
-(``grudge``: node -> nodes it cannot hear from), so one-way and ring partitions are as easy
-as symmetric ones. All choices come from the run's single seeded RNG.
+``reorder`` lets deliveries overtake each other, ``straggle`` holds a fraction of
+messages back for seconds (longer than request timeouts) so that retries overtake them,
+``loss`` drops, ``duplicate`` delivers twice, ``delay`` adds latency. A partition is a
+set of blocked directed links (``grudge``: node -> nodes it cannot hear from), so one-way
+and ring partitions are as easy as symmetric ones. All choices come from the run's single seeded RNG.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class LinkFaults:
     duplicate: float = 0.0
     reorder: bool = False
     extra_delay_us: int = 0
+    straggle: float = 0.0  # fraction of messages held back for seconds, overtaken by later ones
+    straggle_ms: int = 0
 
 
 class Network:
@@ -55,9 +58,14 @@ class Network:
             latency_us += int(rng.expovariate(1.0 / 2000))
         at = now_ns + latency_us * 1000
         link = (src, dst)
-        if not f.reorder:
-            at = max(at, self._last_delivery.get(link, 0) + 1)
-        self._last_delivery[link] = max(at, self._last_delivery.get(link, 0))
+        if f.straggle and rng.random() < f.straggle:
+            # a straggler (a stalled connection, a request stuck in a queue): it arrives
+            # late, after messages sent later on the same link
+            at += rng.randint(f.straggle_ms // 2, f.straggle_ms) * 1_000_000
+        else:
+            if not f.reorder:
+                at = max(at, self._last_delivery.get(link, 0) + 1)
+            self._last_delivery[link] = max(at, self._last_delivery.get(link, 0))
         if f.duplicate and rng.random() < f.duplicate:
             return [at, at + int(rng.expovariate(1.0 / 1000)) * 1000 + 1]
         return [at]

@@ -38,7 +38,7 @@ from typing import Any
 
 MAX_REPORTED = 50  # anomalies listed per type; the count is always complete
 
-SUBSCRIBE_ALLOWED = ("poll-skip", "nonmonotonic-poll")
+SUBSCRIBE_ALLOWED = ("poll-skip", "nonmonotonic-poll", "nonatomic-read")
 
 
 @dataclass(slots=True)
@@ -212,6 +212,7 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
             else:
                 unread_acked.append((key, v, off, pair))
 
+    _check_txn_reads(pairs, index_of, config, r)
     _check_final_read(config, unread_acked, r)
     _check_stall(config, r)
     _check_send_order(pairs, index_of, r)
@@ -242,6 +243,83 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
             "nemesis_ops": sum(1 for o in ops if o["process"] == "nemesis") // 2,
         },
     }
+
+
+def _check_txn_reads(pairs: list[_Pair], index_of: dict, config: dict, r: Result) -> None:
+    """Transactions: reads of uncommitted data, and all-or-nothing visibility per key."""
+    read_committed = config.get("isolation_level") == "read_committed"
+    # precommitted-read: an op read a value it had itself sent earlier in the op
+    if read_committed:
+        for pair in pairs:
+            c = pair.complete
+            if c is None or not isinstance(c.get("value"), list):
+                continue
+            sent: set[tuple[str, Any]] = set()
+            for mop in c["value"]:
+                if not isinstance(mop, list) or not mop:
+                    continue
+                if mop[0] == "send" and len(mop) >= 3:
+                    v = mop[2]
+                    sent.add((str(mop[1]), _hashable(v[1] if isinstance(v, list) and len(v) == 2 else v)))
+                elif mop[0] == "poll" and len(mop) == 2 and isinstance(mop[1], dict):
+                    for key, reads in mop[1].items():
+                        for p in reads:
+                            if isinstance(p, list) and len(p) >= 2 and (str(key), _hashable(p[1])) in sent:
+                                r.add("precommitted-read", key=str(key), value=p[1], ops=[c["index"]],
+                                      explanation=f"op {c['index']} read {p[1]} from {key}, which it "
+                                                  f"had sent itself in the same, still open, "
+                                                  f"transaction: read_committed exposed "
+                                                  f"uncommitted data")
+    # nonatomic-read: a process read part of a committed transaction's records in a key and
+    # then read past them, never reading the rest
+    txn_values: list[tuple[int, str, list[tuple[int, Any]]]] = []  # (op, key, [(index, v)])
+    for pair in pairs:
+        c = pair.complete
+        if c is None or c["type"] != "ok" or c["f"] != "txn":
+            continue
+        by_key: dict[str, list[tuple[int, Any]]] = defaultdict(list)
+        for key, off, v in _sends(c):
+            i = index_of.get(key, {}).get(off) if isinstance(off, int) else None
+            if i is not None:
+                by_key[key].append((i, _hashable(v)))
+        txn_values.extend((c["index"], k, vs) for k, vs in by_key.items() if len(vs) > 1)
+    if not txn_values:
+        return
+    read: dict[tuple[Any, str], set] = defaultdict(set)
+    top: dict[tuple[Any, str], tuple[int, int]] = {}  # (process, key) -> (max index, op)
+    low: dict[tuple[Any, str], int] = {}  # (process, key) -> min index read
+    for pair in pairs:
+        c = pair.complete
+        if c is None or c["type"] == "info":
+            continue
+        for res in _polls(c):
+            for key, reads in res.items():
+                idx = index_of.get(key, {})
+                for off, v in reads:
+                    i = idx.get(off)
+                    if i is None:
+                        continue
+                    read[(c["process"], key)].add(_hashable(v))
+                    if i > top.get((c["process"], key), (-1, -1))[0]:
+                        top[(c["process"], key)] = (i, c["index"])
+                    low[(c["process"], key)] = min(i, low.get((c["process"], key), i))
+    for (process, key), values in sorted(read.items(), key=lambda kv: repr(kv[0])):
+        for op, k, vs in txn_values:
+            if k != key:
+                continue
+            got = [v for _i, v in vs if v in values]
+            if not got or len(got) == len(vs):
+                continue
+            hi, hi_op = top[(process, key)]
+            # the process's reads of the key span the whole transaction (a process that
+            # starts reading in the middle of one, after an info op, is no evidence)
+            if low[(process, key)] <= min(i for i, _v in vs) and hi > max(i for i, _v in vs):
+                missing = [v for _i, v in vs if v not in values]
+                r.add("nonatomic-read", key=key, values=sorted(got, key=repr),
+                      missing=sorted(missing, key=repr), ops=[op, hi_op],
+                      explanation=f"process {process} read {got} of transaction op {op} from "
+                                  f"{key} and later positions (op {hi_op}), but never its "
+                                  f"{missing}: the transaction was not visible all at once")
 
 
 def _check_final_read(config: dict, unread: list, r: Result) -> None:

@@ -29,6 +29,17 @@ BUGS: dict[str, str] = {
         "acks=all answered after the leader's own append, without waiting for the ISR "
         "(the high watermark)"
     ),
+    "txn-unfenced-requests": (
+        "KAFKA-17754: the transaction coordinator takes a request carrying the previous "
+        "producer epoch for the current transaction, and partition leaders append a "
+        "transaction's first records without asking the coordinator (no KIP-890 "
+        "verification), so a delayed EndTxn or produce from an earlier transaction lands in a "
+        "later one"
+    ),
+    "lso-off-by-one": (
+        "the last stable offset is one past the first offset of the earliest open "
+        "transaction, so read_committed consumers see its first record before the commit"
+    ),
 }
 
 

@@ -14,7 +14,9 @@ node just acted. The checks are incremental so they can run after every step:
 * ``leader-hw-monotonic``: the leader's HW never decreases within its epoch;
 * ``acked-on-isr``: an acknowledged acks=all record is held by the leader and every live,
   unrestarted member of the controller's ISR (checked for the newest acknowledged batch of
-  each partition after every step, for all of them by :meth:`check_all_acked`).
+  each partition after every step, for all of them by :meth:`check_all_acked`);
+* ``lso-below-open-txn``: a leader's last stable offset never passes the first offset of a
+  transaction still open in its log (read_committed must not see it).
 """
 
 from __future__ import annotations
@@ -152,6 +154,14 @@ class InvariantChecker:
                     shrunk.append(tp)
             self.epochs[key] = cur
             if p.is_leader:
+                opens = log.producer_state.open_transactions()
+                if opens:
+                    first = min(opens.values())
+                    lso = p.last_stable_offset()
+                    if lso > first:
+                        out.append(Violation("lso-below-open-txn", n, tp.key,
+                                             f"last stable offset {lso} exposes the open "
+                                             f"transaction that starts at offset {first}"))
                 holder = self.leaders.setdefault((tp, p.leader_epoch), n)
                 if holder != n:
                     out.append(Violation("one-leader-per-epoch", n, tp.key,

@@ -358,21 +358,20 @@ class TransactionCoordinator:
             self.broker.send(src, EndTxnResponse(req.correlation_id, error, pid, epoch))
 
         meta, error = self._check(req.transactional_id, req.producer_id, req.producer_epoch)
-        retry_of_bumped_end = (
-            error is Errors.PRODUCER_FENCED and meta is not None and self.transaction_version >= 2
-            and req.producer_epoch == meta.last_producer_epoch)
-        if retry_of_bumped_end:
+        done = COMPLETE_COMMIT if req.commit else COMPLETE_ABORT
+        prepare = PREPARE_COMMIT if req.commit else PREPARE_ABORT
+        if (error in (Errors.NONE, Errors.PRODUCER_FENCED) and meta is not None
+                and self.transaction_version >= 2 and req.producer_epoch == meta.last_producer_epoch
+                and req.producer_epoch != meta.producer_epoch):
             # version 2: a retry of an EndTxn that already bumped the epoch
-            assert meta is not None
-            done = COMPLETE_COMMIT if req.commit else COMPLETE_ABORT
-            prepare = PREPARE_COMMIT if req.commit else PREPARE_ABORT
             if meta.state == done:
                 answer(Errors.NONE, meta.producer_id, meta.producer_epoch)
-            elif meta.state == prepare:
+                return
+            if meta.state == prepare:
                 answer(Errors.CONCURRENT_TRANSACTIONS)
-            else:
-                answer(Errors.PRODUCER_FENCED)
-            return
+                return
+            # anything else came from an earlier transaction: fenced (unless the bug lets
+            # it through as the current one)
         if error is not Errors.NONE:
             answer(error)
             return
@@ -380,10 +379,9 @@ class TransactionCoordinator:
         if meta.state == ONGOING:
             self._end(now_ms, meta, req.commit, bump=self.transaction_version >= 2,
                       on_answer=answer)
-        elif meta.state == (PREPARE_COMMIT if req.commit else PREPARE_ABORT):
+        elif meta.state == prepare:
             answer(Errors.CONCURRENT_TRANSACTIONS)
-        elif meta.state == (COMPLETE_COMMIT if req.commit else COMPLETE_ABORT) and (
-                self.transaction_version < 2):
+        elif meta.state == done and self.transaction_version < 2:
             answer(Errors.NONE, meta.producer_id, meta.producer_epoch)  # a retry
         else:
             answer(Errors.INVALID_TXN_STATE)

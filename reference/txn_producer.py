@@ -103,6 +103,7 @@ class TransactionalProducer(Producer):
         self.outcome: tuple[str, str | None] | None = None  # (committed|aborted|unknown, error)
         self.fatal: Errors | None = None
         self._abort_reason: str | None = None
+        self._txn_started = False  # the coordinator has this transaction's partitions
 
     # ------------------------------------------------------------ API
 
@@ -127,6 +128,7 @@ class TransactionalProducer(Producer):
         self._unknown_in_txn = False
         self._ending = None
         self.outcome = None
+        self._txn_started = False
 
     def send(self, now_ms: int, tp: TopicPartition, value: bytes | None,
              key: bytes | None = None) -> int:
@@ -189,8 +191,11 @@ class TransactionalProducer(Producer):
         if self._ending == "commit" and self._abortable is None:
             if not self._sends_settled() or self.actions:
                 return
-            self._enqueue(_Action("end", now_ms, commit=True))
             self._ending = "ending"
+            if not self.txn_partitions and not self._txn_started:
+                self._done("committed", None)  # nothing was added: nothing to commit
+                return
+            self._enqueue(_Action("end", now_ms, commit=True))
             return
         # abort (asked, or a commit that cannot happen): wait for requests in flight, then
         # drop what was never sent
@@ -206,7 +211,7 @@ class TransactionalProducer(Producer):
         self._abort_reason = self._abortable.name if self._abortable is not None else None
         if self._unknown_in_txn:
             self._enqueue(_Action("bump", now_ms))  # abort by fencing the epoch (KIP-360)
-        elif self.txn_partitions:
+        elif self.txn_partitions or self._txn_started:
             self._enqueue(_Action("end", now_ms, commit=False))
         else:
             self._done("aborted", self._abort_reason)
@@ -321,6 +326,9 @@ class TransactionalProducer(Producer):
             case "add":
                 self.txn_partitions.update(a.tps)
                 self._adding.difference_update(a.tps)
+                self._txn_started = True
+            case "add-offsets":
+                self._txn_started = True
             case "end":
                 if pid >= 0 and epoch >= 0 and (pid, epoch) != (self.producer_id, self.producer_epoch):
                     self._set_epoch(pid, epoch)  # version 2: the coordinator bumped it

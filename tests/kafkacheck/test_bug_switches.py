@@ -61,3 +61,25 @@ def test_idempotence_without_sequence_checks_writes_retries_twice(tmp_path, caps
     code, result = run(tmp_path, "seq", ["--workload", "idempotent", "--seed", "0"])
     capsys.readouterr()
     assert code == 0, result["anomaly_types"]
+
+
+def test_an_lso_one_past_an_open_transaction_is_caught(tmp_path, capsys):
+    args = ["--workload", "txn", "--seed", "0", "--ops", "1000", "--bug", "lso-off-by-one"]
+    code, result = run(tmp_path, "lso", args)
+    capsys.readouterr()
+    assert code == 1
+    assert {a["invariant"] for a in result["anomalies"]["invariant-violation"]} == {"lso-below-open-txn"}
+    code, result = run(tmp_path, "lso-keep", [*args, "--keep-going"])
+    capsys.readouterr()
+    assert {"G1a", "precommitted-read"} <= set(result["anomaly_types"])
+
+
+def test_delayed_requests_from_an_earlier_transaction_are_caught(tmp_path, capsys):
+    args = ["--workload", "txn", "--seed", "0", "--ops", "3000", "--faults", "straggle"]
+    code, result = run(tmp_path, "unfenced", [*args, "--bug", "txn-unfenced-requests"])
+    capsys.readouterr()
+    assert code == 1 and {"G1a", "precommitted-read"} <= set(result["anomaly_types"])
+    assert "invariant-violation" not in result["anomaly_types"]  # seen in the history alone
+    code, result = run(tmp_path, "fenced", args)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]

@@ -33,11 +33,23 @@ def test_an_idempotent_run_is_valid_and_needs_fewer_unknown_outcomes(tmp_path, c
     assert result["stats"]["nemesis_ops"] > 20
 
 
+def test_a_transactional_run_is_valid_with_aborts_and_faults(tmp_path, capsys):
+    code, result = verdict(tmp_path, 2, 3000, "--workload", "txn", "--faults",
+                           "partition,kill,pause,disk,straggle")
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+    assert result["stats"]["fail"] > 100  # aborted on purpose and by faults
+    assert result["stats"]["nemesis_ops"] > 5
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", ["queue", "idempotent"])
+@pytest.mark.parametrize("workload", ["queue", "idempotent", "txn", "txn-straggle", "txn-v2"])
 @pytest.mark.parametrize("seed", range(20))
 def test_twenty_default_seeds_in_a_row_are_valid(tmp_path, capsys, seed, workload):
-    code, result = verdict(tmp_path, seed, 10_000, "--workload", workload)
+    extra = {"txn-straggle": ["--workload", "txn", "--faults", "partition,kill,pause,disk,straggle"],
+             "txn-v2": ["--workload", "txn", "--transaction-version", "2", "--faults",
+                        "partition,kill,pause,disk,straggle"]}.get(workload, ["--workload", workload])
+    code, result = verdict(tmp_path, seed, 10_000, *extra)
     capsys.readouterr()
     assert code == 0, result["anomaly_types"]
 

@@ -168,3 +168,54 @@ def test_a_stalled_run_is_reported_from_its_config():
     result = check(h.ops, config)
     assert result["anomaly_types"] == ["stalled"]
     assert "2 of 100 ops" in result["anomalies"]["stalled"][0]["explanation"]
+
+
+TXN_CONFIG = {"isolation_level": "read_committed", "txn": True, "sub_via": ["assign"]}
+
+
+def txn(h: H, p, mops_done, type_="ok"):
+    invoke = [m[:2] + [m[2][1] if isinstance(m[2], list) else m[2]] if m[0] == "send" else ["poll"]
+              for m in mops_done]
+    h._op(p, "invoke", "txn", invoke)
+    h._op(p, type_, "txn", mops_done)
+    return h
+
+
+def test_a_transaction_reading_its_own_uncommitted_send_is_a_precommitted_read():
+    h = H()
+    txn(h, 0, [["send", "k", [0, 1]], ["poll", {"k": [[0, 1]]}]])
+    r = check(h.ops, TXN_CONFIG)
+    assert r["anomaly_types"] == ["precommitted-read"]
+    assert r["anomalies"]["precommitted-read"][0]["ops"] == [1]
+    # read_uncommitted consumers may see their own writes
+    assert check(h.ops, {**TXN_CONFIG, "isolation_level": "read_uncommitted"})["valid"] is True
+
+
+def test_reading_part_of_a_committed_transaction_and_then_past_it_is_nonatomic():
+    h = H()
+    txn(h, 0, [["send", "k", [0, 1]], ["send", "k", [1, 2]]])
+    h.send(1, "k", 3, 2)
+    # process 2 reads value 1 and value 3, never value 2: the skip is also a poll-skip
+    h.poll(2, {"k": [[0, 1]]}).poll(2, {"k": [[2, 3]]})
+    r = check(h.ops, TXN_CONFIG)
+    assert "nonatomic-read" in r["anomaly_types"]
+    [a] = r["anomalies"]["nonatomic-read"]
+    assert a["values"] == [1] and a["missing"] == [2]
+
+
+def test_a_reader_that_starts_inside_a_transaction_is_no_evidence_of_nonatomicity():
+    h = H()
+    txn(h, 0, [["send", "k", [0, 1]], ["send", "k", [1, 2]]])
+    h.send(1, "k", 3, 2)
+    h.poll(2, {"k": [[0, 1], [1, 2], [2, 3]]})
+    h.poll(3, {"k": [[1, 2], [2, 3]]})  # a new process that continues mid-transaction
+    assert check(h.ops, TXN_CONFIG)["valid"] is True
+
+
+def test_polls_of_a_failed_transaction_still_move_the_consumer():
+    h = H()
+    h.sends(1, [("k", 1, 0), ("k", 2, 1), ("k", 3, 2)])
+    txn(h, 0, [["poll", {"k": [[0, 1], [1, 2]]}], ["send", "k", 9]], type_="fail")
+    h.poll(0, {"k": [[2, 3]]})  # continues after what the failed transaction read
+    h.poll(2, {"k": [[0, 1], [1, 2], [2, 3]]})
+    assert check(h.ops, TXN_CONFIG)["valid"] is True

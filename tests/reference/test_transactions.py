@@ -1,0 +1,293 @@
+"""Transactions against real brokers (FIFO router, no simulator): the coordinator's state
+machine and its error paths, markers, the last stable offset, read_committed fetches,
+KIP-890 verification and epoch bumps, and the bug switches that break them."""
+
+from __future__ import annotations
+
+from reference import records as rec
+from reference.errors import Errors
+from reference.messages import (
+    COORDINATOR_TRANSACTION,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    CreateTopicsRequest,
+    EndTxnRequest,
+    EndTxnResponse,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ProduceRequest,
+    ProduceResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from reference.producer_state import ProducerStateManager
+from reference.txn_coordinator import TXN_TOPIC, java_string_hash, partition_for
+from tests.reference.test_broker import TP, Router
+
+TXN = "app-1"
+
+
+def txn_router(bugs=frozenset(), transaction_version: int = 1) -> Router:
+    r = Router(bugs=bugs)
+    if transaction_version != 1:
+        for b in (1, 2, 3):
+            r.nodes[b].txn.transaction_version = transaction_version
+    r.request(0, CreateTopicsRequest(2, TXN_TOPIC, 3, 3))
+    for _ in range(10):
+        r.tick(200)
+    return r
+
+
+def coordinator(r: Router, txn_id: str = TXN) -> int:
+    r.request(1, FindCoordinatorRequest(1, txn_id, COORDINATOR_TRANSACTION))
+    [resp] = r.replies(FindCoordinatorResponse)
+    assert resp.error is Errors.NONE
+    return resp.node_id
+
+
+def settle(r: Router, n: int = 5) -> None:
+    for _ in range(n):
+        r.tick(10)
+
+
+def init(r: Router, c: int, txn_id: str = TXN, timeout_ms: int = 60_000) -> tuple[int, int]:
+    for _ in range(10):
+        r.request(c, InitProducerIdRequest(7, txn_id, timeout_ms))
+        settle(r)
+        [resp] = r.replies(InitProducerIdResponse)
+        if resp.error is Errors.NONE:
+            return resp.producer_id, resp.producer_epoch
+        assert resp.error in (Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.CONCURRENT_TRANSACTIONS)
+        r.tick(200)
+    raise AssertionError("no producer id")
+
+
+def add(r: Router, c: int, pid: int, epoch: int, tps=(TP,), txn_id: str = TXN) -> Errors:
+    r.request(c, AddPartitionsToTxnRequest(8, txn_id, pid, epoch, tuple(tps)))
+    settle(r)
+    [resp] = r.replies(AddPartitionsToTxnResponse)
+    return resp.error
+
+
+def produce(r: Router, pid: int, epoch: int, seq: int, value: bytes, txn_id: str | None = TXN) -> Errors:
+    data = rec.encode_batch([rec.RecordInput(None, value)], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=seq, transactional=True)
+    r.request(1, ProduceRequest(9, -1, 5_000, TP, data, txn_id))
+    settle(r)
+    [resp] = r.replies(ProduceResponse)
+    return resp.error
+
+
+def end(r: Router, c: int, pid: int, epoch: int, commit: bool) -> EndTxnResponse:
+    r.request(c, EndTxnRequest(10, TXN, pid, epoch, commit))
+    settle(r)
+    [resp] = r.replies(EndTxnResponse)
+    return resp
+
+
+def fetch_values(r: Router, isolation_level: int) -> list[bytes]:
+    r.request(1, FetchRequest(11, -1, -1, 0, isolation_level, (FetchPartition(TP, -1, 0, -1),)))
+    [resp] = r.replies(FetchResponse)
+    part = resp.partitions[0]
+    aborted = sorted(part.aborted_transactions, key=lambda a: a[1])
+    aborting: set[int] = set()
+    out = []
+    for b in part.records:
+        h = rec.parse_header(b)
+        while aborted and aborted[0][1] <= h.last_offset:
+            aborting.add(aborted.pop(0)[0])
+        if h.is_control:
+            if not rec.control_is_commit(b):
+                aborting.discard(h.producer_id)
+            continue
+        if isolation_level == 1 and h.producer_id in aborting:
+            continue
+        out.extend(x.value for x in rec.decode_records(b))
+    return out
+
+
+def lso(r: Router) -> int:
+    r.request(1, ListOffsetsRequest(12, TP, -1, -1, 1))
+    [resp] = r.replies(ListOffsetsResponse)
+    return resp.offset
+
+
+def test_java_string_hash_and_the_coordinator_partition_match_kafka():
+    assert java_string_hash("hello") == 99162322  # "hello".hashCode() in Java
+    assert java_string_hash("polygenelubricants") == -2147483648  # Integer.MIN_VALUE
+    assert partition_for("polygenelubricants", 50) == 0  # Utils.abs clears the sign bit
+    assert partition_for("hello", 50) == 99162322 % 50
+
+
+def test_committed_records_become_visible_to_read_committed_only_at_the_commit():
+    r = txn_router()
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    assert add(r, c, pid, epoch) is Errors.NONE
+    assert produce(r, pid, epoch, 0, b"a") is Errors.NONE
+    assert produce(r, pid, epoch, 1, b"b") is Errors.NONE
+    assert fetch_values(r, 0) == [b"a", b"b"]  # read_uncommitted sees the open transaction
+    assert fetch_values(r, 1) == [] and lso(r) == 0
+    assert end(r, c, pid, epoch, commit=True).error is Errors.NONE
+    settle(r, 10)
+    assert fetch_values(r, 1) == [b"a", b"b"]
+    assert lso(r) == 3  # two records and the commit marker
+
+
+def test_aborted_records_are_listed_and_dropped_by_read_committed():
+    r = txn_router()
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    add(r, c, pid, epoch)
+    produce(r, pid, epoch, 0, b"gone")
+    assert end(r, c, pid, epoch, commit=False).error is Errors.NONE
+    settle(r, 10)
+    assert fetch_values(r, 0) == [b"gone"]
+    assert fetch_values(r, 1) == []
+    log = r.nodes[1].partitions[TP].log
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in log.producer_state.aborted] == [
+        (pid, 0, 1)]
+    rebuilt = ProducerStateManager.rebuild(log.batches())  # after a restart: from the log
+    assert rebuilt.aborted == log.producer_state.aborted
+    # the next transaction of the same producer commits normally (sequences continue)
+    add(r, c, pid, epoch)
+    assert produce(r, pid, epoch, 1, b"kept") is Errors.NONE
+    end(r, c, pid, epoch, commit=True)
+    settle(r, 10)
+    assert fetch_values(r, 1) == [b"kept"]
+
+
+def test_a_new_init_fences_the_previous_epoch_everywhere():
+    r = txn_router()
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    add(r, c, pid, epoch)
+    produce(r, pid, epoch, 0, b"zombie")
+    # a second instance with the same transactional id: the open transaction is aborted
+    # under a bumped epoch, then the new instance gets the epoch after it
+    pid2, epoch2 = init(r, c)
+    assert pid2 == pid and epoch2 > epoch
+    settle(r, 10)
+    assert fetch_values(r, 1) == []
+    assert add(r, c, pid, epoch) is Errors.PRODUCER_FENCED
+    assert end(r, c, pid, epoch, commit=True).error is Errors.PRODUCER_FENCED
+    assert produce(r, pid, epoch, 1, b"late") is Errors.INVALID_PRODUCER_EPOCH
+
+
+def test_the_coordinator_aborts_a_transaction_that_outlives_its_timeout():
+    r = txn_router()
+    c = coordinator(r)
+    pid, epoch = init(r, c, timeout_ms=1_000)
+    add(r, c, pid, epoch)
+    produce(r, pid, epoch, 0, b"slow")
+    for _ in range(30):
+        r.tick(100)
+    assert end(r, c, pid, epoch, commit=True).error is Errors.PRODUCER_FENCED
+    assert fetch_values(r, 1) == [] and lso(r) == 2
+
+
+def test_coordinator_error_paths():
+    r = txn_router()
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    other = 2 if c != 2 else 3
+    assert add(r, other, pid, epoch) is Errors.NOT_COORDINATOR
+    assert add(r, c, pid + 1, epoch) is Errors.INVALID_PRODUCER_ID_MAPPING
+    assert end(r, c, pid, epoch, commit=True).error is Errors.INVALID_TXN_STATE  # nothing open
+    add(r, c, pid, epoch)
+    r.drop = lambda src, dst, msg: isinstance(msg, FetchRequest)  # no replication for now
+    r.request(c, EndTxnRequest(20, TXN, pid, epoch, True))  # its write is pending
+    r.request(c, EndTxnRequest(21, TXN, pid, epoch, True))
+    r.drop = lambda src, dst, msg: False
+    for _ in range(200):  # the followers' lost fetches time out and are sent again
+        r.tick(200)
+    first, second = sorted(r.replies(EndTxnResponse), key=lambda x: x.correlation_id)
+    assert first.error is Errors.NONE and second.error is Errors.CONCURRENT_TRANSACTIONS
+    assert end(r, c, pid, epoch, commit=True).error is Errors.NONE  # a retry once complete
+    assert end(r, c, pid, epoch, commit=False).error is Errors.INVALID_TXN_STATE
+    r.request(c, InitProducerIdRequest(22, TXN, 0))
+    [resp] = r.replies(InitProducerIdResponse)
+    assert resp.error is Errors.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_a_first_transactional_write_to_a_partition_not_in_the_transaction_is_refused():
+    r = txn_router()
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    assert produce(r, pid, epoch, 0, b"x") is Errors.INVALID_TXN_STATE  # never added
+    assert produce(r, pid, epoch, 0, b"x", txn_id=None) is Errors.INVALID_TXN_STATE
+    assert r.nodes[1].partitions[TP].log.log_end_offset == 0
+    bug = txn_router(bugs=frozenset({"txn-unfenced-requests"}))
+    c = coordinator(bug)
+    pid, epoch = init(bug, c)
+    assert produce(bug, pid, epoch, 0, b"x") is Errors.NONE  # the bug: appended, unverified
+    assert fetch_values(bug, 1) == [] and lso(bug) == 0  # and it hangs the partition's LSO
+
+
+def test_markers_from_an_older_epoch_are_refused():
+    r = txn_router()
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    pid, epoch = init(r, c)  # bumped
+    add(r, c, pid, epoch)
+    produce(r, pid, epoch, 0, b"a")
+    r.request(1, WriteTxnMarkersRequest(30, pid, epoch - 1, True, 0, (TP,)))
+    settle(r)
+    [resp] = r.replies(WriteTxnMarkersResponse)
+    assert resp.errors == ((TP, Errors.INVALID_PRODUCER_EPOCH),)
+
+
+def test_transaction_version_2_bumps_the_epoch_and_fences_a_delayed_end():
+    for bugs, expect_fenced in ((frozenset(), True), (frozenset({"txn-unfenced-requests"}), False)):
+        r = txn_router(bugs=bugs, transaction_version=2)
+        c = coordinator(r)
+        pid, epoch = init(r, c)
+        add(r, c, pid, epoch)
+        produce(r, pid, epoch, 0, b"t1")
+        done = end(r, c, pid, epoch, commit=True)
+        assert done.error is Errors.NONE and done.producer_epoch == epoch + 1
+        # a retry of that EndTxn is answered as a success, and changes nothing
+        assert end(r, c, pid, epoch, commit=True).error is Errors.NONE
+        settle(r, 10)
+        new = done.producer_epoch
+        add(r, c, pid, new)
+        assert produce(r, pid, new, 0, b"t2") is Errors.NONE
+        # a delayed abort from the first transaction arrives during the second
+        late = end(r, c, pid, epoch, commit=False)
+        settle(r, 10)
+        if expect_fenced:
+            assert late.error is Errors.PRODUCER_FENCED
+            assert end(r, c, pid, new, commit=True).error is Errors.NONE
+            settle(r, 10)
+            assert fetch_values(r, 1) == [b"t1", b"t2"]
+        else:
+            assert late.error is Errors.NONE  # the bug: it aborted the second transaction
+            settle(r, 10)
+            assert fetch_values(r, 1) == [b"t1"]
+
+
+def test_a_new_coordinator_finishes_a_commit_whose_markers_were_not_written():
+    r = txn_router()
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    add(r, c, pid, epoch)
+    produce(r, pid, epoch, 0, b"a")
+    r.drop = lambda src, dst, msg: isinstance(msg, WriteTxnMarkersRequest)
+    assert end(r, c, pid, epoch, commit=True).error is Errors.NONE
+    assert fetch_values(r, 1) == []  # decided, but no marker yet
+    r.drop = lambda src, dst, msg: False
+    r.blocked = {c}  # the coordinator's broker is cut off; another leader loads the state
+    for _ in range(60):
+        r.tick(200)
+    r.blocked = set()
+    for _ in range(30):
+        r.tick(200)
+    assert coordinator(r) != -1
+    assert fetch_values(r, 1) == [b"a"]
