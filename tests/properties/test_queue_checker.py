@@ -174,7 +174,7 @@ TXN_CONFIG = {"isolation_level": "read_committed", "txn": True, "sub_via": ["ass
 
 
 def txn(h: H, p, mops_done, type_="ok"):
-    invoke = [m[:2] + [m[2][1] if isinstance(m[2], list) else m[2]] if m[0] == "send" else ["poll"]
+    invoke = [[*m[:2], m[2][1] if isinstance(m[2], list) else m[2]] if m[0] == "send" else ["poll"]
               for m in mops_done]
     h._op(p, "invoke", "txn", invoke)
     h._op(p, type_, "txn", mops_done)

@@ -291,3 +291,101 @@ def test_a_new_coordinator_finishes_a_commit_whose_markers_were_not_written():
         r.tick(200)
     assert coordinator(r) != -1
     assert fetch_values(r, 1) == [b"a"]
+
+
+# ---------------------------------------------------------------- the sans-IO clients
+
+PRODUCER = 61
+CONSUMER = 62
+
+
+def client_router():
+    from reference.consumer import Consumer, ConsumerConfig
+    from reference.producer import ProducerConfig
+    from reference.txn_producer import TransactionalProducer
+
+    r = txn_router()
+    p = TransactionalProducer(PRODUCER, [1, 2, 3], ProducerConfig(
+        enable_idempotence=True, acks=-1, request_timeout_ms=1_000, linger_ms=0,
+        delivery_timeout_ms=3_000), TXN)
+    c = Consumer(CONSUMER, [1, 2, 3], ConsumerConfig(isolation_level=1, fetch_max_wait_ms=0))
+    for n in (p, c):
+        r.nodes[n.node_id] = n
+        n.start(r.now)
+        r._collect(n)
+    r.run()
+    for _ in range(20):
+        r.tick(100)
+    c.assign([TP])
+    return r, p, c
+
+
+def run_until(r: Router, cond, steps: int = 200) -> None:
+    for _ in range(steps):
+        if cond():
+            return
+        r.tick(50)
+    raise AssertionError("condition not reached")
+
+
+def consume(r: Router, c) -> list[bytes]:
+    for _ in range(5):
+        c.poll(r.now)
+        r._collect(c)
+        r.run()
+        r.tick(50)
+    return [x.value for x in c.take_records()]
+
+
+def test_the_transactional_producer_commits_and_the_consumer_sees_only_committed_data():
+    r, p, c = client_router()
+    assert p.ready
+    p.begin_transaction()
+    p.send(r.now, TP, b"a")
+    r._collect(p)
+    run_until(r, lambda: p.results)
+    assert p.take_results()[0].error is Errors.NONE
+    assert consume(r, c) == []  # open: the LSO holds the consumer back
+    p.commit_transaction(r.now)
+    r._collect(p)
+    run_until(r, lambda: p.outcome is not None)
+    assert p.outcome == ("committed", None)
+    assert consume(r, c) == [b"a"]
+    # an aborted transaction is never handed to the application
+    run_until(r, lambda: p.ready)
+    p.begin_transaction()
+    p.send(r.now, TP, b"b")
+    r._collect(p)
+    run_until(r, lambda: p.results)
+    p.abort_transaction(r.now)
+    r._collect(p)
+    run_until(r, lambda: p.outcome is not None)
+    assert p.outcome[0] == "aborted"
+    run_until(r, lambda: p.ready)
+    p.begin_transaction()
+    p.send(r.now, TP, b"c")
+    r._collect(p)
+    run_until(r, lambda: p.results)
+    p.commit_transaction(r.now)
+    r._collect(p)
+    run_until(r, lambda: p.outcome is not None)
+    assert consume(r, c) == [b"c"]
+
+
+def test_a_send_with_an_unknown_outcome_aborts_by_bumping_the_epoch():
+    r, p, c = client_router()
+    epoch = p.producer_epoch
+    p.begin_transaction()
+    r.drop = lambda src, dst, msg: isinstance(msg, ProduceResponse)  # every answer is lost
+    p.send(r.now, TP, b"maybe")
+    r._collect(p)
+    run_until(r, lambda: p.results, steps=400)
+    [res] = p.take_results()
+    assert res.error is not Errors.NONE and res.maybe_appended
+    r.drop = lambda src, dst, msg: False
+    p.abort_transaction(r.now)
+    r._collect(p)
+    run_until(r, lambda: p.outcome is not None)
+    assert p.outcome[0] == "aborted"
+    assert p.producer_epoch > epoch  # fenced its own old epoch: a late produce is refused
+    assert consume(r, c) == []
