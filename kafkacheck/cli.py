@@ -141,6 +141,8 @@ def _options(args: argparse.Namespace):
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if args.partitions < 1 or args.clients < 1:
         raise UsageError("--partitions and --clients must be at least 1")
+    if args.workload == "eos" and args.clients < 2:
+        raise UsageError("the eos workload needs --clients 2 or more (producers and processors)")
     rf = args.replication_factor if args.replication_factor is not None else min(3, args.brokers)
     if not 1 <= rf <= args.brokers:
         raise UsageError(f"--replication-factor must be between 1 and --brokers ({args.brokers})")

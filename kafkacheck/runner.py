@@ -17,13 +17,14 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import kafkacheck
 from fault_injection.nemesis import Nemesis, random_schedule
 from fault_injection.simulation import Simulation
 from kafkacheck.workloads import TXN_WORKLOADS, WORKLOADS  # noqa: F401 (re-exported)
+from kafkacheck.workloads.eos import GROUP, SOURCE_SHIFT, EosProcessor
 from kafkacheck.workloads.queue import Budget, FinalReader, QueueClient
 from kafkacheck.workloads.txn import TxnClient
 from reference.broker import Broker, BrokerConfig
@@ -31,7 +32,7 @@ from reference.consumer import ConsumerConfig
 from reference.controller import Controller, ControllerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
-from reference.txn_coordinator import TXN_TOPIC
+from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
 from traces.history import write_jsonl
 
 CONTROLLER_ID = 0
@@ -124,6 +125,7 @@ def simulate(options: RunOptions, out_dir: Path,
         flush_messages=options.flush_messages,
         flush_ms=options.flush_ms,
         transaction_version=options.transaction_version,
+        coordinator_lease_ms=t["session_timeout_ms"],
     )
     controller_config = ControllerConfig(
         session_timeout_ms=t["session_timeout_ms"],
@@ -149,14 +151,23 @@ def simulate(options: RunOptions, out_dir: Path,
     sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
         1, options.topic, options.partitions, options.replication_factor))
     txn = options.workload in TXN_WORKLOADS
+    eos = options.workload == "eos"
+    output_topic = "t1" if options.topic != "t1" else "t2"
     if txn:
         # Kafka creates its internal topics on first use; the harness creates them up front
         sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
             2, TXN_TOPIC, broker_config.transaction_state_partitions,
             min(3, options.brokers)))
+    if eos:
+        sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
+            3, OFFSETS_TOPIC, broker_config.offsets_partitions, min(3, options.brokers)))
+        sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
+            4, output_topic, options.partitions, options.replication_factor))
     sim.run_until(2_000 * MS)
 
     keys = [TopicPartition(options.topic, i) for i in range(options.partitions)]
+    outputs = [TopicPartition(output_topic, i) for i in range(options.partitions)]
+    n_producers = max(1, options.clients // 2)  # eos: input producers; the rest process
     budget = Budget(options.ops)
     idempotent = options.workload in ("idempotent", *TXN_WORKLOADS)
     producer_config = ProducerConfig(
@@ -166,14 +177,24 @@ def simulate(options: RunOptions, out_dir: Path,
         enable_idempotence=idempotent)
     consumer_config = ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=t["request_timeout_ms"],
                                      isolation_level=1 if txn else 0)
-    clients: list[QueueClient | TxnClient] = []
+    clients: list[QueueClient | TxnClient | EosProcessor] = []
     for i in range(options.clients):
         node_id = CLIENT_BASE + i
         client_rng = sim.child_rng()
 
         def make(inc, disk, i=i, node_id=node_id, client_rng=client_rng):
-            c: QueueClient | TxnClient
-            if txn:
+            c: QueueClient | TxnClient | EosProcessor
+            if eos and i < n_producers:
+                c = QueueClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
+                                producer_config, consumer_config, think_ms=150, send_p=1.0)
+            elif eos:
+                j, m = i - n_producers, options.clients - n_producers
+                c = EosProcessor(node_id, j, i, options.clients,
+                                 [tp for tp in keys if tp.partition % m == j], output_topic,
+                                 broker_ids, client_rng, budget, producer_config,
+                                 replace(consumer_config, group_id=GROUP),
+                                 t["transaction_timeout_ms"])
+            elif txn:
                 c = TxnClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
                               producer_config, consumer_config, t["transaction_timeout_ms"])
             else:
@@ -227,8 +248,13 @@ def simulate(options: RunOptions, out_dir: Path,
         reader_holder: list[FinalReader] = []
 
         def make_reader(inc, disk):
-            r = FinalReader(READER_ID, reader_process, keys, broker_ids, consumer_config,
-                            start_ms + options.staleness_bound_ms)
+            if eos:
+                r = FinalReader(READER_ID, reader_process, keys + outputs, broker_ids,
+                                replace(consumer_config, group_id=GROUP),
+                                start_ms + options.staleness_bound_ms, committed_keys=keys)
+            else:
+                r = FinalReader(READER_ID, reader_process, keys, broker_ids, consumer_config,
+                                start_ms + options.staleness_bound_ms)
             reader_holder.append(r)
             return r
 
@@ -262,6 +288,8 @@ def simulate(options: RunOptions, out_dir: Path,
             "isolation_level": "read_committed" if txn else "read_uncommitted",
             "txn": txn,
             "transaction_version": options.transaction_version if txn else None,
+            "eos": {"input": options.topic, "output": output_topic, "group": GROUP,
+                    "source_shift": SOURCE_SHIFT} if eos else None,
             "sub_via": ["assign"],
             "replication_factor": options.replication_factor,
             "min_insync_replicas": options.min_insync_replicas,

@@ -213,6 +213,7 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
                 unread_acked.append((key, v, off, pair))
 
     _check_txn_reads(pairs, index_of, config, r)
+    _check_eos(pairs, offsets, read_by_ok, config, r)
     _check_final_read(config, unread_acked, r)
     _check_stall(config, r)
     _check_send_order(pairs, index_of, r)
@@ -320,6 +321,68 @@ def _check_txn_reads(pairs: list[_Pair], index_of: dict, config: dict, r: Result
                       explanation=f"process {process} read {got} of transaction op {op} from "
                                   f"{key} and later positions (op {hi_op}), but never its "
                                   f"{missing}: the transaction was not visible all at once")
+
+
+def _check_eos(pairs: list[_Pair], offsets: dict, read_by_ok: dict, config: dict, r: Result) -> None:
+    """Consume-transform-produce (``config.eos``): every input record below the group's final
+    committed offset reaches the output exactly once, and nothing beyond it does."""
+    eos = config.get("eos")
+    if not eos:
+        return
+    shift = eos.get("source_shift", 1)
+    in_topic, out_topic = eos["input"], eos["output"]
+    committed = None
+    for pair in pairs:
+        c = pair.complete
+        if c is not None and c["f"] == "committed" and c["type"] == "ok" and isinstance(c["value"], dict):
+            committed = c["value"]
+            committed_op = c["index"]
+    # output writes that must be in the output: read by a read_committed poll, or sent by a
+    # committed transaction
+    copies: dict[tuple[str, Any], dict[Any, int]] = defaultdict(dict)  # (in key, source) -> writes
+    for key, values in read_by_ok.items():
+        if not key.startswith(out_topic + ":"):
+            continue
+        for v, readers in values.items():
+            if isinstance(v, int):
+                copies[(in_topic + key[len(out_topic):], v // shift)][v] = readers[0]
+    for pair in pairs:
+        c = pair.complete
+        if c is None or c["type"] != "ok" or c["f"] != "txn":
+            continue
+        for key, _off, v in _sends(c):
+            if key.startswith(out_topic + ":") and isinstance(v, int):
+                copies[(in_topic + key[len(out_topic):], v // shift)].setdefault(v, c["index"])
+    for (in_key, source), writes in sorted(copies.items(), key=lambda kv: repr(kv[0])):
+        if len(writes) > 1:
+            r.add("eos-duplicate", key=in_key, value=source, copies=sorted(writes),
+                  ops=sorted(set(writes.values())),
+                  explanation=f"input value {source} of {in_key} reached the output "
+                              f"{len(writes)} times (writes {sorted(writes)}): processed more "
+                              f"than once")
+    if committed is None:
+        return
+    final = config.get("final_read") or {}
+    for in_key in sorted(committed):
+        upto = committed[in_key]
+        upto = 0 if upto is None else upto
+        for off, values in sorted(offsets.get(in_key, {}).items()):
+            for source in values:
+                done = (in_key, source) in copies
+                if off < upto and not done and final.get("reached_end"):
+                    r.add("eos-lost", key=in_key, value=source, offset=off, ops=[committed_op],
+                          explanation=f"input value {source} at offset {off} of {in_key} is "
+                                      f"below the group's committed offset {upto}, yet it never "
+                                      f"reached the output")
+                elif off >= upto and not done:
+                    r.allowed["eos-unprocessed"] += 1  # after the last commit: not yet processed
+                elif off >= upto and done:
+                    writes = copies[(in_key, source)]
+                    r.add("eos-output-beyond-commit", key=in_key, value=source, offset=off,
+                          ops=[*sorted(set(writes.values())), committed_op],
+                          explanation=f"input value {source} at offset {off} of {in_key} is in "
+                                      f"the output, but the group's committed offset is {upto}: "
+                                      f"the output and the offsets were not committed together")
 
 
 def _check_final_read(config: dict, unread: list, r: Result) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from reference import records as rec
 from reference.errors import Errors
+from reference.group_coordinator import GroupCoordinator
 from reference.log import LogConfig, PartitionLog
 from reference.messages import (
     COORDINATOR_TRANSACTION,
@@ -54,11 +55,14 @@ from reference.messages import (
     MetadataRequest,
     MetadataResponse,
     MetadataUpdate,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
     ProduceRequest,
     ProduceResponse,
     TopicPartition,
+    TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
@@ -85,6 +89,9 @@ class BrokerConfig:
     transaction_state_partitions: int = 3  # transaction.state.log.num.partitions
     offsets_partitions: int = 3  # offsets.topic.num.partitions
     transaction_version: int = 1  # 2: KIP-890 epoch bump at every transaction end
+    # the controller's session timeout: a broker that heard back from the controller less
+    # than this long after sending a heartbeat cannot have been fenced and replaced since
+    coordinator_lease_ms: int = 9_000
 
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, flush_messages=self.flush_messages)
@@ -149,8 +156,11 @@ class Broker(Node):
         self.allocate_in_flight = -1
         self.txn = TransactionCoordinator(self, config.transaction_state_partitions,
                                           config.transaction_version)
+        self.groups = GroupCoordinator(self, config.offsets_partitions)
         # produces waiting for the transaction coordinator's verification (KIP-890 part 1)
-        self.verifying: dict[int, tuple[int, ProduceRequest]] = {}
+        self.verifying: dict[int, object] = {}  # correlation id -> callback(error)
+        self._now_ms = 0
+        self.lease_until_ms = -1
 
     # ------------------------------------------------------------ lifecycle
 
@@ -182,6 +192,7 @@ class Broker(Node):
     # ------------------------------------------------------------ dispatch
 
     def receive(self, now_ms: int, src: int, message: object) -> None:
+        self._now_ms = now_ms
         match message:
             case ProduceRequest():
                 self._on_produce(now_ms, src, message)
@@ -208,6 +219,13 @@ class Broker(Node):
                 self.txn.add_offsets(now_ms, src, message, self.config.offsets_partitions)
             case EndTxnRequest():
                 self.txn.end_txn(now_ms, src, message)
+            case OffsetCommitRequest():
+                self.groups.offset_commit(now_ms, src, message)
+            case TxnOffsetCommitRequest():
+                self._now_ms = now_ms
+                self.groups.txn_offset_commit(now_ms, src, message)
+            case OffsetFetchRequest():
+                self.groups.offset_fetch(src, message)
             case WriteTxnMarkersRequest():
                 self._on_write_markers(now_ms, src, message)
             case WriteTxnMarkersResponse():
@@ -233,13 +251,14 @@ class Broker(Node):
                 pass  # unknown messages are dropped, never fatal
 
     def timer(self, now_ms: int, key: object) -> None:
+        self._now_ms = now_ms
         match key:
             case "register":
                 if self.broker_epoch < 0:
                     self._register()
             case "heartbeat":
                 self.send(self.controller_id, BrokerHeartbeatRequest(
-                    self.node_id, self.broker_epoch, self.metadata.version))
+                    self.node_id, self.broker_epoch, self.metadata.version, now_ms))
                 self.set_timer(self.config.heartbeat_interval_ms, "heartbeat")
             case "isr-check":
                 self._check_isr(now_ms)
@@ -265,11 +284,10 @@ class Broker(Node):
             case ("txn", *rest):
                 self.txn.timer(now_ms, tuple(rest))
             case ("verify-timeout", corr):
-                entry = self.verifying.pop(corr, None)
-                if entry is not None:
-                    src, req = entry
-                    self.send(src, ProduceResponse(req.correlation_id, req.tp,
-                                                   Errors.COORDINATOR_NOT_AVAILABLE))
+                then = self.verifying.pop(corr, None)
+                if then is not None:
+                    self._now_ms = now_ms
+                    then(Errors.COORDINATOR_NOT_AVAILABLE)
             case ("alter-timeout", corr):
                 tp = self.alter_in_flight.pop(corr, None)
                 if tp is not None and tp in self.partitions:
@@ -296,6 +314,9 @@ class Broker(Node):
             self.broker_epoch = -1
             self._register()
             return
+        if msg.request_sent_ms >= 0:
+            self.lease_until_ms = max(self.lease_until_ms,
+                                      msg.request_sent_ms + self.config.coordinator_lease_ms)
         if msg.metadata is not None:
             self._apply_metadata(now_ms, msg.metadata)
 
@@ -320,6 +341,8 @@ class Broker(Node):
                 self._after_leader_change(now_ms, p)
                 if state.tp.topic == TXN_TOPIC:
                     self.txn.on_leader(now_ms, state.tp.partition, p.leader_epoch)
+                elif state.tp.topic == OFFSETS_TOPIC:
+                    self.groups.on_leader(state.tp.partition, p.leader_epoch)
                 self._maybe_advance_hw(now_ms, p)
             elif change == "follower":
                 if p.log.log_end_offset < before_leo:
@@ -328,6 +351,8 @@ class Broker(Node):
                 self._after_leader_change(now_ms, p)
                 if state.tp.topic == TXN_TOPIC:
                     self.txn.on_not_leader(state.tp.partition)
+                elif state.tp.topic == OFFSETS_TOPIC:
+                    self.groups.on_not_leader(state.tp.partition)
             elif p.is_leader:
                 self._maybe_advance_hw(now_ms, p)
         self._leaders = None
@@ -460,34 +485,40 @@ class Broker(Node):
         return Errors.NONE
 
     def _verify(self, now_ms: int, src: int, req: ProduceRequest, header: rec.BatchHeader) -> None:
+        def verified(error: Errors) -> None:
+            if error is Errors.NONE:
+                self._on_produce(self._now_ms, src, req, verified=True)
+            elif req.acks != 0:
+                self.send(src, ProduceResponse(req.correlation_id, req.tp, error))
+
         if req.transactional_id is None:
-            self.send(src, ProduceResponse(req.correlation_id, req.tp, Errors.INVALID_TXN_STATE))
+            verified(Errors.INVALID_TXN_STATE)
             return
+        self.verify_txn(req.transactional_id, header.producer_id, header.producer_epoch, req.tp,
+                        verified)
+
+    def verify_txn(self, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition,
+                   then) -> None:
+        """Ask the transaction coordinator whether ``tp`` is in the ongoing transaction of
+        (producer id, epoch) (KIP-890 part 1); ``then(error)`` gets the answer."""
         coordinator = self.leaders().get(TopicPartition(
-            TXN_TOPIC, partition_for(req.transactional_id, self.config.transaction_state_partitions)), -1)
+            TXN_TOPIC, partition_for(txn_id, self.config.transaction_state_partitions)), -1)
         if coordinator < 0:
-            self.send(src, ProduceResponse(req.correlation_id, req.tp,
-                                           Errors.COORDINATOR_NOT_AVAILABLE))
+            then(Errors.COORDINATOR_NOT_AVAILABLE)
             return
         corr = self._corr()
-        self.verifying[corr] = (src, req)
-        self.send(coordinator, AddPartitionsToTxnRequest(
-            corr, req.transactional_id, header.producer_id, header.producer_epoch, (req.tp,),
-            verify_only=True))
+        self.verifying[corr] = then
+        self.send(coordinator, AddPartitionsToTxnRequest(corr, txn_id, producer_id, producer_epoch,
+                                                         (tp,), verify_only=True))
         self.set_timer(self.config.alter_partition_timeout_ms, ("verify-timeout", corr))
 
     def _on_verified(self, now_ms: int, resp: AddPartitionsToTxnResponse) -> None:
-        entry = self.verifying.pop(resp.correlation_id, None)
-        if entry is None:
+        then = self.verifying.pop(resp.correlation_id, None)
+        if then is None:
             return
-        src, req = entry
-        if resp.error is Errors.NONE:
-            self._on_produce(now_ms, src, req, verified=True)
-        elif req.acks != 0:
-            error = resp.error
-            if error is Errors.NOT_COORDINATOR:
-                error = Errors.COORDINATOR_NOT_AVAILABLE
-            self.send(src, ProduceResponse(req.correlation_id, req.tp, error))
+        self._now_ms = now_ms
+        error = resp.error
+        then(Errors.COORDINATOR_NOT_AVAILABLE if error is Errors.NOT_COORDINATOR else error)
 
     # ------------------------------------------------------------ coordinator support
 
@@ -513,6 +544,12 @@ class Broker(Node):
             self.set_timer(self.config.alter_partition_timeout_ms,
                            ("allocate-timeout", self.allocate_in_flight))
         return -1
+
+    def lease_valid(self) -> bool:
+        """True while this broker cannot have been fenced (and its partitions led by
+        others): a coordinator answers from memory only then, so a broker waking from a
+        pause with stale state does not serve stale reads."""
+        return self._now_ms < self.lease_until_ms
 
     def isr_satisfied(self, tp: TopicPartition) -> bool:
         p = self.partitions.get(tp)
@@ -551,6 +588,8 @@ class Broker(Node):
         result = _MarkerResult(src, req.correlation_id, req.producer_id, len(req.partitions), {})
 
         def settle(tp: TopicPartition, error: Errors) -> None:
+            if error is Errors.NONE and tp.topic == OFFSETS_TOPIC:
+                self.groups.on_marker(tp.partition, req.producer_id, req.commit)
             result.errors[tp] = error
             result.waiting -= 1
             if result.waiting == 0:
@@ -621,6 +660,8 @@ class Broker(Node):
             self._wake_fetches(now_ms, p.tp)
             if p.tp.topic == TXN_TOPIC:
                 self.txn.on_high_watermark(now_ms, p.tp.partition)
+            elif p.tp.topic == OFFSETS_TOPIC:
+                self.groups.on_high_watermark(now_ms, p.tp.partition)
 
     # ------------------------------------------------------------ fetch (leader side)
 

@@ -20,15 +20,22 @@ from reference import records as rec
 from reference.client import ClientNode
 from reference.errors import Errors
 from reference.messages import (
+    COORDINATOR_GROUP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     FetchPartition,
     FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataImage,
     MetadataResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     TopicPartition,
 )
 
@@ -44,6 +51,7 @@ class ConsumerConfig:
     max_partition_fetch_bytes: int = 1 << 20
     metadata_timeout_ms: int = 1_000
     retry_backoff_ms: int = 100
+    group_id: str | None = None  # a partition without a position starts at the group's commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +75,22 @@ class Consumer(ClientNode):
         # the most recent partition errors, for a caller that wants to see them
         self.errors: deque[tuple[TopicPartition, Errors]] = deque(maxlen=ERRORS_KEPT_MAX)
         self._fetch_in_flight: dict[int, tuple[int, tuple[TopicPartition, ...]]] = {}
+        self._fetch_offsets: dict[int, dict[TopicPartition, int]] = {}  # corr -> fetch offsets
+        self._last_asked: dict[TopicPartition, int] = {}
         self._busy_leaders: set[int] = set()
         self._list_in_flight: dict[int, TopicPartition] = {}
         self._listing: set[TopicPartition] = set()
         self._list_for_end: set[int] = set()
         self.end_offsets: dict[TopicPartition, int] = {}
+        # the group's committed offsets (config.group_id)
+        self.coordinator = -1
+        self._find_corr = -1
+        self._offset_fetch: tuple[int, tuple[TopicPartition, ...]] | None = None
+        self._report_fetch = -1
+        self.committed: dict[TopicPartition, int] | None = None  # request_committed's answer
+        self._no_commit: set[TopicPartition] = set()  # nothing committed: auto.offset.reset
+        self._commit_corr = -1
+        self.commit_result: Errors | None = None  # of the last commit(), once answered
 
     def start(self, now_ms: int) -> None:
         self._now_ms = now_ms
@@ -82,6 +101,13 @@ class Consumer(ClientNode):
     def assign(self, tps: list[TopicPartition]) -> None:
         self.assignment = tuple(tps)
         self.positions = {tp: o for tp, o in self.positions.items() if tp in tps}
+
+    def reset_positions(self) -> None:
+        """Forget every position: the next poll starts again from the group's committed
+        offsets (what an exactly-once processor does after aborting a transaction)."""
+        self.positions = {}
+        self._no_commit = set()
+        self.records = []
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.positions[tp] = offset
@@ -99,7 +125,10 @@ class Consumer(ClientNode):
                 self._refresh_metadata()
                 continue
             if tp not in self.positions:
-                self._list_offsets(tp, leader, epoch)
+                if self.config.group_id is not None and tp not in self._no_commit:
+                    self._fetch_committed()
+                else:
+                    self._list_offsets(tp, leader, epoch)
                 continue
             if leader in self._busy_leaders:
                 continue
@@ -108,6 +137,7 @@ class Consumer(ClientNode):
         for leader, parts in sorted(by_leader.items()):
             corr = self._next_corr()
             self._fetch_in_flight[corr] = (leader, tuple(p.tp for p in parts))
+            self._fetch_offsets[corr] = {p.tp: p.fetch_offset for p in parts}
             self._busy_leaders.add(leader)
             self.send(leader, FetchRequest(corr, -1, -1, self.config.fetch_max_wait_ms,
                                            self.config.isolation_level, tuple(parts)))
@@ -130,6 +160,34 @@ class Consumer(ClientNode):
                                                  self.config.isolation_level))
             self.set_timer(self.config.request_timeout_ms, ("list", corr))
 
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit offsets (the next offset to read) for the group; see :attr:`commit_result`."""
+        if self.config.group_id is None:
+            raise ValueError("commit needs a group_id")
+        self.commit_result = None
+        if self.coordinator < 0:
+            self._find_coordinator()
+            self.commit_result = Errors.COORDINATOR_NOT_AVAILABLE
+            return
+        self._commit_corr = self._next_corr()
+        self.send(self.coordinator, OffsetCommitRequest(
+            self._commit_corr, self.config.group_id, -1, "", tuple(sorted(offsets.items()))))
+        self.set_timer(self.config.request_timeout_ms, ("commit", self._commit_corr))
+
+    def request_committed(self, tps: list[TopicPartition]) -> None:
+        """Ask the group coordinator for the committed offsets of ``tps`` (stable ones only,
+        KIP-447); the answer lands in :attr:`committed`. Call again until it is set."""
+        if self._report_fetch >= 0:
+            return
+        if self.coordinator < 0:
+            self._find_coordinator()
+            return
+        assert self.config.group_id is not None
+        self._report_fetch = self._next_corr()
+        self.send(self.coordinator, OffsetFetchRequest(self._report_fetch, self.config.group_id,
+                                                       tuple(tps)))
+        self.set_timer(self.config.request_timeout_ms, ("report-fetch", self._report_fetch))
+
     def take_records(self) -> list[ConsumedRecord]:
         out, self.records = self.records, []
         return out
@@ -150,8 +208,70 @@ class Consumer(ClientNode):
         self.send(leader, ListOffsetsRequest(corr, tp, ts, epoch, self.config.isolation_level))
         self.set_timer(self.config.request_timeout_ms, ("list", corr))
 
+    def _find_coordinator(self) -> None:
+        if self._find_corr >= 0 or self.config.group_id is None:
+            return
+        self._find_corr = self._next_corr()
+        target = self.bootstrap[self._find_corr % len(self.bootstrap)]
+        self.send(target, FindCoordinatorRequest(self._find_corr, self.config.group_id,
+                                                 COORDINATOR_GROUP))
+        self.set_timer(self.config.request_timeout_ms, ("find", self._find_corr))
+
+    def _fetch_committed(self) -> None:
+        if self._offset_fetch is not None:
+            return
+        if self.coordinator < 0:
+            self._find_coordinator()
+            return
+        assert self.config.group_id is not None
+        tps = tuple(tp for tp in self.assignment
+                    if tp not in self.positions and tp not in self._no_commit)
+        corr = self._next_corr()
+        self._offset_fetch = (corr, tps)
+        self.send(self.coordinator, OffsetFetchRequest(corr, self.config.group_id, tps))
+        self.set_timer(self.config.request_timeout_ms, ("offset-fetch", corr))
+
+    def _on_group_response(self, message: object) -> None:
+        match message:
+            case FindCoordinatorResponse():
+                if message.correlation_id != self._find_corr:
+                    return
+                self._find_corr = -1
+                if message.error is Errors.NONE:
+                    self.coordinator = message.node_id
+            case OffsetFetchResponse() if message.correlation_id == self._report_fetch:
+                self._report_fetch = -1
+                if message.error is Errors.NONE:
+                    self.committed = dict(message.offsets)
+                elif message.error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
+                    self.coordinator = -1
+            case OffsetFetchResponse():
+                if self._offset_fetch is None or message.correlation_id != self._offset_fetch[0]:
+                    return
+                self._offset_fetch = None
+                if message.error is Errors.NONE:
+                    for tp, offset in message.offsets:
+                        if tp not in self.assignment or tp in self.positions:
+                            continue
+                        if offset >= 0:
+                            self.positions[tp] = offset
+                        else:
+                            self._no_commit.add(tp)
+                elif message.error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
+                    self.coordinator = -1
+            case OffsetCommitResponse():
+                if message.correlation_id != self._commit_corr:
+                    return
+                self._commit_corr = -1
+                self.commit_result = message.error
+                if message.error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE):
+                    self.coordinator = -1
+            case _:
+                pass
+
     def _fetch_done(self, corr: int) -> tuple[int, tuple[TopicPartition, ...]] | None:
         entry = self._fetch_in_flight.pop(corr, None)
+        self._last_asked = self._fetch_offsets.pop(corr, {})
         if entry is not None:
             self._busy_leaders.discard(entry[0])
         return entry
@@ -162,8 +282,10 @@ class Consumer(ClientNode):
             case FetchResponse():
                 if self._fetch_done(message.correlation_id) is None:
                     return
+                asked = self._last_asked
                 for r in message.partitions:
-                    self._apply(r)
+                    if self.positions.get(r.tp) == asked.get(r.tp):
+                        self._apply(r)  # else the position moved (seek, reset): stale data
             case ListOffsetsResponse():
                 tp = self._list_in_flight.pop(message.correlation_id, None)
                 if tp is None:
@@ -180,6 +302,8 @@ class Consumer(ClientNode):
                     self._refresh_metadata()
             case MetadataResponse():
                 self._on_metadata_response(now_ms, message)
+            case FindCoordinatorResponse() | OffsetFetchResponse() | OffsetCommitResponse():
+                self._on_group_response(message)
             case _:
                 pass
 
@@ -239,6 +363,22 @@ class Consumer(ClientNode):
             case ("fetch", corr):
                 if self._fetch_done(corr) is not None:
                     self._refresh_metadata()
+            case ("find", corr):
+                if corr == self._find_corr:
+                    self._find_corr = -1
+            case ("offset-fetch", corr):
+                if self._offset_fetch is not None and self._offset_fetch[0] == corr:
+                    self._offset_fetch = None
+                    self.coordinator = -1
+            case ("report-fetch", corr):
+                if corr == self._report_fetch:
+                    self._report_fetch = -1
+                    self.coordinator = -1
+            case ("commit", corr):
+                if corr == self._commit_corr:
+                    self._commit_corr = -1
+                    self.commit_result = Errors.REQUEST_TIMED_OUT
+                    self.coordinator = -1
             case ("list", corr):
                 tp = self._list_in_flight.pop(corr, None)
                 self._list_for_end.discard(corr)

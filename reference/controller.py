@@ -212,7 +212,7 @@ class Controller(Node):
             self._elect_offline(req.broker_id)
             self._push()
         image = self.image() if req.metadata_version < self.metadata_version else None
-        self.send(src, BrokerHeartbeatResponse(req.broker_epoch, Errors.NONE, image))
+        self.send(src, BrokerHeartbeatResponse(req.broker_epoch, Errors.NONE, image, req.sent_ms))
 
     def _fence(self, broker_id: int) -> None:
         self.brokers[broker_id].fenced = True

@@ -72,6 +72,7 @@ class BrokerHeartbeatRequest:
     broker_id: int
     broker_epoch: int
     metadata_version: int
+    sent_ms: int = -1  # the broker's clock when it sent this; echoed back (its lease)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,7 @@ class BrokerHeartbeatResponse:
     broker_epoch: int
     error: Errors
     metadata: MetadataImage | None  # sent when the broker's version is behind
+    request_sent_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)

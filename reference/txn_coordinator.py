@@ -147,7 +147,7 @@ class TransactionCoordinator:
 
     def _owns(self, txn_id: str) -> Errors:
         p = self._partition(txn_id)
-        if p not in self.loaded:
+        if p not in self.loaded or not self.broker.lease_valid():
             return Errors.NOT_COORDINATOR
         part = self.broker.partitions.get(TopicPartition(TXN_TOPIC, p))
         if part is None or not part.hw_reached_epoch_start():

@@ -242,6 +242,8 @@ class TransactionalProducer(Producer):
         if self._now_ms - a.started_ms > self.deadline_ms:
             self.actions.popleft()
             self._action_failed(a, Errors.REQUEST_TIMED_OUT)
+            self._next_action()
+            self._maybe_end(self._now_ms)
             return
         corr = self._next_corr()
         a.attempts += 1

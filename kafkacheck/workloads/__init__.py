@@ -6,5 +6,7 @@ WORKLOADS = {
                   "batches in flight, and no duplicate may appear",
     "txn": "Jepsen-style transactions of 1-4 sends and polls (read_committed), about 15% "
            "aborted on purpose",
+    "eos": "consume-transform-produce: idempotent producers write an input topic; processors "
+           "copy it to an output topic in transactions with sendOffsetsToTransaction",
 }
-TXN_WORKLOADS = ("txn",)
+TXN_WORKLOADS = ("txn", "eos")

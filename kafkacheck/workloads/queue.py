@@ -31,6 +31,8 @@ from reference.messages import (
     InitProducerIdResponse,
     ListOffsetsResponse,
     MetadataResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
     ProduceResponse,
     TopicPartition,
     TxnOffsetCommitResponse,
@@ -68,14 +70,13 @@ class _ClientBase(Node):
 
     def _route_message(self, now_ms: int, src: int, message: object) -> bool:
         match message:
-            case (ProduceResponse() | InitProducerIdResponse() | FindCoordinatorResponse()
-                  | AddPartitionsToTxnResponse() | AddOffsetsToTxnResponse() | EndTxnResponse()
-                  | TxnOffsetCommitResponse()):
+            case (ProduceResponse() | InitProducerIdResponse() | AddPartitionsToTxnResponse()
+                  | AddOffsetsToTxnResponse() | EndTxnResponse() | TxnOffsetCommitResponse()):
                 if self.producer is not None:
                     self.producer.receive(now_ms, src, message)
-            case FetchResponse() | ListOffsetsResponse():
+            case FetchResponse() | ListOffsetsResponse() | OffsetFetchResponse() | OffsetCommitResponse():
                 self.consumer.receive(now_ms, src, message)
-            case MetadataResponse():
+            case MetadataResponse() | FindCoordinatorResponse():
                 if message.correlation_id >= Consumer.CORRELATION_BASE:
                     self.consumer.receive(now_ms, src, message)
                 elif self.producer is not None:
@@ -112,8 +113,9 @@ class QueueClient(_ClientBase):
     def __init__(self, node_id: int, index: int, n_clients: int, keys: list[TopicPartition],
                  bootstrap: list[int], rng: random.Random, budget: Budget,
                  producer_config: ProducerConfig, consumer_config: ConsumerConfig,
-                 poll_ms: int = 100, think_ms: int = 20) -> None:
+                 poll_ms: int = 100, think_ms: int = 20, send_p: float = 0.5) -> None:
         super().__init__(node_id)
+        self.send_p = send_p
         self.index = index
         self.n_clients = n_clients
         self.keys = keys
@@ -156,7 +158,7 @@ class QueueClient(_ClientBase):
             return
         self.budget.remaining -= 1
         self.op_seq += 1
-        if self.rng.random() < 0.5:
+        if self.rng.random() < self.send_p:
             n = self.rng.randint(1, 3)
             sends = []
             for _ in range(n):
@@ -251,8 +253,12 @@ class FinalReader(_ClientBase):
 
     def __init__(self, node_id: int, process: int, keys: list[TopicPartition],
                  bootstrap: list[int], consumer_config: ConsumerConfig,
-                 deadline_ms: int, poll_ms: int = 200) -> None:
+                 deadline_ms: int, poll_ms: int = 200,
+                 committed_keys: list[TopicPartition] | None = None) -> None:
         super().__init__(node_id)
+        # with a group: read the group's committed offsets of these partitions at the end
+        self.committed_keys = committed_keys
+        self.asked_committed = False
         self.producer = None
         self.process = process
         self.keys = keys
@@ -290,8 +296,12 @@ class FinalReader(_ClientBase):
             if len(ends) == len(self.keys) and all(
                 self.consumer.positions.get(tp, 0) >= ends[tp] for tp in self.keys
             ):
-                self.done = self.reached = True
-                self.finished_ms = now_ms
+                self.reached = True
+                if self._committed_done(now_ms):
+                    self.done = True
+                    self.finished_ms = now_ms
+                    return
+                self.set_timer(self.poll_ms, "tick")
                 return
             if now_ms >= self.deadline_ms:
                 self.done = True
@@ -309,3 +319,24 @@ class FinalReader(_ClientBase):
             got.setdefault(r.tp.key, []).append([r.offset, decode_value(r.value)])
         self.record(process=self.process, type="ok", f="poll", value=[["poll", got]])
         self.polling = False
+
+    def _committed_done(self, now_ms: int) -> bool:
+        """After the read: the group's committed offsets, asked until answered (or the
+        deadline passes)."""
+        if self.committed_keys is None:
+            return True
+        keys = [tp.key for tp in self.committed_keys]
+        if not self.asked_committed:
+            self.asked_committed = True
+            self.record(process=self.process, type="invoke", f="committed", value=keys)
+        if self.consumer.committed is not None:
+            got = {tp.key: self.consumer.committed.get(tp, -1) for tp in self.committed_keys}
+            self.record(process=self.process, type="ok", f="committed",
+                        value={k: (v if v >= 0 else None) for k, v in got.items()})
+            return True
+        if now_ms >= self.deadline_ms:
+            self.record(process=self.process, type="fail", f="committed", value=keys,
+                        error="timeout")
+            return True
+        self.consumer.request_committed(list(self.committed_keys))
+        return False

@@ -219,3 +219,39 @@ def test_polls_of_a_failed_transaction_still_move_the_consumer():
     h.poll(0, {"k": [[2, 3]]})  # continues after what the failed transaction read
     h.poll(2, {"k": [[0, 1], [1, 2], [2, 3]]})
     assert check(h.ops, TXN_CONFIG)["valid"] is True
+
+
+S = 1 << 24
+EOS_CONFIG = {**TXN_CONFIG, "eos": {"input": "in", "output": "out", "group": "g", "source_shift": S},
+              "final_read": {"performed": True, "reached_end": True, "start_ns": 10**12,
+                             "end_offsets": {}}}
+
+
+def eos_history(copies: list[tuple[int, int]], committed: int | None) -> H:
+    """Input value 5 at in:0 offset 0 and 6 at offset 1; ``copies`` are (output offset,
+    attempt) of committed copies of value 5; the final read reads both topics."""
+    h = H()
+    h.sends(0, [("in:0", 5, 0), ("in:0", 6, 1)])
+    out = []
+    for i, (off, attempt) in enumerate(copies):
+        w = 5 * S + attempt
+        txn(h, 10 + i, [["poll", {"in:0": [[0, 5]]}], ["send", "out:0", [off, w]]])
+        out.append([off, w])
+    h.poll(2, {"in:0": [[0, 5], [1, 6]], "out:0": out})
+    if committed is not None:
+        h._op(2, "invoke", "committed", ["in:0"])
+        h._op(2, "ok", "committed", {"in:0": committed})
+    return h
+
+
+def test_eos_each_input_below_the_commit_reaches_the_output_once():
+    assert check(eos_history([(0, 1)], 1).ops, EOS_CONFIG)["valid"] is True
+    r = check(eos_history([(0, 1), (1, 2)], 1).ops, EOS_CONFIG)
+    assert r["anomaly_types"] == ["eos-duplicate"]
+    assert r["anomalies"]["eos-duplicate"][0]["value"] == 5
+    r = check(eos_history([], 1).ops, EOS_CONFIG)
+    assert r["anomaly_types"] == ["eos-lost"]
+    r = check(eos_history([(0, 1)], 0).ops, EOS_CONFIG)
+    assert r["anomaly_types"] == ["eos-output-beyond-commit"]
+    r = check(eos_history([], 0).ops, EOS_CONFIG)
+    assert r["valid"] is True and r["allowed"]["eos-unprocessed"] == 2

@@ -24,6 +24,7 @@ from reference.messages import (
     ListOffsetsResponse,
     ProduceRequest,
     ProduceResponse,
+    TopicPartition,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
@@ -389,3 +390,111 @@ def test_a_send_with_an_unknown_outcome_aborts_by_bumping_the_epoch():
     assert p.outcome[0] == "aborted"
     assert p.producer_epoch > epoch  # fenced its own old epoch: a late produce is refused
     assert consume(r, c) == []
+
+
+# ---------------------------------------------------------------- offsets in transactions
+
+GROUP_ID = "g1"
+
+
+def group_router(bugs=frozenset()) -> Router:
+    from reference.txn_coordinator import OFFSETS_TOPIC
+
+    r = txn_router(bugs=bugs)
+    r.request(0, CreateTopicsRequest(3, OFFSETS_TOPIC, 3, 3))
+    for _ in range(10):
+        r.tick(200)
+    return r
+
+
+def group_coordinator(r: Router) -> int:
+    from reference.messages import COORDINATOR_GROUP
+
+    r.request(1, FindCoordinatorRequest(1, GROUP_ID, COORDINATOR_GROUP))
+    [resp] = r.replies(FindCoordinatorResponse)
+    assert resp.error is Errors.NONE
+    return resp.node_id
+
+
+def offset_fetch(r: Router, g: int, require_stable: bool = True):
+    from reference.messages import OffsetFetchRequest, OffsetFetchResponse
+
+    r.request(g, OffsetFetchRequest(40, GROUP_ID, (TP,), require_stable))
+    [resp] = r.replies(OffsetFetchResponse)
+    return resp
+
+
+def txn_offset_commit(r: Router, g: int, pid: int, epoch: int, offset: int) -> Errors:
+    from reference.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+    r.request(g, TxnOffsetCommitRequest(41, TXN, GROUP_ID, pid, epoch, ((TP, offset),)))
+    settle(r)
+    [resp] = r.replies(TxnOffsetCommitResponse)
+    return resp.error
+
+
+def add_offsets(r: Router, c: int, pid: int, epoch: int) -> Errors:
+    from reference.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+
+    r.request(c, AddOffsetsToTxnRequest(42, TXN, pid, epoch, GROUP_ID))
+    settle(r)
+    [resp] = r.replies(AddOffsetsToTxnResponse)
+    return resp.error
+
+
+def test_offsets_committed_in_a_transaction_apply_at_its_commit_marker_only():
+    from reference.messages import OffsetCommitRequest, OffsetCommitResponse
+
+    r = group_router()
+    c, g = coordinator(r), group_coordinator(r)
+    assert offset_fetch(r, g).offsets == ((TP, -1),)
+    r.request(g, OffsetCommitRequest(43, GROUP_ID, -1, "", ((TP, 3),)))
+    settle(r)
+    assert r.replies(OffsetCommitResponse)[0].error is Errors.NONE
+    assert offset_fetch(r, g).offsets == ((TP, 3),)
+    pid, epoch = init(r, c)
+    # not part of the transaction yet: the group coordinator's verification refuses it
+    assert txn_offset_commit(r, g, pid, epoch, 5) is Errors.INVALID_TXN_STATE
+    assert add_offsets(r, c, pid, epoch) is Errors.NONE
+    assert txn_offset_commit(r, g, pid, epoch, 5) is Errors.NONE
+    assert offset_fetch(r, g).error is Errors.UNSTABLE_OFFSET_COMMIT  # KIP-447
+    assert offset_fetch(r, g, require_stable=False).offsets == ((TP, 3),)
+    assert end(r, c, pid, epoch, commit=False).error is Errors.NONE
+    settle(r, 10)
+    assert offset_fetch(r, g).offsets == ((TP, 3),)  # aborted: dropped
+    add_offsets(r, c, pid, epoch)
+    txn_offset_commit(r, g, pid, epoch, 7)
+    assert end(r, c, pid, epoch, commit=True).error is Errors.NONE
+    settle(r, 10)
+    assert offset_fetch(r, g).offsets == ((TP, 7),)
+    # a new coordinator loads the same state from the log
+    from reference.group_coordinator import GroupCoordinator
+    from reference.txn_coordinator import OFFSETS_TOPIC, partition_for
+
+    fresh = GroupCoordinator(r.nodes[g], 3)
+    fresh.on_leader(partition_for(GROUP_ID, 3), 0)
+    assert fresh.groups[GROUP_ID].committed == {TP: 7} and not fresh.pending_txn
+    assert r.nodes[g].partitions[TopicPartition(OFFSETS_TOPIC, partition_for(GROUP_ID, 3))]
+
+
+def test_a_fenced_producer_cannot_commit_offsets():
+    r = group_router()
+    c, g = coordinator(r), group_coordinator(r)
+    pid, epoch = init(r, c)
+    add_offsets(r, c, pid, epoch)
+    assert txn_offset_commit(r, g, pid, epoch, 5) is Errors.NONE
+    init(r, c)  # a new instance fences the epoch and aborts its transaction
+    settle(r, 10)
+    assert txn_offset_commit(r, g, pid, epoch, 9) is Errors.PRODUCER_FENCED
+    assert offset_fetch(r, g).offsets == ((TP, -1),)
+
+
+def test_a_coordinator_without_a_lease_does_not_answer_from_memory():
+    r = group_router()
+    g = group_coordinator(r)
+    broker = r.nodes[g]
+    broker.lease_until_ms = r.now  # as if it had not heard from the controller for a while
+    assert offset_fetch(r, g).error is Errors.NOT_COORDINATOR
+    for _ in range(5):
+        r.tick(500)  # heartbeats renew the lease
+    assert offset_fetch(r, g).error is Errors.NONE

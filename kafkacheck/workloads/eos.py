@@ -1,0 +1,191 @@
+"""The eos workload: consume-transform-produce between two topics, exactly once.
+
+Half of the clients (at least one) are idempotent producers that send unique values to the
+input topic. The others are processors: processor ``j`` of ``m`` owns the input partitions
+``p`` with ``p % m == j`` and runs one transaction per op:
+
+1. poll its input partitions (read_committed, starting at the group's committed offsets);
+2. send every record read to the same partition of the output topic, as the value
+   ``input * 2**24 + attempt`` (the attempt numbers this op among all processors' ops);
+3. ``sendOffsetsToTransaction`` the next input offsets for the consumer group;
+4. commit (or, with probability ``abort_p``, abort on purpose).
+
+The op is a ``txn`` op: its completion holds the poll and the sends; ``offsets`` (an extra
+op field) names the input offsets committed with it. After an abort or an unknown outcome
+the processor rewinds to the group's committed offsets (recorded as a fresh ``assign``),
+which is how an exactly-once application recovers.
+"""
+
+from __future__ import annotations
+
+import random
+
+from kafkacheck.workloads.queue import Budget, _ClientBase, _encode, decode_value
+from reference.consumer import Consumer, ConsumerConfig
+from reference.errors import Errors
+from reference.messages import TopicPartition
+from reference.producer import ProducerConfig
+from reference.txn_producer import TransactionalProducer
+
+GROUP = "eos"
+# an output value names its input value and the attempt that copied it, so that every write
+# is unique (Jepsen's rule) and the checker can map output back to input
+SOURCE_SHIFT = 1 << 24
+
+
+def output_value(input_value: int, attempt: int) -> int:
+    return input_value * SOURCE_SHIFT + attempt
+
+
+def source_of(value: int) -> int:
+    return value // SOURCE_SHIFT
+
+
+def output_of(tp: TopicPartition, output_topic: str) -> TopicPartition:
+    return TopicPartition(output_topic, tp.partition)
+
+
+class EosProcessor(_ClientBase):
+    def __init__(self, node_id: int, index: int, process: int, n_processes: int,
+                 inputs: list[TopicPartition], output_topic: str, bootstrap: list[int],
+                 rng: random.Random, budget: Budget, producer_config: ProducerConfig,
+                 consumer_config: ConsumerConfig, transaction_timeout_ms: int,
+                 abort_p: float = 0.1, poll_ms: int = 100, think_ms: int = 20) -> None:
+        super().__init__(node_id)
+        self.index = index
+        self.process = process
+        self.n_processes = n_processes
+        self.inputs = inputs
+        self.output_topic = output_topic
+        self.rng = rng
+        self.budget = budget
+        self.abort_p = abort_p
+        self.poll_ms = poll_ms
+        self.think_ms = think_ms
+        self.producer = TransactionalProducer(node_id, bootstrap, producer_config,
+                                              f"eos-{index}", transaction_timeout_ms)
+        self.txp = self.producer
+        self.consumer = Consumer(node_id, bootstrap, consumer_config)
+        self.op: dict | None = None
+        self.op_seq = 0
+        self.done = False
+
+    def start(self, now_ms: int) -> None:
+        self.producer.start(now_ms)
+        self.consumer.start(now_ms)
+        self._assign()
+        self.set_timer(self.rng.randint(1, 50), "next")
+
+    def _assign(self) -> None:
+        keys = [tp.key for tp in self.inputs]
+        self.consumer.assign(list(self.inputs))
+        self.consumer.reset_positions()  # start at the group's committed offsets
+        self.record(process=self.process, type="invoke", f="assign", value=keys)
+        self.record(process=self.process, type="ok", f="assign", value=keys)
+
+    # ------------------------------------------------------------ ops
+
+    def _next_op(self, now_ms: int) -> None:
+        if self.budget.remaining <= 0:
+            self.done = True
+            return
+        if not self.txp.ready or any(tp not in self.consumer.positions for tp in self.inputs):
+            self.consumer.poll(now_ms)  # fetches the committed offsets first
+            self.set_timer(20, "next")
+            return
+        self.budget.remaining -= 1
+        self.op_seq += 1
+        self.op = {"stage": "poll", "abort": self.rng.random() < self.abort_p, "sends": [],
+                   "pending": {}, "poll": {}, "error": None}
+        self.record(process=self.process, type="invoke", f="txn", value=[["poll"]])
+        self.txp.begin_transaction()
+        self.consumer.poll(now_ms)
+        self.set_timer(self.poll_ms, ("poll-done", self.op_seq))
+
+    def _finish_poll(self, now_ms: int) -> None:
+        op = self.op
+        assert op is not None
+        records = [r for r in self.consumer.take_records() if r.tp in self.inputs]
+        nxt: dict[TopicPartition, int] = {}
+        attempt = self.op_seq * self.n_processes + self.index
+        for r in records:
+            v = decode_value(r.value)
+            op["poll"].setdefault(r.tp.key, []).append([r.offset, v])
+            nxt[r.tp] = r.offset + 1
+            if v is None:
+                continue
+            out = output_of(r.tp, self.output_topic)
+            w = output_value(v, attempt)
+            send_id = self.txp.send(now_ms, out, _encode(w))
+            op["pending"][send_id] = len(op["sends"])
+            op["sends"].append(["send", out.key, w])
+        op["offsets"] = {tp.key: o for tp, o in sorted(nxt.items())}
+        if nxt:
+            self.txp.send_offsets_to_transaction(now_ms, nxt, GROUP)
+        op["stage"] = "sending"
+        self._progress(now_ms)
+
+    def _progress(self, now_ms: int) -> None:
+        op = self.op
+        if op is None:
+            return
+        if op["stage"] == "sending":
+            for r in self.txp.take_results():
+                i = op["pending"].pop(r.send_id, None)
+                if i is None:
+                    continue
+                _, key, v = op["sends"][i]
+                if r.error is Errors.NONE:
+                    op["sends"][i] = ["send", key, [r.offset, v]]
+                else:
+                    op["error"] = op["error"] or r.error.name
+            if op["pending"]:
+                return
+            op["stage"] = "ending"
+            if op["abort"] or op["error"] is not None:
+                self.txp.abort_transaction(now_ms)
+            else:
+                self.txp.commit_transaction(now_ms)
+        if op["stage"] == "ending" and self.txp.outcome is not None:
+            self._complete(now_ms)
+
+    def _complete(self, now_ms: int) -> None:
+        op = self.op
+        assert op is not None and self.txp.outcome is not None
+        outcome, error = self.txp.outcome
+        value = [["poll", op["poll"]], *op["sends"]]
+        if outcome == "committed":
+            type_, error = "ok", None
+        elif outcome == "aborted":
+            type_ = "fail"
+            error = "intentional-abort" if op["abort"] and op["error"] is None else (
+                op["error"] or error or "aborted")
+        else:
+            type_, error = "info", error or "unknown-outcome"
+        self.record(process=self.process, type=type_, f="txn", value=value, error=error,
+                    offsets=op["offsets"])
+        self.op = None
+        self.budget.completed += 1
+        if type_ == "info":
+            self.process += self.n_processes
+        if type_ != "ok":
+            self._assign()  # rewind to the committed offsets
+        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+
+    # ------------------------------------------------------------ inputs
+
+    def receive(self, now_ms: int, src: int, message: object) -> None:
+        self._route_message(now_ms, src, message)
+        self._progress(now_ms)
+
+    def timer(self, now_ms: int, key: object) -> None:
+        if self._route_timer(now_ms, key):
+            self._progress(now_ms)
+            return
+        match key:
+            case "next":
+                if self.op is None:
+                    self._next_op(now_ms)
+            case ("poll-done", seq):
+                if self.op is not None and seq == self.op_seq and self.op["stage"] == "poll":
+                    self._finish_poll(now_ms)
