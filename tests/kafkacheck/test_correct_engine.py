@@ -42,8 +42,16 @@ def test_a_transactional_run_is_valid_with_aborts_and_faults(tmp_path, capsys):
     assert result["stats"]["nemesis_ops"] > 5
 
 
+def test_an_exactly_once_run_is_valid_under_faults(tmp_path, capsys):
+    code, result = verdict(tmp_path, 1, 2000, "--workload", "eos", "--faults",
+                           "partition,kill,pause,disk,straggle")
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+    assert result["stats"]["fail"] > 20
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", ["queue", "idempotent", "txn", "txn-straggle", "txn-v2"])
+@pytest.mark.parametrize("workload", ["queue", "idempotent", "txn", "txn-straggle", "txn-v2", "eos"])
 @pytest.mark.parametrize("seed", range(20))
 def test_twenty_default_seeds_in_a_row_are_valid(tmp_path, capsys, seed, workload):
     extra = {"txn-straggle": ["--workload", "txn", "--faults", "partition,kill,pause,disk,straggle"],
