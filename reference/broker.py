@@ -47,8 +47,11 @@ from reference.messages import (
     FetchResponse,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    HeartbeatRequest,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    JoinGroupRequest,
+    LeaveGroupRequest,
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataImage,
@@ -61,6 +64,7 @@ from reference.messages import (
     OffsetForLeaderEpochResponse,
     ProduceRequest,
     ProduceResponse,
+    SyncGroupRequest,
     TopicPartition,
     TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
@@ -221,6 +225,14 @@ class Broker(Node):
                 self.txn.end_txn(now_ms, src, message)
             case OffsetCommitRequest():
                 self.groups.offset_commit(now_ms, src, message)
+            case JoinGroupRequest():
+                self.groups.join_group(now_ms, src, message)
+            case SyncGroupRequest():
+                self.groups.sync_group(now_ms, src, message)
+            case HeartbeatRequest():
+                self.groups.heartbeat(now_ms, src, message)
+            case LeaveGroupRequest():
+                self.groups.leave_group(now_ms, src, message)
             case TxnOffsetCommitRequest():
                 self._now_ms = now_ms
                 self.groups.txn_offset_commit(now_ms, src, message)
@@ -283,6 +295,8 @@ class Broker(Node):
                     self.allocate_in_flight = -1
             case ("txn", *rest):
                 self.txn.timer(now_ms, tuple(rest))
+            case ("group", *rest):
+                self.groups.timer(now_ms, tuple(rest))
             case ("verify-timeout", corr):
                 then = self.verifying.pop(corr, None)
                 if then is not None:

@@ -36,6 +36,11 @@ BUGS: dict[str, str] = {
         "verification), so a delayed EndTxn or produce from an earlier transaction lands in a "
         "later one"
     ),
+    "group-generation-unfenced": (
+        "the group coordinator answers heartbeats and offset commits without checking the "
+        "member id and generation, so a member that missed a rebalance never learns of it: it "
+        "keeps consuming and committing partitions the group gave to another member"
+    ),
     "lso-off-by-one": (
         "the last stable offset is one past the first offset of the earliest open "
         "transaction, so read_committed consumers see its first record before the commit"

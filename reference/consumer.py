@@ -52,6 +52,15 @@ class ConsumerConfig:
     metadata_timeout_ms: int = 1_000
     retry_backoff_ms: int = 100
     group_id: str | None = None  # a partition without a position starts at the group's commit
+    # group membership (GroupConsumer, ``subscribe``)
+    group_instance_id: str | None = None
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000  # Kafka uses max.poll.interval.ms
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    assignors: tuple[str, ...] = ("range", "cooperative-sticky")
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5_000
 
 
 @dataclass(frozen=True, slots=True)

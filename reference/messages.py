@@ -415,3 +415,71 @@ class OffsetFetchResponse:
     correlation_id: int
     error: Errors
     offsets: tuple[tuple[TopicPartition, int], ...] = ()  # -1: nothing committed
+
+
+# ---------------------------------------------------------------- consumer groups
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupRequest:
+    correlation_id: int
+    group_id: str
+    member_id: str  # "" for a new member
+    group_instance_id: str | None  # static membership (KIP-345)
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (assignor name, subscription metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResponse:
+    correlation_id: int
+    error: Errors
+    generation_id: int = -1
+    protocol_name: str = ""
+    leader: str = ""
+    member_id: str = ""
+    members: tuple[tuple[str, bytes], ...] = ()  # for the leader: (member id, metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupRequest:
+    correlation_id: int
+    group_id: str
+    generation_id: int
+    member_id: str
+    assignments: tuple[tuple[str, bytes], ...] = ()  # from the leader only
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResponse:
+    correlation_id: int
+    error: Errors
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    correlation_id: int
+    group_id: str
+    generation_id: int
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResponse:
+    correlation_id: int
+    error: Errors
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupRequest:
+    correlation_id: int
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResponse:
+    correlation_id: int
+    error: Errors

@@ -28,12 +28,16 @@ from reference.messages import (
     EndTxnResponse,
     FetchResponse,
     FindCoordinatorResponse,
+    HeartbeatResponse,
     InitProducerIdResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
     ListOffsetsResponse,
     MetadataResponse,
     OffsetCommitResponse,
     OffsetFetchResponse,
     ProduceResponse,
+    SyncGroupResponse,
     TopicPartition,
     TxnOffsetCommitResponse,
 )
@@ -74,7 +78,9 @@ class _ClientBase(Node):
                   | AddOffsetsToTxnResponse() | EndTxnResponse() | TxnOffsetCommitResponse()):
                 if self.producer is not None:
                     self.producer.receive(now_ms, src, message)
-            case FetchResponse() | ListOffsetsResponse() | OffsetFetchResponse() | OffsetCommitResponse():
+            case (FetchResponse() | ListOffsetsResponse() | OffsetFetchResponse()
+                  | OffsetCommitResponse() | JoinGroupResponse() | SyncGroupResponse()
+                  | HeartbeatResponse() | LeaveGroupResponse()):
                 self.consumer.receive(now_ms, src, message)
             case MetadataResponse() | FindCoordinatorResponse():
                 if message.correlation_id >= Consumer.CORRELATION_BASE:

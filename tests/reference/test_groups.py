@@ -1,0 +1,177 @@
+"""Consumer groups against real brokers (FIFO router): joining and rebalancing with each
+assignor, session expiry, leaving, static membership, generation fencing of commits, and the
+bug switch that removes that fencing."""
+
+from __future__ import annotations
+
+from reference.consumer import ConsumerConfig
+from reference.errors import Errors
+from reference.group_consumer import GroupConsumer
+from reference.messages import (
+    CreateTopicsRequest,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    TopicPartition,
+)
+from reference.txn_coordinator import OFFSETS_TOPIC
+from tests.reference.test_broker import Router
+
+TOPIC = "g"
+GROUP = "grp"
+ALL = {TopicPartition(TOPIC, p) for p in range(6)}
+
+
+def group_router(bugs=frozenset()) -> Router:
+    r = Router(bugs=bugs)
+    r.request(0, CreateTopicsRequest(3, OFFSETS_TOPIC, 3, 3))
+    r.request(0, CreateTopicsRequest(4, TOPIC, 6, 3))
+    for _ in range(10):
+        r.tick(200)
+    return r
+
+
+def member(r: Router, node_id: int, assignor: str = "range", instance: str | None = None,
+           **config) -> GroupConsumer:
+    c = GroupConsumer(node_id, [1, 2, 3], ConsumerConfig(
+        group_id=GROUP, assignors=(assignor,), group_instance_id=instance,
+        session_timeout_ms=3_000, heartbeat_interval_ms=500, rebalance_timeout_ms=3_000,
+        request_timeout_ms=2_000, fetch_max_wait_ms=0, **config))
+    r.nodes[node_id] = c
+    c.start(r.now)
+    r._collect(c)
+    r.run()
+    for _ in range(5):
+        r.tick(100)
+    c.subscribe(r.now, [TOPIC])
+    r._collect(c)
+    r.run()
+    return c
+
+
+def run(r: Router, consumers, ms: int) -> None:
+    for _ in range(ms // 100):
+        for c in consumers:
+            if c.state != "closed":
+                c.poll(r.now)  # the application keeps polling
+                r._collect(c)
+        r.tick(100)
+
+
+def owners(consumers) -> dict[TopicPartition, list[int]]:
+    out: dict[TopicPartition, list[int]] = {}
+    for c in consumers:
+        for tp in c.owned:
+            out.setdefault(tp, []).append(c.node_id)
+    return out
+
+
+def assert_partitioned(consumers) -> None:
+    o = owners(consumers)
+    assert set(o) == ALL and all(len(v) == 1 for v in o.values()), o
+    gens = {c.generation for c in consumers}
+    assert len(gens) == 1
+
+
+def test_members_share_the_partitions_and_rebalance_when_one_leaves():
+    for assignor in ("range", "roundrobin", "sticky", "cooperative-sticky"):
+        r = group_router()
+        cs = [member(r, 70 + i, assignor) for i in range(3)]
+        run(r, cs, 6_000)
+        assert_partitioned(cs)
+        assert sorted(len(c.owned) for c in cs) == [2, 2, 2]
+        before = {c.node_id: set(c.owned) for c in cs}
+        cs[0].close()
+        r._collect(cs[0])
+        run(r, cs, 6_000)
+        assert_partitioned(cs[1:])
+        if assignor in ("sticky", "cooperative-sticky"):
+            for c in cs[1:]:
+                assert before[c.node_id] <= c.owned, assignor  # survivors keep theirs
+        log = [e for c in cs[1:] for e in c.take_rebalance_log()]
+        if assignor == "cooperative-sticky":
+            # cooperative: nothing a survivor kept was ever revoked
+            assert not [e for e in log if e["type"] == "revoked"]
+        else:
+            assert [e for e in log if e["type"] == "revoked"]  # eager: revoke all, rejoin
+
+
+def test_a_silent_member_is_expired_and_its_partitions_move():
+    r = group_router()
+    cs = [member(r, 70 + i) for i in range(2)]
+    run(r, cs, 5_000)
+    assert_partitioned(cs)
+    gen = cs[0].generation
+    r.blocked = {71}  # member 71 goes silent
+    run(r, cs[:1], 8_000)
+    assert cs[0].owned == ALL and cs[0].generation > gen
+
+
+def test_a_static_member_restarting_within_its_session_keeps_its_assignment():
+    r = group_router()
+    cs = [member(r, 70 + i, instance=f"i{i}") for i in range(2)]
+    run(r, cs, 5_000)
+    assert_partitioned(cs)
+    gen, had = cs[1].generation, set(cs[1].owned)
+    # the process restarts: a fresh consumer with the same group.instance.id
+    r.blocked = {71}  # the old process is gone (its timers run into a cut network)
+    again = member(r, 72, instance="i1")
+    run(r, [cs[0], again], 1_500)
+    assert again.owned == had and again.generation == gen  # no rebalance
+    assert cs[0].generation == gen
+    # the old incarnation is fenced if it ever speaks again
+    assert again.member_id != cs[1].member_id
+
+
+def commit_as(r: Router, coordinator: int, generation: int, member_id: str) -> Errors:
+    r.request(coordinator, OffsetCommitRequest(90, GROUP, generation, member_id,
+                                               ((TopicPartition(TOPIC, 0), 5),)))
+    r.tick(10)
+    [resp] = r.replies(OffsetCommitResponse)
+    return resp.error
+
+
+def test_commits_and_heartbeats_from_a_stale_generation_are_fenced_unless_the_bug_is_on():
+    for bugs, fenced in ((frozenset(), True), (frozenset({"group-generation-unfenced"}), False)):
+        r = group_router(bugs)
+        cs = [member(r, 70 + i) for i in range(2)]
+        run(r, cs, 5_000)
+        c = cs[0]
+        coordinator, gen, mid = c.coordinator, c.generation, c.member_id
+        assert commit_as(r, coordinator, gen, mid) is Errors.NONE
+        cs.append(member(r, 72))
+        run(r, cs, 5_000)
+        assert c.generation > gen
+        stale = commit_as(r, coordinator, gen, mid)
+        r.request(coordinator, HeartbeatRequest(91, GROUP, gen, mid))
+        [hb] = r.replies(HeartbeatResponse)
+        if fenced:
+            assert stale is Errors.ILLEGAL_GENERATION and hb.error is Errors.ILLEGAL_GENERATION
+            assert commit_as(r, coordinator, -1, "") is Errors.UNKNOWN_MEMBER_ID
+            assert commit_as(r, coordinator, gen, "nobody") is Errors.UNKNOWN_MEMBER_ID
+        else:
+            assert stale is Errors.NONE and hb.error is Errors.NONE
+
+
+def test_auto_commit_commits_what_the_application_took_and_a_new_member_resumes_there():
+    from reference import records as rec
+    from reference.messages import ProduceRequest
+
+    r = group_router()
+    tp = TopicPartition(TOPIC, 0)
+    for i in range(3):
+        r.request(r.nodes[0].partitions[tp].leader, ProduceRequest(
+            i, -1, 5_000, tp, rec.encode_batch([rec.RecordInput(None, b"%d" % i)])))
+    run(r, [], 500)
+    c = member(r, 70, auto_commit_interval_ms=1_000)
+    run(r, [c], 4_000)
+    got = [x for x in c.take_records() if x.tp == tp]
+    assert [x.value for x in got] == [b"0", b"1", b"2"]
+    run(r, [c], 2_000)  # an auto-commit after the take
+    c.close()
+    r._collect(c)
+    r.run()
+    d = member(r, 71)
+    run(r, [d], 4_000)
+    assert d.positions.get(tp) == 3 and not [x for x in d.take_records() if x.tp == tp]
