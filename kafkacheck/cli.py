@@ -15,6 +15,7 @@ from fault_injection.nemesis import FAULTS, ScheduleError, load_schedule, parse_
 from kafkacheck.workloads import WORKLOADS
 from properties.queue import check as check_queue
 from properties.queue import with_invariant_violations
+from reference.assignors import ASSIGNORS
 from reference.bugs import BUGS, parse_bugs
 from traces.history import HistoryError, load_run
 
@@ -60,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--transaction-version", type=int, choices=[1, 2], default=1,
                      help="transactional workloads: 2 bumps the producer epoch at every "
                           "transaction end (KIP-890 part 2); default 1")
+    run.add_argument("--assignor", choices=list(ASSIGNORS), default="range",
+                     help="groups workload: the members' partition assignor (default range)")
+    run.add_argument("--static-members", action="store_true",
+                     help="groups workload: static membership (a group.instance.id per member)")
     run.add_argument("--seed", type=int, default=0, help="seed of the run's RNG (default 0)")
     run.add_argument("--ops", type=int, default=10_000,
                      help="client operations to perform (default 10000)")
@@ -141,8 +146,9 @@ def _options(args: argparse.Namespace):
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if args.partitions < 1 or args.clients < 1:
         raise UsageError("--partitions and --clients must be at least 1")
-    if args.workload == "eos" and args.clients < 2:
-        raise UsageError("the eos workload needs --clients 2 or more (producers and processors)")
+    if args.workload in ("eos", "groups") and args.clients < 2:
+        raise UsageError(f"the {args.workload} workload needs --clients 2 or more "
+                         "(a producer and consumers)")
     rf = args.replication_factor if args.replication_factor is not None else min(3, args.brokers)
     if not 1 <= rf <= args.brokers:
         raise UsageError(f"--replication-factor must be between 1 and --brokers ({args.brokers})")
@@ -160,7 +166,8 @@ def _options(args: argparse.Namespace):
                       flush_messages=args.flush_messages, flush_ms=args.flush_ms,
                       unclean_leader_election=args.unclean_leader_election,
                       keep_going=args.keep_going,
-                      transaction_version=args.transaction_version)
+                      transaction_version=args.transaction_version,
+                      assignor=args.assignor, static_members=args.static_members)
 
 
 def _reproduce_command(args: argparse.Namespace) -> str:
@@ -195,6 +202,10 @@ def _reproduce_command(args: argparse.Namespace) -> str:
         parts.append("--keep-going")
     if args.transaction_version != 1:
         parts += ["--transaction-version", str(args.transaction_version)]
+    if args.assignor != "range":
+        parts += ["--assignor", args.assignor]
+    if args.static_members:
+        parts.append("--static-members")
     return " ".join(parts)
 
 

@@ -25,6 +25,8 @@ from fault_injection.nemesis import Nemesis, random_schedule
 from fault_injection.simulation import Simulation
 from kafkacheck.workloads import TXN_WORKLOADS, WORKLOADS  # noqa: F401 (re-exported)
 from kafkacheck.workloads.eos import GROUP, SOURCE_SHIFT, EosProcessor
+from kafkacheck.workloads.groups import GROUP as MEMBERS_GROUP
+from kafkacheck.workloads.groups import GroupMemberClient
 from kafkacheck.workloads.queue import Budget, FinalReader, QueueClient
 from kafkacheck.workloads.txn import TxnClient
 from reference.broker import Broker, BrokerConfig
@@ -56,6 +58,10 @@ CLUSTER_TIMINGS = {
     "request_timeout_ms": 2_000,
     "delivery_timeout_ms": 6_000,
     "transaction_timeout_ms": 10_000,
+    "member_session_timeout_ms": 3_000,
+    "member_heartbeat_interval_ms": 500,
+    "member_rebalance_timeout_ms": 4_000,
+    "member_max_poll_interval_ms": 6_000,
 }
 
 
@@ -82,6 +88,8 @@ class RunOptions:
     topic: str = "t0"
     workload: str = "queue"  # a key of WORKLOADS
     transaction_version: int = 1  # 2: KIP-890 epoch bump at every transaction end
+    assignor: str = "range"  # groups workload
+    static_members: bool = False  # groups workload: group.instance.id per member
 
 
 
@@ -94,6 +102,14 @@ class RunOutcome:
     violations: list[dict]
     final_read: dict
     stats: dict
+
+
+def _kick(sim: Simulation, c: GroupMemberClient) -> None:
+    """Ask a member for its final poll, through the simulation so its outputs are routed."""
+    proc = sim.processes[c.node_id]
+    if proc.alive and not proc.paused:
+        c.final_poll(sim.now_ns // MS + proc.skew_ms)
+        sim._route(proc, c.drain())
 
 
 def acks_value(acks: str) -> int:
@@ -158,9 +174,11 @@ def simulate(options: RunOptions, out_dir: Path,
         sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
             2, TXN_TOPIC, broker_config.transaction_state_partitions,
             min(3, options.brokers)))
-    if eos:
+    groups = options.workload == "groups"
+    if eos or groups:
         sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
             3, OFFSETS_TOPIC, broker_config.offsets_partitions, min(3, options.brokers)))
+    if eos:
         sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
             4, output_topic, options.partitions, options.replication_factor))
     sim.run_until(2_000 * MS)
@@ -169,7 +187,7 @@ def simulate(options: RunOptions, out_dir: Path,
     outputs = [TopicPartition(output_topic, i) for i in range(options.partitions)]
     n_producers = max(1, options.clients // 2)  # eos: input producers; the rest process
     budget = Budget(options.ops)
-    idempotent = options.workload in ("idempotent", *TXN_WORKLOADS)
+    idempotent = options.workload in ("idempotent", "groups", *TXN_WORKLOADS)
     producer_config = ProducerConfig(
         acks=acks_value(options.acks), linger_ms=2, retry_backoff_ms=50,
         request_timeout_ms=t["request_timeout_ms"], delivery_timeout_ms=t["delivery_timeout_ms"],
@@ -177,14 +195,27 @@ def simulate(options: RunOptions, out_dir: Path,
         enable_idempotence=idempotent)
     consumer_config = ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=t["request_timeout_ms"],
                                      isolation_level=1 if txn else 0)
-    clients: list[QueueClient | TxnClient | EosProcessor] = []
+    member_config = replace(
+        consumer_config, session_timeout_ms=t["member_session_timeout_ms"],
+        heartbeat_interval_ms=t["member_heartbeat_interval_ms"],
+        rebalance_timeout_ms=t["member_rebalance_timeout_ms"],
+        max_poll_interval_ms=t["member_max_poll_interval_ms"], assignors=(options.assignor,),
+        enable_auto_commit=False)
+    clients: list[QueueClient | TxnClient | EosProcessor | GroupMemberClient] = []
     for i in range(options.clients):
         node_id = CLIENT_BASE + i
         client_rng = sim.child_rng()
 
         def make(inc, disk, i=i, node_id=node_id, client_rng=client_rng):
-            c: QueueClient | TxnClient | EosProcessor
-            if eos and i < n_producers:
+            c: QueueClient | TxnClient | EosProcessor | GroupMemberClient
+            if groups and i == 0:
+                c = QueueClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
+                                producer_config, consumer_config, think_ms=100, send_p=1.0)
+            elif groups:
+                c = GroupMemberClient(node_id, i, options.clients, [tp.key for tp in keys],
+                                      broker_ids, client_rng, budget, member_config,
+                                      options.static_members)
+            elif eos and i < n_producers:
                 c = QueueClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
                                 producer_config, consumer_config, think_ms=150, send_p=1.0)
             elif eos:
@@ -207,11 +238,18 @@ def simulate(options: RunOptions, out_dir: Path,
         sim.start(node_id)
 
     nodes = [CONTROLLER_ID, *broker_ids]
-    nemesis = Nemesis(sim, nodes)
+    members = [CLIENT_BASE + i for i in range(1, options.clients)] if groups else []
+    nemesis = Nemesis(sim, nodes + members)
     # the random schedule spans the time the workload is expected to need
     expected_ms = 2_000 + options.ops * 70 // max(options.clients, 1)
     schedule = options.schedule if options.schedule is not None else random_schedule(
         sim.child_rng(), options.faults, nodes, 2_000, expected_ms * 2)
+    if options.schedule is None and members and "pause" in options.faults:
+        # members paused past their session timeout miss rebalances and wake up stale
+        schedule = sorted(schedule + random_schedule(
+            sim.child_rng(), ["pause"], members, 3_000, expected_ms * 2,
+            stable_ms=(2_000, 6_000), fault_ms=(1_000, 3 * t["member_session_timeout_ms"])),
+            key=lambda step: step["at_ms"])
     nemesis.schedule(schedule)
 
     # phase 2: until every op completed (and the schedule has played out), or the run stopped
@@ -241,6 +279,12 @@ def simulate(options: RunOptions, out_dir: Path,
     if not sim.stopped:
         nemesis.heal_all()
         sim.run_until(sim.now_ns + options.quiet_ms * MS)
+        if groups:
+            # every member polls once more: its final assignment reaches the history
+            for c in clients:
+                if isinstance(c, GroupMemberClient):
+                    sim.call_at(sim.now_ns, lambda c=c: _kick(sim, c))
+            sim.run_until(sim.now_ns + 2_000 * MS)
     # phase 4: the final read
     if not sim.stopped:
         start_ms = sim.now_ns // MS
@@ -290,7 +334,10 @@ def simulate(options: RunOptions, out_dir: Path,
             "transaction_version": options.transaction_version if txn else None,
             "eos": {"input": options.topic, "output": output_topic, "group": GROUP,
                     "source_shift": SOURCE_SHIFT} if eos else None,
-            "sub_via": ["assign"],
+            "sub_via": ["subscribe"] if groups else ["assign"],
+            "groups": {"group": MEMBERS_GROUP, "assignor": options.assignor,
+                       "static": options.static_members, "keys": [tp.key for tp in keys],
+                       "final_polls": groups} if groups else None,
             "replication_factor": options.replication_factor,
             "min_insync_replicas": options.min_insync_replicas,
             "partitions": options.partitions,

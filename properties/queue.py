@@ -36,6 +36,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from properties.groups import check_groups
+
 MAX_REPORTED = 50  # anomalies listed per type; the count is always complete
 
 SUBSCRIBE_ALLOWED = ("poll-skip", "nonmonotonic-poll", "nonatomic-read")
@@ -214,6 +216,7 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
 
     _check_txn_reads(pairs, index_of, config, r)
     _check_eos(pairs, offsets, read_by_ok, config, r)
+    check_groups(ops, config, r.add)
     _check_final_read(config, unread_acked, r)
     _check_stall(config, r)
     _check_send_order(pairs, index_of, r)

@@ -8,5 +8,7 @@ WORKLOADS = {
            "aborted on purpose",
     "eos": "consume-transform-produce: idempotent producers write an input topic; processors "
            "copy it to an output topic in transactions with sendOffsetsToTransaction",
+    "groups": "consumer-group members (subscribe, --assignor) that poll, commit, crash and leave, "
+              "paused past their session timeouts, while a producer writes",
 }
 TXN_WORKLOADS = ("txn", "eos")

@@ -83,3 +83,13 @@ def test_delayed_requests_from_an_earlier_transaction_are_caught(tmp_path, capsy
     code, result = run(tmp_path, "fenced", args)
     capsys.readouterr()
     assert code == 0, result["anomaly_types"]
+
+
+def test_a_coordinator_that_accepts_stale_generations_is_caught(tmp_path, capsys):
+    args = ["--workload", "groups", "--seed", "0", "--ops", "2000"]
+    code, result = run(tmp_path, "stale", [*args, "--bug", "group-generation-unfenced"])
+    capsys.readouterr()
+    assert code == 1 and "fenced-commit" in result["anomaly_types"]
+    code, result = run(tmp_path, "fenced", args)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]

@@ -50,13 +50,25 @@ def test_an_exactly_once_run_is_valid_under_faults(tmp_path, capsys):
     assert result["stats"]["fail"] > 20
 
 
+@pytest.mark.parametrize("assignor", ["cooperative-sticky", "sticky"])
+def test_a_consumer_group_run_is_valid_with_pauses_crashes_and_rebalances(tmp_path, capsys, assignor):
+    extra = ["--static-members"] if assignor == "sticky" else []
+    code, result = verdict(tmp_path, 1, 2000, "--workload", "groups", "--assignor", assignor, *extra)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", ["queue", "idempotent", "txn", "txn-straggle", "txn-v2", "eos"])
+@pytest.mark.parametrize("workload", ["queue", "idempotent", "txn", "txn-straggle", "txn-v2", "eos",
+                                      "groups", "groups-cooperative", "groups-static"])
 @pytest.mark.parametrize("seed", range(20))
 def test_twenty_default_seeds_in_a_row_are_valid(tmp_path, capsys, seed, workload):
     extra = {"txn-straggle": ["--workload", "txn", "--faults", "partition,kill,pause,disk,straggle"],
              "txn-v2": ["--workload", "txn", "--transaction-version", "2", "--faults",
-                        "partition,kill,pause,disk,straggle"]}.get(workload, ["--workload", workload])
+                        "partition,kill,pause,disk,straggle"],
+             "groups-cooperative": ["--workload", "groups", "--assignor", "cooperative-sticky"],
+             "groups-static": ["--workload", "groups", "--assignor", "sticky", "--static-members"],
+             }.get(workload, ["--workload", workload])
     code, result = verdict(tmp_path, seed, 10_000, *extra)
     capsys.readouterr()
     assert code == 0, result["anomaly_types"]

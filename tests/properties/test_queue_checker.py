@@ -255,3 +255,71 @@ def test_eos_each_input_below_the_commit_reaches_the_output_once():
     assert r["anomaly_types"] == ["eos-output-beyond-commit"]
     r = check(eos_history([], 0).ops, EOS_CONFIG)
     assert r["valid"] is True and r["allowed"]["eos-unprocessed"] == 2
+
+
+GROUPS_CONFIG = {"sub_via": ["subscribe"],
+                 "groups": {"group": "g", "assignor": "range", "final_polls": True,
+                            "keys": ["k:0", "k:1"]},
+                 "final_read": {"performed": True, "reached_end": True, "heal_ns": 10_000,
+                                "start_ns": 10**9, "end_offsets": {}}}
+
+
+def member_poll(h: H, p, log, reads=None):
+    h._op(p, "invoke", "poll", [["poll"]])
+    h._op(p, "ok", "poll", [["poll", reads or {}]], rebalance_log=log)
+    return h
+
+
+def assigned(gen, owned, keys=None):
+    return {"type": "assigned", "generation": gen, "owned": owned, "keys": keys or owned}
+
+
+def test_two_members_owning_a_partition_in_one_generation_is_double_ownership():
+    h = H()
+    member_poll(h, 1, [assigned(1, ["k:0"])])
+    member_poll(h, 2, [assigned(1, ["k:0", "k:1"])])
+    r = check(h.ops, {**GROUPS_CONFIG, "groups": {**GROUPS_CONFIG["groups"], "final_polls": False}})
+    assert r["anomaly_types"] == ["double-ownership"]
+
+
+def test_a_commit_from_an_older_generation_after_a_newer_one_existed_is_fenced_commit():
+    h = H()
+    member_poll(h, 1, [assigned(1, ["k:0", "k:1"])])
+    member_poll(h, 2, [assigned(2, ["k:1"])])
+    h._op(1, "invoke", "commit", {"k:0": 3}, generation=1)
+    h._op(1, "ok", "commit", {"k:0": 3}, generation=1)
+    config = {**GROUPS_CONFIG, "groups": {**GROUPS_CONFIG["groups"], "final_polls": False}}
+    assert check(h.ops, config)["anomaly_types"] == ["fenced-commit"]
+    h.ops[-1]["type"] = "fail"  # refused: fine
+    assert check(h.ops, config)["valid"] is True
+
+
+def test_a_partition_nobody_owns_after_healing_is_reported():
+    h = H()
+    for t in (0, 20_000):  # the second round of polls comes after healing
+        member_poll(h, 1, [assigned(3, ["k:0"])])
+        member_poll(h, 2, [assigned(3, [])])
+        for op in h.ops[-4:]:
+            op["time"] = max(op["time"], t)
+    r = check(h.ops, GROUPS_CONFIG)
+    assert r["anomaly_types"] == ["unowned-partition"]
+    assert r["anomalies"]["unowned-partition"][0]["missing"] == ["k:1"]
+
+
+def test_a_cooperative_revocation_of_a_partition_that_does_not_move_is_reported():
+    config = {**GROUPS_CONFIG, "groups": {**GROUPS_CONFIG["groups"], "assignor": "cooperative-sticky",
+                                          "final_polls": False}}
+    def history(third_round):
+        h = H()
+        member_poll(h, 1, [assigned(1, ["k:0", "k:1"])])
+        member_poll(h, 2, [assigned(1, [])])
+        member_poll(h, 1, [{"type": "revoked", "generation": 1, "keys": ["k:1"]}, assigned(2, ["k:0"])])
+        member_poll(h, 2, [assigned(2, [])])
+        member_poll(h, 1, [assigned(3, third_round[0])])
+        member_poll(h, 2, [assigned(3, third_round[1])])
+        return h
+
+    # it came back to member 1: it never had to go
+    assert check(history((["k:0", "k:1"], [])).ops, config)["anomaly_types"] == [
+        "cooperative-revoked-unmoved"]
+    assert check(history((["k:0"], ["k:1"])).ops, config)["valid"] is True  # it moved: fine

@@ -1,0 +1,221 @@
+"""The groups workload: consumer-group members that subscribe, poll, commit, crash and leave.
+
+One client is an idempotent producer writing unique values to every partition. The others
+are members of one consumer group, all subscribed to the topic, with the assignor of
+``--assignor``; each op is one of
+
+* ``poll``: poll for a while; the completion carries what was read and the member's
+  ``rebalance_log`` (revocations and assignments with their generation, and what the member
+  owned after each assignment);
+* ``commit``: commit the positions after what was read (the op's ``generation`` field names
+  the generation it was sent with): ``ok``, ``fail`` when the coordinator refused it
+  (fenced), ``info`` when the answer never came;
+* ``crash``: the member is torn down without leaving and rebuilt (a new process; with
+  ``--static-members`` the same ``group.instance.id``);
+* ``subscribe`` after a clean leave: the member leaves the group and joins again.
+
+The nemesis also pauses members for longer than their session timeout, so that they miss
+rebalances and wake up with stale generations. At the end every member polls once more so
+that its final assignment is in the history.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from kafkacheck.workloads.queue import Budget, _ClientBase, decode_value
+from reference.consumer import ConsumerConfig
+from reference.errors import Errors
+from reference.group_consumer import GroupConsumer
+from reference.node import Node, Timer
+
+GROUP = "workers"
+FENCED = frozenset({Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
+                    Errors.REBALANCE_IN_PROGRESS, Errors.FENCED_INSTANCE_ID})
+
+
+class GroupMemberClient(_ClientBase):
+    def __init__(self, node_id: int, index: int, n_clients: int, keys: list[str],
+                 bootstrap: list[int], rng: random.Random, budget: Budget,
+                 consumer_config: ConsumerConfig, static: bool, poll_ms: int = 200,
+                 think_ms: int = 50) -> None:
+        super().__init__(node_id)
+        self.index = index
+        self.n_clients = n_clients
+        self.keys = keys
+        self.topic = keys[0].rpartition(":")[0]
+        self.incarnation = 0
+        self.bootstrap = bootstrap
+        self.rng = rng
+        self.budget = budget
+        self.static = static
+        self.config = consumer_config
+        self.poll_ms = poll_ms
+        self.think_ms = think_ms
+        self.producer = None
+        self.process = index
+        self.consumer = self._new_consumer()
+        self.op: dict | None = None
+        self.op_seq = 0
+        self.done = False
+        self.final_polled = False
+
+    def _new_consumer(self) -> GroupConsumer:
+        instance = f"member-{self.index}" if self.static else None
+        c = GroupConsumer(self.node_id, self.bootstrap,
+                          replace(self.config, group_id=GROUP, group_instance_id=instance))
+        # a rebuilt member is a new process: answers to its predecessor's requests (new
+        # correlation ids) and its predecessor's timers (tagged) never reach it
+        c._corr += self.incarnation * 10**9
+        return c
+
+    def drain(self) -> list:
+        out = Node.drain(self)
+        for o in self.consumer.drain():
+            out.append(Timer(o.delay_ms, ("c", self.incarnation, o.key)) if type(o) is Timer else o)
+        return out
+
+    def _route_timer(self, now_ms: int, key: object) -> bool:
+        match key:
+            case ("c", incarnation, inner):
+                if incarnation == self.incarnation:
+                    self.consumer.timer(now_ms, inner)
+                return True
+        return False
+
+    def start(self, now_ms: int) -> None:
+        self.consumer.start(now_ms)
+        self._subscribe(now_ms)
+        self.set_timer(self.rng.randint(1, 50), "next")
+
+    def _subscribe(self, now_ms: int) -> None:
+        self.record(process=self.process, type="invoke", f="subscribe", value=self.keys)
+        self.consumer.subscribe(now_ms, [self.topic])
+        self.record(process=self.process, type="ok", f="subscribe", value=self.keys)
+
+    # ------------------------------------------------------------ ops
+
+    def _next_op(self, now_ms: int) -> None:
+        if self.budget.remaining <= 0:
+            self.done = True
+            self.consumer.poll(now_ms)  # keep the membership alive until the run ends
+            self.set_timer(self.poll_ms, "idle")
+            return
+        self.budget.remaining -= 1
+        self.op_seq += 1
+        x = self.rng.random()
+        if x < 0.65:
+            self._start_poll(now_ms)
+        elif x < 0.98:
+            self._start_commit(now_ms)
+        elif x < 0.99:
+            self._crash(now_ms)
+        else:
+            self._leave_and_rejoin(now_ms)
+
+    def _start_poll(self, now_ms: int, final: bool = False) -> None:
+        self.op = {"f": "poll", "final": final}
+        self.record(process=self.process, type="invoke", f="poll", value=[["poll"]])
+        self.consumer.poll(now_ms)
+        self.set_timer(self.poll_ms, ("poll-done", self.op_seq))
+
+    def _finish_poll(self, now_ms: int) -> None:
+        got: dict[str, list] = {}
+        for r in self.consumer.take_records():
+            got.setdefault(r.tp.key, []).append([r.offset, decode_value(r.value)])
+        log = self.consumer.take_rebalance_log()
+        extra = {"rebalance_log": log} if log else {}
+        self.record(process=self.process, type="ok", f="poll", value=[["poll", got]], **extra)
+        self._end_op(now_ms, "ok")
+
+    def _start_commit(self, now_ms: int) -> None:
+        offsets = {tp: o for tp, o in self.consumer.consumed.items() if tp in self.consumer.owned}
+        if not offsets or self.consumer._commit_corr >= 0:
+            self._start_poll(now_ms)
+            return
+        value = {tp.key: o for tp, o in sorted(offsets.items())}
+        self.op = {"f": "commit", "value": value, "generation": self.consumer.generation}
+        self.record(process=self.process, type="invoke", f="commit", value=value,
+                    generation=self.consumer.generation)
+        self.consumer.commit(offsets)
+        self._check_commit(now_ms)
+
+    def _check_commit(self, now_ms: int) -> None:
+        op = self.op
+        result = self.consumer.commit_result
+        if op is None or op["f"] != "commit" or result is None:
+            return
+        if result is Errors.NONE:
+            type_ = "ok"
+        elif result in FENCED or result is Errors.COORDINATOR_NOT_AVAILABLE:
+            type_ = "fail"  # refused (or never sent): certainly not applied
+        else:
+            type_ = "info"
+        self.record(process=self.process, type=type_, f="commit", value=op["value"],
+                    generation=op["generation"], error=None if type_ == "ok" else result.name)
+        self._end_op(now_ms, type_)
+
+    def _crash(self, now_ms: int) -> None:
+        """Tear the member down without leaving, and start a fresh one as a new process."""
+        self.record(process=self.process, type="invoke", f="crash", value=None)
+        self.record(process=self.process, type="info", f="crash", value=None)
+        self.process += self.n_clients
+        self.incarnation += 1
+        self.consumer = self._new_consumer()
+        self.consumer.start(now_ms)
+        self._subscribe(now_ms)
+        self.budget.completed += 1
+        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+
+    def _leave_and_rejoin(self, now_ms: int) -> None:
+        self.consumer.close()
+        log = self.consumer.take_rebalance_log()
+        self.record(process=self.process, type="invoke", f="subscribe", value=self.keys)
+        self.consumer.state = "unjoined"
+        self.consumer.subscribe(now_ms, [self.topic])
+        extra = {"rebalance_log": log} if log else {}
+        self.record(process=self.process, type="ok", f="subscribe", value=self.keys, **extra)
+        self.budget.completed += 1
+        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+
+    def _end_op(self, now_ms: int, type_: str) -> None:
+        final = self.op is not None and self.op.get("final")
+        self.op = None
+        if final:
+            self.final_polled = True
+            return
+        self.budget.completed += 1
+        if type_ == "info":
+            self.process += self.n_clients
+            self._subscribe(now_ms)
+        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+
+    def final_poll(self, now_ms: int) -> None:
+        """One last poll so that the member's final assignment reaches the history."""
+        if self.op is None:
+            self.op_seq += 1
+            self._start_poll(now_ms, final=True)
+
+    # ------------------------------------------------------------ inputs
+
+    def receive(self, now_ms: int, src: int, message: object) -> None:
+        self._route_message(now_ms, src, message)
+        self._check_commit(now_ms)
+
+    def timer(self, now_ms: int, key: object) -> None:
+        if self._route_timer(now_ms, key):
+            self._check_commit(now_ms)
+            return
+        match key:
+            case "next":
+                if self.op is None:
+                    self._next_op(now_ms)
+            case "idle":
+                if self.op is None:
+                    self.consumer.poll(now_ms)
+                    self.consumer.take_records()  # dropped: not an op (the run is ending)
+                self.set_timer(self.poll_ms, "idle")
+            case ("poll-done", seq):
+                if self.op is not None and self.op["f"] == "poll" and seq == self.op_seq:
+                    self._finish_poll(now_ms)

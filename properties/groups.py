@@ -1,0 +1,166 @@
+"""Consumer-group safety and liveness, judged from the members' rebalance logs.
+
+Each member's op completions carry its ``rebalance_log``: ``assigned`` entries (with the
+generation and everything the member ``owned`` afterwards) and ``revoked`` entries. A claim
+is "process P owns key k in generation g" from the completion of the op that reported it
+until P reports k revoked, reports a newer assignment, or crashes.
+
+* ``double-ownership``: two processes own one partition in the same generation at
+  overlapping times (the coordinator handed one partition to two members);
+* ``fenced-commit``: a commit with generation g succeeded although it was sent after
+  another member had already been assigned a newer generation (the coordinator accepted a
+  commit from a fenced member);
+* ``cooperative-revoked-unmoved``: with cooperative-sticky, a member revoked a partition,
+  the group's membership did not change, and yet the partition did not move to another
+  member (it came back, or nobody got it);
+* ``unowned-partition``: after every fault healed, the members' final assignments in the
+  newest generation leave a partition without an owner (or members did not converge on one
+  generation).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+INF = float("inf")
+
+
+def check_groups(ops: list[dict], config: dict, add) -> None:
+    """Report group anomalies through ``add(kind, **evidence)``."""
+    groups = config.get("groups")
+    if not groups:
+        return
+    completions = [o for o in ops if o["process"] != "nemesis" and o["type"] != "invoke"]
+    invokes = {}
+    open_invoke: dict[Any, dict] = {}
+    for o in ops:
+        if o["process"] == "nemesis":
+            continue
+        if o["type"] == "invoke":
+            open_invoke[o["process"]] = o
+        else:
+            inv = open_invoke.pop(o["process"], None)
+            if inv is not None:
+                invokes[o["index"]] = inv
+
+    # claims: (process, key, generation, start, op) and their ends
+    claims: list[dict] = []
+    current: dict[Any, dict[str, dict]] = defaultdict(dict)  # process -> key -> open claim
+    assigned_at: list[tuple[int, float, Any, int]] = []  # (generation, time, process, op)
+    members_at: dict[int, set] = defaultdict(set)
+    owned_at: dict[tuple[Any, int], set] = {}
+    revocations: list[tuple[Any, str, int, int]] = []  # (process, key, generation, op)
+    final_state: dict[Any, tuple[int, set, int]] = {}
+    crash_time: dict[Any, float] = {}
+
+    def close(process, key, t):
+        c = current[process].pop(key, None)
+        if c is not None:
+            c["end"] = t
+
+    for o in completions:
+        p, t = o["process"], o["time"]
+        if o["f"] == "crash":
+            crash_time[p] = invokes.get(o["index"], o)["time"]
+            for key in list(current[p]):
+                close(p, key, crash_time[p])
+            continue
+        for e in o.get("rebalance_log") or []:
+            gen = e.get("generation", -1)
+            keys = [str(k) for k in e.get("keys", [])]
+            if e.get("type") == "revoked":
+                for k in keys:
+                    close(p, k, t)
+                    if not e.get("lost"):
+                        revocations.append((p, k, gen, o["index"]))
+            elif e.get("type") == "assigned":
+                owned = {str(k) for k in e.get("owned", keys)}
+                for k in list(current[p]):
+                    close(p, k, t)
+                for k in sorted(owned):
+                    c = {"process": p, "key": k, "generation": gen, "start": t, "end": INF,
+                         "op": o["index"]}
+                    claims.append(c)
+                    current[p][k] = c
+                assigned_at.append((gen, t, p, o["index"]))
+                members_at[gen].add(p)
+                owned_at[(p, gen)] = owned
+                final_state[p] = (gen, owned, o["index"])
+    _double_ownership(claims, add)
+    _fenced_commits(completions, invokes, assigned_at, add)
+    if groups.get("assignor") == "cooperative-sticky":
+        _cooperative(revocations, members_at, owned_at, add)
+    if groups.get("final_polls"):
+        _final(ops, config, final_state, crash_time, add)
+
+
+def _double_ownership(claims: list[dict], add) -> None:
+    by: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for c in claims:
+        by[(c["key"], c["generation"])].append(c)
+    for (key, gen), cs in sorted(by.items()):
+        cs.sort(key=lambda c: c["start"])
+        for i, a in enumerate(cs):
+            for b in cs[i + 1:]:
+                if b["process"] != a["process"] and b["start"] < a["end"] and a["start"] < b["end"]:
+                    add("double-ownership", key=key, generation=gen, ops=[a["op"], b["op"]],
+                        explanation=f"processes {a['process']} and {b['process']} both owned {key} "
+                                    f"in generation {gen} at the same time")
+
+
+def _fenced_commits(completions, invokes, assigned_at, add) -> None:
+    newest: list[tuple[float, int, Any, int]] = sorted((t, g, p, op) for g, t, p, op in assigned_at)
+    for o in completions:
+        if o["f"] != "commit" or o["type"] != "ok" or not isinstance(o.get("generation"), int):
+            continue
+        gen = o["generation"]
+        if gen < 0:
+            continue
+        sent = invokes.get(o["index"], o)["time"]
+        for t, g, p, op in newest:
+            if t >= sent:
+                break
+            if g > gen and p != o["process"]:
+                add("fenced-commit", key=None, generation=gen, newer=g, ops=[op, o["index"]],
+                    explanation=f"process {o['process']} committed {o['value']} with generation "
+                                f"{gen} (op {o['index']}), sent after process {p} had been "
+                                f"assigned generation {g} (op {op}): a fenced member's commit "
+                                f"was accepted")
+                break
+
+
+def _cooperative(revocations, members_at, owned_at, add) -> None:
+    for p, k, gen, op in revocations:
+        nxt = gen + 1  # the round that hands the revoked partition over
+        if nxt not in members_at or members_at.get(gen) != members_at[nxt]:
+            continue  # membership changed: the plan may have changed too
+        owners = {q for q in members_at[nxt] if k in owned_at.get((q, nxt), set())}
+        if members_at.get(nxt + 1) == members_at[nxt]:
+            owners |= {q for q in members_at[nxt + 1] if k in owned_at.get((q, nxt + 1), set())}
+        if owners <= {p}:
+            add("cooperative-revoked-unmoved", key=k, generation=gen, ops=[op],
+                explanation=f"process {p} revoked {k} after generation {gen}, the membership "
+                            f"stayed the same, yet {k} did not move to another member")
+
+
+def _final(ops, config, final_state, crash_time, add) -> None:
+    final = config.get("final_read") or {}
+    heal = final.get("heal_ns")
+    if heal is None:
+        return
+    alive = {o["process"] for o in ops if o["process"] != "nemesis" and o["type"] == "invoke"
+             and o["f"] == "poll" and o["time"] >= heal and o["process"] in final_state}
+    members = {p: final_state[p] for p in alive if p not in crash_time}
+    if not members:
+        return
+    top = max(g for g, _o, _op in members.values())
+    keys = set((config.get("groups") or {}).get("keys") or [])
+    owned = set().union(*(o for g, o, _op in members.values() if g == top))
+    behind = sorted(str(p) for p, (g, _o, _op) in members.items() if g < top)
+    missing = sorted(keys - owned) if keys else []
+    if missing or behind:
+        add("unowned-partition", key=None, generation=top, missing=missing, behind=behind,
+            ops=sorted(op for _g, _o, op in members.values()),
+            explanation=f"after healing, the newest generation {top} leaves {missing or 'no'} "
+                        f"partition(s) unowned; members still behind it: {behind or 'none'}")
