@@ -40,6 +40,8 @@ from reference.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     EndTxnRequest,
     FetchedPartition,
     FetchPartition,
@@ -96,6 +98,7 @@ class BrokerConfig:
     # the controller's session timeout: a broker that heard back from the controller less
     # than this long after sending a heartbeat cannot have been fenced and replaced since
     coordinator_lease_ms: int = 9_000
+    log_cleaner_backoff_ms: int = 15_000  # how often the cleaner and retention run
 
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, flush_messages=self.flush_messages)
@@ -156,6 +159,7 @@ class Broker(Node):
         self.next_correlation_id = 0
         self.alter_in_flight: dict[int, TopicPartition] = {}
         self._leaders: dict[TopicPartition, int] | None = None
+        self._topic_configs: dict[str, tuple[tuple[str, str], ...]] = {}
         self.producer_ids: tuple[int, int] = (0, 0)  # [next, end) of this broker's block
         self.allocate_in_flight = -1
         self.txn = TransactionCoordinator(self, config.transaction_state_partitions,
@@ -184,6 +188,7 @@ class Broker(Node):
         self.set_timer(self.config.high_watermark_checkpoint_interval_ms, "checkpoint")
         if self.config.flush_ms is not None:
             self.set_timer(self.config.flush_ms, "flush")
+        self.set_timer(self.config.log_cleaner_backoff_ms, "cleaner")
 
     def _register(self) -> None:
         self.send(self.controller_id, BrokerRegistrationRequest(self.node_id, self.incarnation))
@@ -208,6 +213,8 @@ class Broker(Node):
                 self.send(src, MetadataResponse(message.correlation_id, self.metadata))
             case ListOffsetsRequest():
                 self._on_list_offsets(src, message)
+            case DeleteRecordsRequest():
+                self._on_delete_records(src, message)
             case OffsetForLeaderEpochRequest():
                 self._on_offset_for_leader_epoch(src, message)
             case InitProducerIdRequest():
@@ -284,6 +291,9 @@ class Broker(Node):
                     p.log.flush()
                     self.event("fsync", key=p.tp.key, log_end_offset=p.log.log_end_offset)
                 self.set_timer(self.config.flush_ms, "flush")
+            case "cleaner":
+                self._run_cleaner(now_ms)
+                self.set_timer(self.config.log_cleaner_backoff_ms, "cleaner")
             case ("produce-expiry", tp):
                 self._expire_produce(now_ms, tp)
             case "fetch-expiry":
@@ -334,17 +344,27 @@ class Broker(Node):
         if msg.metadata is not None:
             self._apply_metadata(now_ms, msg.metadata)
 
+    def _log_config(self, topic: str) -> LogConfig:
+        configs = dict(self._topic_configs.get(topic, ()))
+        base = self.config.log_config()
+        return LogConfig.from_topic(base, configs) if configs else base
+
     def _apply_metadata(self, now_ms: int, image: MetadataImage) -> None:
         if image.version <= self.metadata.version:
             return
         self.metadata = image
+        self._topic_configs = dict(image.topic_configs)
+        for tp, p in self.partitions.items():
+            p.log.config = self._log_config(tp.topic)
+            p.log.bugs = self.bugs
         for state in image.partitions:
             if self.node_id not in state.replicas:
                 continue
             p = self.partitions.get(state.tp)
             if p is None:
                 d = f"{state.tp.topic}-{state.tp.partition}"
-                log = PartitionLog.open(self.storage, d, self.config.log_config())
+                log = PartitionLog.open(self.storage, d, self._log_config(state.tp.topic))
+                log.bugs = self.bugs
                 p = self.partitions[state.tp] = Partition(state.tp, log, self.node_id, self.bugs)
             before_leo = p.log.log_end_offset
             change = p.apply_state(state, now_ms)
@@ -494,6 +514,8 @@ class Broker(Node):
             return Errors.NOT_ENOUGH_REPLICAS
         try:
             rec.validate(req.records)
+            if p.log.config.compact and any(r.key is None for r in rec.decode_records(req.records)):
+                return Errors.INVALID_RECORD  # a compacted topic needs a key on every record
         except rec.CorruptRecordError:
             return Errors.CORRUPT_MESSAGE
         return Errors.NONE
@@ -786,6 +808,12 @@ class Broker(Node):
         if p is None:
             self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, error))
             return
+        if req.timestamp >= 0:
+            found = p.log.offset_for_timestamp(req.timestamp)
+            offset, ts = found if found is not None else (-1, -1)
+            self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, Errors.NONE, offset,
+                                               p.leader_epoch, ts))
+            return
         if req.timestamp == -2:
             offset = p.log.log_start_offset
         elif not p.hw_reached_epoch_start():
@@ -799,6 +827,49 @@ class Broker(Node):
             offset = p.log.high_watermark
         self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, Errors.NONE, offset,
                                            p.leader_epoch))
+
+    def _on_delete_records(self, src: int, req: DeleteRecordsRequest) -> None:
+        """DeleteRecords: move the log start offset (followers follow it by fetching)."""
+        p, error = self._leader_for(req.tp, -1)
+        if p is None:
+            self.send(src, DeleteRecordsResponse(req.correlation_id, req.tp, error))
+            return
+        offset = p.log.high_watermark if req.offset == -1 else req.offset
+        if offset < 0 or offset > p.log.high_watermark:
+            self.send(src, DeleteRecordsResponse(req.correlation_id, req.tp, Errors.OFFSET_OUT_OF_RANGE))
+            return
+        try:
+            if p.log.increment_log_start_offset(offset):
+                self.event("log-start-offset", key=req.tp.key, offset=p.log.log_start_offset,
+                           reason="delete-records")
+        except StorageError:
+            self.send(src, DeleteRecordsResponse(req.correlation_id, req.tp, Errors.KAFKA_STORAGE_ERROR))
+            return
+        self.send(src, DeleteRecordsResponse(req.correlation_id, req.tp, Errors.NONE,
+                                             p.log.log_start_offset))
+
+    def _run_cleaner(self, now_ms: int) -> None:
+        """Compaction and retention on every replica (each replica cleans its own log)."""
+        for tp in sorted(self.partitions):
+            p = self.partitions[tp]
+            log = p.log
+            try:
+                if log.config.compact:
+                    first = log.producer_state.first_unstable_offset(log.high_watermark)
+                    upper = log.high_watermark if first is None else min(first, log.high_watermark)
+                    result = log.clean(now_ms, upper)
+                    if result is not None:
+                        self.event("compaction", key=tp.key, first_offset=result.first_offset,
+                                   end_offset=result.end_offset, removed=result.records_removed,
+                                   tombstones_removed=result.tombstones_removed,
+                                   aborted_removed=result.aborted_removed)
+                if log.config.delete:
+                    before = log.log_start_offset
+                    if log.apply_retention(now_ms) > before:
+                        self.event("log-start-offset", key=tp.key, offset=log.log_start_offset,
+                                   reason="retention")
+            except StorageError:
+                continue  # a full or failing disk: try again at the next round
 
     def _on_offset_for_leader_epoch(self, src: int, req: OffsetForLeaderEpochRequest) -> None:
         p, error = self._leader_for(req.tp, req.current_leader_epoch)
@@ -893,14 +964,16 @@ class Broker(Node):
                 last = rec.last_offset_of(batch)
                 if last < log.log_end_offset:
                     continue  # already have it
-                if rec.base_offset_of(batch) != log.log_end_offset:
-                    break
+                if rec.base_offset_of(batch) < log.log_end_offset:
+                    break  # overlaps what we have: not a continuation
                 log.append_as_follower(batch)
         except StorageError:
             return False
         except (rec.CorruptRecordError, ValueError):
             return False  # a corrupt fetch is dropped and fetched again
         old_hw = log.high_watermark
+        if r.log_start_offset > log.log_start_offset:
+            log.increment_log_start_offset(r.log_start_offset)  # bounded by our HW
         if r.high_watermark >= 0 and log.update_high_watermark(r.high_watermark):
             self.event("hw-advance", key=p.tp.key, **{"from": old_hw}, to=log.high_watermark,
                        leader_epoch=p.leader_epoch, follower=True)

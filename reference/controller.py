@@ -78,6 +78,7 @@ class Controller(Node):
         self.metadata_version = 0
         self.registrations: dict[int, int] = {}  # broker id -> incarnation registered
         self.next_producer_id = 0  # the start of the next block of producer ids to hand out
+        self.topic_configs: dict[str, tuple[tuple[str, str], ...]] = {}
 
     # ------------------------------------------------------------ durability
 
@@ -108,6 +109,8 @@ class Controller(Node):
                 self.brokers[r["id"]] = _BrokerRecord(r["epoch"], r["fenced"], 0)
                 self.registrations[r["id"]] = r.get("incarnation", -1)
                 self.next_broker_epoch = max(self.next_broker_epoch, r["epoch"] + 1)
+            case "topic":
+                self.topic_configs[r["name"]] = tuple((k, v) for k, v in r["configs"])
             case "producer-ids":
                 self.next_producer_id = max(self.next_producer_id, r["next"])
             case "partition":
@@ -141,7 +144,8 @@ class Controller(Node):
     def image(self) -> MetadataImage:
         live = tuple(sorted(i for i, b in self.brokers.items() if not b.fenced))
         parts = tuple(self.partitions[tp] for tp in sorted(self.partitions))
-        return MetadataImage(self.metadata_version, live, parts)
+        configs = tuple(sorted(self.topic_configs.items()))
+        return MetadataImage(self.metadata_version, live, parts, configs)
 
     def _push(self) -> None:
         image = self.image()
@@ -315,6 +319,9 @@ class Controller(Node):
             self.send(src, CreateTopicsResponse(req.correlation_id, req.name,
                                                 Errors.INVALID_REPLICATION_FACTOR))
             return
+        if req.configs:
+            self.topic_configs[req.name] = tuple(req.configs)
+            self._commit({"type": "topic", "name": req.name, "configs": [list(c) for c in req.configs]})
         for i in range(req.num_partitions):
             replicas = tuple(brokers[(i + j) % len(brokers)] for j in range(req.replication_factor))
             live = [r for r in replicas if self._live(r)]

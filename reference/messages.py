@@ -49,6 +49,8 @@ class MetadataImage:
     version: int
     live_brokers: tuple[int, ...]
     partitions: tuple[PartitionState, ...]
+    # topic -> its configs (Kafka's names: cleanup.policy, retention.ms, ...)
+    topic_configs: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 # ---------------------------------------------------------------- broker <-> controller
@@ -115,6 +117,7 @@ class CreateTopicsRequest:
     name: str
     num_partitions: int
     replication_factor: int
+    configs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +219,22 @@ class ListOffsetsResponse:
     error: Errors
     offset: int = -1
     leader_epoch: int = -1
+    timestamp: int = -1  # by timestamp: the found record's timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsRequest:
+    correlation_id: int
+    tp: TopicPartition
+    offset: int  # -1: up to the high watermark
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsResponse:
+    correlation_id: int
+    tp: TopicPartition
+    error: Errors
+    low_watermark: int = -1
 
 
 @dataclass(frozen=True, slots=True)

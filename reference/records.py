@@ -226,6 +226,35 @@ def encode_batch(
     return bytes(batch)
 
 
+def rewrite_batch(h: BatchHeader, kept: list[Record]) -> bytes:
+    """The batch ``h`` holding only ``kept`` (the cleaner's output): the same base offset,
+    last offset delta, producer fields, epoch and attributes; each kept record at its own
+    offset. An empty batch is allowed (it keeps a producer's last sequence in the log)."""
+    base_timestamp = kept[0].timestamp if kept else h.base_timestamp
+    max_timestamp = max((r.timestamp for r in kept), default=h.max_timestamp)
+    body = bytearray()
+    for r in kept:
+        one = bytearray()
+        one.append(0)
+        _write_varint(one, r.timestamp - base_timestamp)
+        _write_varint(one, r.offset - h.base_offset)
+        _write_bytes(one, r.key)
+        _write_bytes(one, r.value)
+        _write_varint(one, len(r.headers))
+        for x in r.headers:
+            _write_bytes(one, x.key.encode())
+            _write_bytes(one, x.value)
+        _write_varint(body, len(one))
+        body += one
+    header = bytearray(_HEADER.pack(
+        h.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), h.partition_leader_epoch, MAGIC, 0,
+        h.attributes, h.last_offset_delta, base_timestamp, max_timestamp, h.producer_id,
+        h.producer_epoch, h.base_sequence, len(kept)))
+    batch = header + body
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[CRC_START:])))
+    return bytes(batch)
+
+
 # ---------------------------------------------------------------- header access (hot path)
 
 

@@ -88,12 +88,14 @@ def test_high_watermark_checkpoint_survives_a_restart_clamped_to_the_log():
     assert recovered.log_end_offset == 0 and recovered.high_watermark == 0
 
 
-def test_follower_append_rejects_a_gap():
+def test_follower_append_rejects_an_overlap_and_accepts_a_gap_left_by_the_cleaner():
     log = PartitionLog(MemoryStorage(), "t-0")
-    b = rec.with_offset_and_epoch(batch(b"a"), 5, 0)
+    log.append_as_follower(rec.with_offset_and_epoch(batch(b"a"), 0, 0))
     try:
-        log.append_as_follower(b)
+        log.append_as_follower(rec.with_offset_and_epoch(batch(b"b"), 0, 0))
     except ValueError as e:
-        assert "ends at 0" in str(e)
+        assert "ends at 1" in str(e)
     else:
-        raise AssertionError("a batch past the log end was appended")
+        raise AssertionError("a batch overlapping the log was appended")
+    log.append_as_follower(rec.with_offset_and_epoch(batch(b"c"), 5, 0))  # 1..4 were compacted
+    assert log.log_end_offset == 6
