@@ -24,6 +24,7 @@ import kafkacheck
 from fault_injection.nemesis import Nemesis, random_schedule
 from fault_injection.simulation import Simulation
 from kafkacheck.workloads import TXN_WORKLOADS, WORKLOADS  # noqa: F401 (re-exported)
+from kafkacheck.workloads.compaction import CompactionClient
 from kafkacheck.workloads.eos import GROUP, SOURCE_SHIFT, EosProcessor
 from kafkacheck.workloads.groups import GROUP as MEMBERS_GROUP
 from kafkacheck.workloads.groups import GroupMemberClient
@@ -62,7 +63,16 @@ CLUSTER_TIMINGS = {
     "member_heartbeat_interval_ms": 500,
     "member_rebalance_timeout_ms": 4_000,
     "member_max_poll_interval_ms": 6_000,
+    "log_cleaner_backoff_ms": 1_000,
 }
+
+# the compaction workload's topic: small segments and an eager cleaner, so that it runs often
+COMPACTED_TOPIC_CONFIGS = (
+    ("cleanup.policy", "compact"),
+    ("segment.bytes", "2048"),
+    ("min.cleanable.dirty.ratio", "0.2"),
+    ("delete.retention.ms", "5000"),
+)
 
 
 @dataclass(slots=True)
@@ -142,6 +152,7 @@ def simulate(options: RunOptions, out_dir: Path,
         flush_ms=options.flush_ms,
         transaction_version=options.transaction_version,
         coordinator_lease_ms=t["session_timeout_ms"],
+        log_cleaner_backoff_ms=t["log_cleaner_backoff_ms"],
     )
     controller_config = ControllerConfig(
         session_timeout_ms=t["session_timeout_ms"],
@@ -164,8 +175,10 @@ def simulate(options: RunOptions, out_dir: Path,
     for b in broker_ids:
         sim.start(b)
     sim.run_until(1_000 * MS)
+    compacted = options.workload == "compaction"
     sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
-        1, options.topic, options.partitions, options.replication_factor))
+        1, options.topic, options.partitions, options.replication_factor,
+        COMPACTED_TOPIC_CONFIGS if compacted else ()))
     txn = options.workload in TXN_WORKLOADS
     eos = options.workload == "eos"
     output_topic = "t1" if options.topic != "t1" else "t2"
@@ -187,7 +200,7 @@ def simulate(options: RunOptions, out_dir: Path,
     outputs = [TopicPartition(output_topic, i) for i in range(options.partitions)]
     n_producers = max(1, options.clients // 2)  # eos: input producers; the rest process
     budget = Budget(options.ops)
-    idempotent = options.workload in ("idempotent", "groups", *TXN_WORKLOADS)
+    idempotent = options.workload in ("idempotent", "groups", "compaction", *TXN_WORKLOADS)
     producer_config = ProducerConfig(
         acks=acks_value(options.acks), linger_ms=2, retry_backoff_ms=50,
         request_timeout_ms=t["request_timeout_ms"], delivery_timeout_ms=t["delivery_timeout_ms"],
@@ -225,6 +238,9 @@ def simulate(options: RunOptions, out_dir: Path,
                                  broker_ids, client_rng, budget, producer_config,
                                  replace(consumer_config, group_id=GROUP),
                                  t["transaction_timeout_ms"])
+            elif compacted:
+                c = CompactionClient(node_id, i, options.clients, keys, broker_ids, client_rng,
+                                     budget, producer_config, consumer_config)
             elif txn:
                 c = TxnClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
                               producer_config, consumer_config, t["transaction_timeout_ms"])
@@ -342,7 +358,8 @@ def simulate(options: RunOptions, out_dir: Path,
             "min_insync_replicas": options.min_insync_replicas,
             "partitions": options.partitions,
             "brokers": options.brokers,
-            "compacted": False,
+            "compacted": compacted,
+            "topic_configs": dict(COMPACTED_TOPIC_CONFIGS) if compacted else {},
             "bugs": list(options.bugs),
             "ops": options.ops,
             "clients": options.clients,

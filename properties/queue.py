@@ -36,11 +36,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from properties.compaction import Compaction
 from properties.groups import check_groups
 
 MAX_REPORTED = 50  # anomalies listed per type; the count is always complete
 
 SUBSCRIBE_ALLOWED = ("poll-skip", "nonmonotonic-poll", "nonatomic-read")
+# the cleaner removes records: skips over them are expected on a compacted topic
+COMPACTION_ALLOWED = ("poll-skip", "int-poll-skip")
 
 
 @dataclass(slots=True)
@@ -177,13 +180,14 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
                 first_index.setdefault((key, v), i)
                 last_index[(key, v)] = i
         for v, offs in sorted(value_offsets.items(), key=lambda kv: repr(kv[0])):
-            if len(offs) > 1:
+            if len(offs) > 1 and v is not None:  # tombstones all have the value null
                 r.add("duplicate", key=key, value=v, offsets=offs,
                       ops=sorted({o for off in offs for o in value_ops[(key, off, v)]}),
                       explanation=f"value {v} appears at {len(offs)} offsets {offs} of {key}; "
                                   f"it was written once")
 
     # ---------------------------------------------------------- lost writes and G1a
+    compacted = Compaction(ops) if config.get("compacted") else None
     max_read_index: dict[str, int] = {}
     for key, values in read_by_ok.items():
         idx = [first_index[(key, v)] for v in values if (key, v) in first_index]
@@ -195,6 +199,8 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
         if c is None:
             continue
         for key, off, v in _sends(c):
+            if v is None:
+                continue  # a tombstone: the compaction checker judges those
             hv = _hashable(v)
             read = hv in read_by_ok[key]
             if c["type"] == "fail" and read:
@@ -205,7 +211,9 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
                 continue
             li = last_index.get((key, hv))
             top = max_read_index.get(key, -1)
-            if li is not None and li <= top:
+            if compacted is not None and compacted.superseded(key, hv, off):
+                r.allowed["compacted-away"] += 1  # a newer record of its key replaced it
+            elif li is not None and li <= top:
                 r.add("lost-write", key=key, value=v, offset=off, writer=c["index"],
                       ops=[c["index"]],
                       explanation=f"value {v} was acknowledged at offset {off} of {key} "
@@ -214,6 +222,8 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
             else:
                 unread_acked.append((key, v, off, pair))
 
+    if compacted is not None:
+        compacted.check(config, r.add, r.allowed)
     _check_txn_reads(pairs, index_of, config, r)
     _check_eos(pairs, offsets, read_by_ok, config, r)
     check_groups(ops, config, r.add)
@@ -226,7 +236,7 @@ def check(ops: list[dict], config: dict | None = None) -> dict:
     sub = "subscribe" in (config.get("sub_via") or [])
     bad = []
     for kind in sorted(r.counts):
-        if kind in SUBSCRIBE_ALLOWED and sub:
+        if (kind in SUBSCRIBE_ALLOWED and sub) or (kind in COMPACTION_ALLOWED and compacted is not None):
             r.allowed[kind] += r.counts[kind]
         else:
             bad.append(kind)

@@ -41,6 +41,10 @@ BUGS: dict[str, str] = {
         "member id and generation, so a member that missed a rebalance never learns of it: it "
         "keeps consuming and committing partitions the group gave to another member"
     ),
+    "compaction-drops-latest": (
+        "the cleaner's offset map misses the newest batch of the range it cleans, so a key "
+        "whose newest record sits there loses that record and keeps an older value"
+    ),
     "lso-off-by-one": (
         "the last stable offset is one past the first offset of the earliest open "
         "transaction, so read_committed consumers see its first record before the commit"

@@ -10,5 +10,7 @@ WORKLOADS = {
            "copy it to an output topic in transactions with sendOffsetsToTransaction",
     "groups": "consumer-group members (subscribe, --assignor) that poll, commit, crash and leave, "
               "paused past their session timeouts, while a producer writes",
+    "compaction": "keyed updates and tombstones on a compacted topic (small segments, an eager "
+                  "cleaner); readers seek back to the beginning",
 }
 TXN_WORKLOADS = ("txn", "eos")

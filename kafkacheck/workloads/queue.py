@@ -179,11 +179,14 @@ class QueueClient(_ClientBase):
                 self.pending[send_id] = i
             self._collect_sends(now_ms)
         else:
-            self.op = {"f": "poll", "value": [["poll"]]}
-            self.record(process=self.process, type="invoke", f="poll", value=[["poll"]])
-            # records fetched after the previous poll ended stay buffered for this one
-            self.consumer.poll(now_ms)
-            self.set_timer(self.poll_ms, ("poll-done", self.op_seq))
+            self._start_poll(now_ms)
+
+    def _start_poll(self, now_ms: int) -> None:
+        self.op = {"f": "poll", "value": [["poll"]]}
+        self.record(process=self.process, type="invoke", f="poll", value=[["poll"]])
+        # records fetched after the previous poll ended stay buffered for this one
+        self.consumer.poll(now_ms)
+        self.set_timer(self.poll_ms, ("poll-done", self.op_seq))
 
     def _collect_sends(self, now_ms: int) -> None:
         for r in self.producer.take_results():
@@ -322,7 +325,10 @@ class FinalReader(_ClientBase):
     def _finish_poll(self, now_ms: int) -> None:
         got: dict[str, list] = {}
         for r in self.consumer.take_records():
-            got.setdefault(r.tp.key, []).append([r.offset, decode_value(r.value)])
+            read = [r.offset, decode_value(r.value)]
+            if r.key is not None:
+                read.append(r.key.decode(errors="replace"))
+            got.setdefault(r.tp.key, []).append(read)
         self.record(process=self.process, type="ok", f="poll", value=[["poll", got]])
         self.polling = False
 

@@ -93,3 +93,13 @@ def test_a_coordinator_that_accepts_stale_generations_is_caught(tmp_path, capsys
     code, result = run(tmp_path, "fenced", args)
     capsys.readouterr()
     assert code == 0, result["anomaly_types"]
+
+
+def test_a_cleaner_that_drops_the_newest_record_of_a_key_is_caught(tmp_path, capsys):
+    args = ["--workload", "compaction", "--seed", "1", "--ops", "2000"]
+    code, result = run(tmp_path, "drops", [*args, "--bug", "compaction-drops-latest"])
+    capsys.readouterr()
+    assert code == 1 and "compaction-lost-latest" in result["anomaly_types"]
+    code, result = run(tmp_path, "keeps", args)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]

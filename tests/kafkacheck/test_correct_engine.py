@@ -58,9 +58,17 @@ def test_a_consumer_group_run_is_valid_with_pauses_crashes_and_rebalances(tmp_pa
     assert code == 0, result["anomaly_types"]
 
 
+def test_a_compaction_run_is_valid_and_the_cleaner_really_ran(tmp_path, capsys):
+    code, result = verdict(tmp_path, 2, 2000, "--workload", "compaction")
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+    events = (tmp_path / "2" / "events.jsonl").read_text()
+    assert events.count('"kind":"compaction"') > 10
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", ["queue", "idempotent", "txn", "txn-straggle", "txn-v2", "eos",
-                                      "groups", "groups-cooperative", "groups-static"])
+                                      "groups", "groups-cooperative", "groups-static", "compaction"])
 @pytest.mark.parametrize("seed", range(20))
 def test_twenty_default_seeds_in_a_row_are_valid(tmp_path, capsys, seed, workload):
     extra = {"txn-straggle": ["--workload", "txn", "--faults", "partition,kill,pause,disk,straggle"],

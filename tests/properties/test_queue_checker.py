@@ -323,3 +323,49 @@ def test_a_cooperative_revocation_of_a_partition_that_does_not_move_is_reported(
     assert check(history((["k:0", "k:1"], [])).ops, config)["anomaly_types"] == [
         "cooperative-revoked-unmoved"]
     assert check(history((["k:0"], ["k:1"])).ops, config)["valid"] is True  # it moved: fine
+
+
+COMPACTION_CONFIG = {"compacted": True, "final_read": {"performed": True, "reached_end": True,
+                                                        "start_ns": 50_000, "end_offsets": {}}}
+
+
+def keyed_send(h: H, p, key, value, offset, rk):
+    h._op(p, "invoke", "send", [["send", key, value, rk]])
+    h._op(p, "ok", "send", [["send", key, [offset, value], rk]])
+
+
+def final_read(h: H, reads):
+    h._op(9, "invoke", "poll", [["poll"]])
+    op = h._op(9, "ok", "poll", [["poll", {"p:0": reads}]])
+    op["time"] = 60_000
+
+
+def test_compaction_the_final_state_must_hold_each_keys_newest_write():
+    h = H()
+    keyed_send(h, 1, "p:0", 1, 0, "a")
+    keyed_send(h, 1, "p:0", 2, 1, "b")
+    keyed_send(h, 1, "p:0", 3, 2, "a")
+    keyed_send(h, 1, "p:0", None, 3, "b")  # b deleted
+    final_read(h, [[2, 3, "a"], [3, None, "b"]])
+    r = check(h.ops, COMPACTION_CONFIG)
+    assert r["valid"] is True and r["allowed"]["compacted-away"] == 2  # 1 and 2 replaced
+
+    h = H()
+    keyed_send(h, 1, "p:0", 1, 0, "a")
+    keyed_send(h, 1, "p:0", 3, 2, "a")
+    final_read(h, [[0, 1, "a"]])  # the cleaner kept the old value and lost the newest
+    r = check(h.ops, COMPACTION_CONFIG)
+    assert "compaction-lost-latest" in r["anomaly_types"]
+
+    h = H()
+    keyed_send(h, 1, "p:0", 1, 0, "a")
+    keyed_send(h, 1, "p:0", None, 1, "a")
+    final_read(h, [[0, 1, "a"]])  # a deleted key came back with its old value
+    assert "compaction-lost-latest" in check(h.ops, COMPACTION_CONFIG)["anomaly_types"]
+
+
+def test_compaction_a_value_never_sent_is_a_phantom():
+    h = H()
+    keyed_send(h, 1, "p:0", 1, 0, "a")
+    final_read(h, [[0, 1, "a"], [1, 77, "a"]])
+    assert "phantom-value" in check(h.ops, COMPACTION_CONFIG)["anomaly_types"]

@@ -1,0 +1,116 @@
+"""Compaction: what a compacted topic must still show after the cleaner ran.
+
+Sends carry record keys (``["send", key, [offset, value], record_key]``; a tombstone has
+the value null) and so do poll results (``[offset, value, record_key]``).
+
+* ``phantom-value``: a poll read a value nobody ever sent to that partition;
+* ``compaction-lost-latest``: the final read from the beginning (after healing) ends with a
+  state for some record key that is not its newest acknowledged write: an older value, or
+  nothing where a value is due. A newest write that is a tombstone may be read or may be
+  gone (after ``delete.retention.ms``); a value from a send whose outcome was unknown may
+  stand in for the newest only if it sits at a later offset.
+
+Offsets of kept records never change: a value read at another offset than it was written
+at is ``duplicate`` or ``inconsistent-offsets`` in the queue checker. Acknowledged values
+nobody read because a newer write of the same record key replaced them are counted under
+``allowed: compacted-away``, and skips over removed records under ``allowed``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+class Compaction:
+    def __init__(self, ops: list[dict]) -> None:
+        self.ops = ops
+        # partition -> record key -> [(offset, value, op)] of acknowledged writes
+        self.acked: dict[str, dict[str, list[tuple[int, Any, int]]]] = defaultdict(lambda: defaultdict(list))
+        self.record_key_of: dict[tuple[str, Any], str] = {}  # (partition, value) -> record key
+        self.sent_values: dict[str, set] = defaultdict(set)
+        self.write_offset: dict[tuple[str, Any], int] = {}  # any known offset of a written value
+        for o in ops:
+            if o["process"] == "nemesis" or o["f"] != "send" or not isinstance(o.get("value"), list):
+                continue
+            for mop in o["value"]:
+                if not isinstance(mop, list) or len(mop) < 4 or mop[0] != "send":
+                    continue
+                key, v, rk = str(mop[1]), mop[2], str(mop[3])
+                if isinstance(v, list) and len(v) == 2:
+                    off, v = v
+                else:
+                    off = None
+                hv = _hashable(v)
+                if o["type"] == "invoke":
+                    if v is not None:
+                        self.sent_values[key].add(hv)
+                        self.record_key_of[(key, hv)] = rk
+                    continue
+                if isinstance(off, int):
+                    self.write_offset[(key, hv) if v is not None else (key, ("tombstone", off))] = off
+                    if o["type"] == "ok":
+                        self.acked[key][rk].append((off, v, o["index"]))
+        self.reads: list[tuple[str, int, Any, str | None, dict]] = []
+        for o in ops:
+            if o["process"] == "nemesis" or o["type"] == "invoke" or o["f"] != "poll":
+                continue
+            for mop in o.get("value") or []:
+                if not (isinstance(mop, list) and len(mop) == 2 and isinstance(mop[1], dict)):
+                    continue
+                for key, pairs in mop[1].items():
+                    for p in pairs:
+                        if isinstance(p, list) and len(p) >= 2 and isinstance(p[0], int):
+                            rk = str(p[2]) if len(p) >= 3 and p[2] is not None else None
+                            self.reads.append((str(key), p[0], _hashable(p[1]), rk, o))
+                            if p[1] is not None:
+                                self.write_offset.setdefault((str(key), _hashable(p[1])), p[0])
+
+    def superseded(self, key: str, value: Any, offset: int | None) -> bool:
+        """An acknowledged value that a newer acknowledged write of its record key replaced."""
+        rk = self.record_key_of.get((key, value))
+        if rk is None or not isinstance(offset, int):
+            return False
+        return any(off > offset for off, _v, _op in self.acked[key][rk])
+
+    def check(self, config: dict, add, allowed) -> None:
+        for key, off, v, _rk, o in self.reads:
+            if v is not None and v not in self.sent_values[key]:
+                add("phantom-value", key=key, value=v, offset=off, ops=[o["index"]],
+                    explanation=f"op {o['index']} read {v} at offset {off} of {key}, a value "
+                                f"nobody ever sent there")
+        final = config.get("final_read") or {}
+        if not final.get("performed") or not final.get("reached_end"):
+            return
+        start = final.get("start_ns", 0)
+        # the final reader's state: its polls from the beginning, in offset order
+        state: dict[str, dict[str, tuple[int, Any, int]]] = defaultdict(dict)
+        for key, off, v, rk, o in sorted(self.reads, key=lambda x: (x[0], x[1])):
+            if o["time"] < start or rk is None:
+                continue
+            state[key][rk] = (off, v, o["index"])
+        for key in sorted(self.acked):
+            for rk, writes in sorted(self.acked[key].items()):
+                off, v, op = max(writes, key=lambda w: w[0])
+                got = state[key].get(rk)
+                if got is not None and got[0] > off:
+                    continue  # a later write (an unknown outcome, or the tombstone's successor)
+                if v is None:
+                    if got is not None and got[1] is not None:
+                        add("compaction-lost-latest", key=key, record_key=rk, value=got[1],
+                            ops=[op, got[2]],
+                            explanation=f"record key {rk} of {key} was deleted (tombstone at "
+                                        f"offset {off}, op {op}), yet the final read from the "
+                                        f"beginning ended with its older value {got[1]}")
+                    continue
+                if got is None or got[0] != off or got[1] != _hashable(v):
+                    seen = "nothing" if got is None else f"{got[1]} (offset {got[0]})"
+                    add("compaction-lost-latest", key=key, record_key=rk, value=v, offset=off,
+                        ops=[op] + ([got[2]] if got is not None else []),
+                        explanation=f"the newest write of record key {rk} of {key} is {v} at "
+                                    f"offset {off} (op {op}), but the final read from the "
+                                    f"beginning ended with {seen}")
