@@ -175,3 +175,54 @@ def test_auto_commit_commits_what_the_application_took_and_a_new_member_resumes_
     d = member(r, 71)
     run(r, [d], 4_000)
     assert d.positions.get(tp) == 3 and not [x for x in d.take_records() if x.tp == tp]
+
+
+def join(r: Router, dst: int, member_id: str = "", instance: str | None = None,
+         protocols=(("range", b"{}"),), group: str = GROUP):
+    from reference.messages import JoinGroupRequest, JoinGroupResponse
+
+    r.request(dst, JoinGroupRequest(80, group, member_id, instance, 3_000, 3_000, protocols))
+    r.tick(10)
+    return r.replies(JoinGroupResponse)
+
+
+def test_group_protocol_error_paths():
+    from reference.messages import (
+        COORDINATOR_GROUP,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
+
+    r = group_router()
+    r.request(1, FindCoordinatorRequest(1, GROUP, COORDINATOR_GROUP))
+    c = r.replies(FindCoordinatorResponse)[0].node_id
+    other = 1 if c != 1 else 2
+    assert join(r, other)[0].error is Errors.NOT_COORDINATOR
+    assert join(r, c, group="")[0].error is Errors.INVALID_GROUP_ID
+    assert join(r, c, member_id="nobody")[0].error is Errors.UNKNOWN_MEMBER_ID
+    [first] = join(r, c, instance="s1")  # alone: the rebalance completes at once
+    assert first.error is Errors.NONE and first.generation_id == 1 and first.leader == first.member_id
+    me = first.member_id
+    r.request(c, SyncGroupRequest(81, GROUP, 0, me))
+    assert r.replies(SyncGroupResponse)[0].error is Errors.ILLEGAL_GENERATION
+    r.request(c, OffsetCommitRequest(82, GROUP, 1, me, ((TopicPartition(TOPIC, 0), 1),)))
+    assert r.replies(OffsetCommitResponse)[0].error is Errors.REBALANCE_IN_PROGRESS  # completing
+    r.request(c, SyncGroupRequest(83, GROUP, 1, me, ((me, b'["g:0"]'),)))
+    r.tick(10)
+    sync = r.replies(SyncGroupResponse)[0]
+    assert sync.error is Errors.NONE and sync.assignment == b'["g:0"]'
+    # a zombie of a static member (same instance id, another member id) is fenced
+    assert join(r, c, member_id="zombie", instance="s1")[0].error is Errors.FENCED_INSTANCE_ID
+    # a second member with an assignor the first does not support: its join waits
+    assert join(r, c, protocols=(("roundrobin", b"{}"),)) == []
+    r.request(c, HeartbeatRequest(84, GROUP, 1, me))
+    assert r.replies(HeartbeatResponse)[0].error is Errors.REBALANCE_IN_PROGRESS
+    # the first rejoins, the round completes, and nobody agrees on a protocol
+    answers = join(r, c, member_id=me, instance="s1")
+    assert {x.error for x in answers} == {Errors.INCONSISTENT_GROUP_PROTOCOL} and len(answers) == 2
+    r.request(c, LeaveGroupRequest(85, GROUP, "nobody"))
+    assert r.replies(LeaveGroupResponse)[0].error is Errors.UNKNOWN_MEMBER_ID
