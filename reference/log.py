@@ -424,16 +424,21 @@ class PartitionLog:
     def apply_retention(self, now_ms: int) -> int:
         """Delete closed segments, entirely below the HW, that are older than retention.ms
         or beyond retention.bytes; returns the new log start offset."""
-        if not self.config.delete or len(self._segments) < 2:
+        cfg = self.config
+        if (not cfg.delete or len(self._segments) < 2
+                or (cfg.retention_ms is None and cfg.retention_bytes is None)):
             return self.log_start_offset
         sizes = [seg.size for seg in self._segments]
         total = sum(sizes)
         new_start = self.log_start_offset
+        by_segment: dict[int, list[_Entry]] = {}
+        for e in self._entries:
+            by_segment.setdefault(e.segment, []).append(e)
         for i in range(len(self._segments) - 1):  # never the active segment
             end = self._segments[i + 1].base_offset
             if end > self.high_watermark:
                 break
-            entries = [e for e in self._entries if e.segment == i]
+            entries = by_segment.get(i, [])
             newest = max((rec.parse_header(e.data).max_timestamp for e in entries), default=-1)
             too_old = self.config.retention_ms is not None and newest < now_ms - self.config.retention_ms
             too_big = (self.config.retention_bytes is not None
@@ -473,9 +478,12 @@ class PartitionLog:
             return None
         # the cleanable range: whole closed segments below ``upper``, older than the lag
         end_seg = 0
+        by_segment: dict[int, list[_Entry]] = {}
+        for e in self._entries:
+            by_segment.setdefault(e.segment, []).append(e)
         for i in range(len(self._segments) - 1):
             seg_end = self._segments[i + 1].base_offset
-            entries = [e for e in self._entries if e.segment == i]
+            entries = by_segment.get(i, [])
             newest = max((rec.parse_header(e.data).max_timestamp for e in entries), default=-1)
             if seg_end > upper or newest > now_ms - cfg.min_compaction_lag_ms:
                 break
