@@ -226,3 +226,31 @@ def test_group_protocol_error_paths():
     assert {x.error for x in answers} == {Errors.INCONSISTENT_GROUP_PROTOCOL} and len(answers) == 2
     r.request(c, LeaveGroupRequest(85, GROUP, "nobody"))
     assert r.replies(LeaveGroupResponse)[0].error is Errors.UNKNOWN_MEMBER_ID
+
+
+def test_a_member_that_stops_polling_leaves_after_max_poll_interval():
+    r = group_router()
+    cs = [member(r, 70 + i, max_poll_interval_ms=2_000) for i in range(2)]
+    run(r, cs, 5_000)
+    assert_partitioned(cs)
+    run(r, cs[:1], 6_000)  # member 71 keeps heartbeating but its application stopped polling
+    assert cs[0].owned == ALL and not cs[1].owned
+    assert any(e.get("lost") == "closed" for e in cs[1].take_rebalance_log())
+    run(r, cs, 6_000)  # it polls again: it rejoins
+    assert_partitioned(cs)
+
+
+def test_a_new_group_coordinator_loads_generation_members_and_assignment():
+    from reference.group_coordinator import STABLE, GroupCoordinator
+    from reference.txn_coordinator import partition_for
+
+    r = group_router()
+    cs = [member(r, 70 + i) for i in range(2)]
+    run(r, cs, 5_000)
+    old = r.nodes[cs[0].coordinator].groups.groups[GROUP]
+    fresh = GroupCoordinator(r.nodes[cs[0].coordinator], 3)
+    fresh.on_leader(partition_for(GROUP, 3), 0)
+    g = fresh.groups[GROUP]
+    assert g.state == STABLE and g.generation == old.generation
+    assert {m: x.assignment for m, x in g.members.items()} == {
+        m: x.assignment for m, x in old.members.items()}
