@@ -49,15 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="run a workload on the simulated reference cluster under faults and check it",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
-            "Run the queue workload (sends and polls over several partitions) on a simulated "
-            "reference cluster of brokers and a controller, in virtual time, under a random "
-            "fault schedule drawn from --seed; heal, read everything back, and check the "
-            "history for durability and ordering anomalies. The same seed and options give a "
-            "byte-identical history.jsonl."),
+            "Run a workload (--workload; the queue workload by default: sends and polls over "
+            "several partitions) on a simulated reference cluster of brokers and a controller, "
+            "in virtual time, under a random fault schedule drawn from --seed; heal, read "
+            "everything back, and check the history for durability, ordering, transaction, "
+            "exactly-once, consumer-group and compaction anomalies. The same seed and options "
+            "give a byte-identical history.jsonl."),
         epilog="faults:\n" + "\n".join(f"  {k}: {v}" for k, v in FAULTS.items())
         + "\n\nbug switches (--bug, repeatable; all off by default):\n" + _bug_help())
     run.add_argument("--workload", choices=list(WORKLOADS), default="queue",
-                     help="; ".join(f"{k}: {v}" for k, v in WORKLOADS.items()) + " (default queue)")
+                     help="; ".join(f"{k}: {v}" for k, v in WORKLOADS.items()).replace("%", "%%")
+                     + " (default queue)")
     run.add_argument("--transaction-version", type=int, choices=[1, 2], default=1,
                      help="transactional workloads: 2 bumps the producer epoch at every "
                           "transaction end (KIP-890 part 2); default 1")

@@ -101,3 +101,15 @@ def test_flushing_brokers_write_fsync_events(tmp_path):
     events = (out / "events.jsonl").read_text()
     assert '"kind":"fsync"' in events
     assert json.loads((out / "run.json").read_text())["config"]["flush_ms"] == 100
+
+
+def test_run_help_names_every_workload_readably(capsys):
+    from kafkacheck.workloads import WORKLOADS
+
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "option_strings" not in out and "about 15% aborted" in " ".join(out.split())
+    for name in WORKLOADS:
+        assert f"{name}:" in out
