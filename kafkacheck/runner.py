@@ -157,6 +157,7 @@ def simulate(options: RunOptions, out_dir: Path,
     controller_config = ControllerConfig(
         session_timeout_ms=t["session_timeout_ms"],
         unclean_leader_election_enable=options.unclean_leader_election,
+        min_insync_replicas=options.min_insync_replicas,
     )
     sim.add_process(CONTROLLER_ID, lambda inc, disk: Controller(CONTROLLER_ID, disk,
                                                                controller_config, bugs))

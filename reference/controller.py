@@ -43,7 +43,7 @@ from reference.messages import (
     TopicPartition,
 )
 from reference.node import Node
-from reference.storage import Storage
+from reference.storage import Storage, StorageError
 
 # Not a partition log: the simulated disk faults that corrupt partition logs spare it, as
 # the controller stands in for a replicated quorum.
@@ -56,6 +56,7 @@ class ControllerConfig:
     session_timeout_ms: int = 9_000
     liveness_check_interval_ms: int = 500
     unclean_leader_election_enable: bool = False
+    min_insync_replicas: int = 1  # for eligible leader replicas (KIP-966)
 
 
 @dataclass(slots=True)
@@ -83,6 +84,23 @@ class Controller(Node):
     # ------------------------------------------------------------ durability
 
     def start(self, now_ms: int) -> None:
+        self._load()
+        for b in self.brokers.values():
+            b.last_heartbeat_ms = now_ms  # a fresh session for everyone
+        self.event("recover", metadata_version=self.metadata_version,
+                   brokers=sorted(self.brokers))
+        self.set_timer(self.config.liveness_check_interval_ms, "liveness")
+        self._push()
+
+    def _load(self) -> None:
+        """Replay the metadata log into fresh in-memory state."""
+        self.brokers = {}
+        self.partitions = {}
+        self.registrations = {}
+        self.topic_configs = {}
+        self.next_broker_epoch = 1
+        self.next_producer_id = 0
+        self.metadata_version = 0
         data = self.storage.read(METADATA_LOG) if self.storage.exists(METADATA_LOG) else b""
         good = 0
         for line in data.split(b"\n"):
@@ -96,13 +114,19 @@ class Controller(Node):
             good += len(line) + 1
         if good < len(data):
             self.storage.truncate(METADATA_LOG, good)
-        for b in self.brokers.values():
-            b.last_heartbeat_ms = now_ms  # a fresh session for everyone
-        self.event("recover", metadata_version=self.metadata_version,
-                   brokers=sorted(self.brokers))
-        self.set_timer(self.config.liveness_check_interval_ms, "liveness")
-        self._push()
 
+    def _storage_failed(self, now_ms: int, error: StorageError) -> None:
+        """A change could not be made durable (a full or failing disk): forget everything
+        not in the metadata log, as a restart would, and carry on; the request that needed
+        it gets no answer and is retried by its sender."""
+        heartbeats = {i: b.last_heartbeat_ms for i, b in self.brokers.items()}
+        version = self.metadata_version
+        self._load()
+        for i, b in self.brokers.items():
+            b.last_heartbeat_ms = heartbeats.get(i, now_ms)
+        # versions only go up: brokers ignore an image not newer than the one they have
+        self.metadata_version = max(self.metadata_version, version)
+        self.event("storage-error", error=str(error), metadata_version=self.metadata_version)
     def _replay(self, r: dict) -> None:
         match r["type"]:
             case "broker":
@@ -117,7 +141,7 @@ class Controller(Node):
                 tp = TopicPartition(r["topic"], r["partition"])
                 self.partitions[tp] = PartitionState(
                     tp, tuple(r["replicas"]), tuple(r["isr"]), r["leader"],
-                    r["leader_epoch"], r["partition_epoch"])
+                    r["leader_epoch"], r["partition_epoch"], tuple(r.get("elr", ())))
         self.metadata_version += 1
 
     def _commit(self, record: dict) -> None:
@@ -134,7 +158,8 @@ class Controller(Node):
         self.partitions[s.tp] = s
         self._commit({"type": "partition", "topic": s.tp.topic, "partition": s.tp.partition,
                       "replicas": list(s.replicas), "isr": list(s.isr), "leader": s.leader,
-                      "leader_epoch": s.leader_epoch, "partition_epoch": s.partition_epoch})
+                      "leader_epoch": s.leader_epoch, "partition_epoch": s.partition_epoch,
+                      "elr": list(s.elr)})
         self.event("partition-change", key=s.tp.key, leader=s.leader,
                    leader_epoch=s.leader_epoch, isr=list(s.isr),
                    partition_epoch=s.partition_epoch)
@@ -160,6 +185,12 @@ class Controller(Node):
     # ------------------------------------------------------------ dispatch
 
     def receive(self, now_ms: int, src: int, message: object) -> None:
+        try:
+            self._receive(now_ms, src, message)
+        except StorageError as e:
+            self._storage_failed(now_ms, e)
+
+    def _receive(self, now_ms: int, src: int, message: object) -> None:
         match message:
             case BrokerHeartbeatRequest():
                 self._on_heartbeat(now_ms, src, message)
@@ -176,14 +207,17 @@ class Controller(Node):
 
     def timer(self, now_ms: int, key: object) -> None:
         if key == "liveness":
-            changed = False
-            for broker_id, b in sorted(self.brokers.items()):
-                if not b.fenced and now_ms - b.last_heartbeat_ms > self.config.session_timeout_ms:
-                    self._fence(broker_id)
-                    changed = True
-            if changed:
-                self._push()
             self.set_timer(self.config.liveness_check_interval_ms, "liveness")
+            try:
+                changed = False
+                for broker_id, b in sorted(self.brokers.items()):
+                    if not b.fenced and now_ms - b.last_heartbeat_ms > self.config.session_timeout_ms:
+                        self._fence(broker_id)
+                        changed = True
+                if changed:
+                    self._push()
+            except StorageError as e:
+                self._storage_failed(now_ms, e)
 
     def _on_registration(self, now_ms: int, src: int, req: BrokerRegistrationRequest) -> None:
         if self.registrations.get(req.broker_id) == req.incarnation:
@@ -199,7 +233,9 @@ class Controller(Node):
         self.event("broker-registered", broker=req.broker_id, broker_epoch=epoch,
                    restarted=restarted)
         if restarted:
-            self._remove_from_isrs(req.broker_id, reelect_if_leader=True)
+            # a restart may have lost unflushed records: the broker leaves every ISR (even as
+            # its last member) and every ELR, and catches up before it may lead again
+            self._remove_from_isrs(req.broker_id, reelect_if_leader=True, unclean=True)
         self._elect_offline(req.broker_id)
         self.send(src, BrokerRegistrationResponse(req.incarnation, Errors.NONE, epoch))
         self._push()
@@ -224,14 +260,29 @@ class Controller(Node):
         self.event("broker-fenced", broker=broker_id)
         self._remove_from_isrs(broker_id, reelect_if_leader=True)
 
-    def _remove_from_isrs(self, broker_id: int, reelect_if_leader: bool) -> None:
+    def _elr_after(self, s: PartitionState, isr: tuple[int, ...]) -> tuple[int, ...]:
+        """KIP-966: replicas leaving an ISR below min.insync.replicas become eligible; an
+        ISR back at min.insync.replicas needs no ELR."""
+        if len(isr) >= self.config.min_insync_replicas:
+            return ()
+        removed = [r for r in s.isr if r not in isr]
+        return tuple(r for r in s.replicas if (r in s.elr or r in removed) and r not in isr)
+
+    def _remove_from_isrs(self, broker_id: int, reelect_if_leader: bool, unclean: bool = False) -> None:
         for tp in sorted(self.partitions):
             s = self.partitions[tp]
+            if unclean and broker_id in s.elr:
+                s = replace(s, elr=tuple(r for r in s.elr if r != broker_id),
+                            partition_epoch=s.partition_epoch + 1)
+                self._commit_partition(s)
             if s.leader == broker_id and reelect_if_leader:
-                self._elect(s, exclude=broker_id)
-            elif broker_id in s.isr and len(s.isr) > 1:
+                self._elect(s, exclude=broker_id, unclean=unclean)
+            elif broker_id in s.isr and (len(s.isr) > 1 or unclean):
                 isr = tuple(r for r in s.isr if r != broker_id)
-                self._commit_partition(replace(s, isr=isr, partition_epoch=s.partition_epoch + 1))
+                # a crashed member is not eligible; a fenced one that left a short ISR is
+                elr = s.elr if unclean else self._elr_after(s, isr)
+                self._commit_partition(replace(s, isr=isr, elr=elr,
+                                               partition_epoch=s.partition_epoch + 1))
 
     def _elect_offline(self, broker_id: int) -> None:
         """A broker came (back): elect leaders for offline partitions it can lead."""
@@ -240,9 +291,11 @@ class Controller(Node):
             if s.leader < 0 and broker_id in s.replicas:
                 self._elect(s)
 
-    def _elect(self, s: PartitionState, exclude: int = -1) -> None:
+    def _elect(self, s: PartitionState, exclude: int = -1, unclean: bool = False) -> None:
         live = [r for r in s.replicas if r != exclude and self._live(r)]
         live_isr = [r for r in live if r in s.isr]
+        live_elr = [r for r in live if r in s.elr and r not in s.isr]
+        elr = s.elr
         if "unclean-election" in self.bugs:
             outside = [r for r in live if r not in s.isr]
             candidates = outside or live_isr
@@ -250,18 +303,27 @@ class Controller(Node):
         elif live_isr:
             candidates = live_isr
             isr = tuple(r for r in s.isr if r != exclude) if len(s.isr) > 1 else s.isr
+            elr = self._elr_after(s, isr)
+        elif live_elr:
+            # KIP-966: an eligible leader replica holds everything committed: a clean election
+            candidates = live_elr
+            isr = (live_elr[0],)
+            elr = tuple(r for r in s.elr if r != live_elr[0])
         elif self.config.unclean_leader_election_enable and live:
             candidates = live
             isr = (live[0],)
+            elr = ()
         else:
             candidates = []
-            isr = s.isr  # KRaft keeps the last ISR member while the partition is offline
+            # KRaft keeps the last ISR member while the partition is offline, unless that
+            # member just came back from a crash that may have lost records
+            isr = tuple(r for r in s.isr if r != exclude) if unclean else s.isr
         leader = candidates[0] if candidates else -1
-        if leader < 0 and s.leader < 0:
+        if leader < 0 and s.leader < 0 and isr == s.isr and elr == s.elr:
             return
         if leader >= 0 and leader not in isr:
             isr = (*isr, leader)
-        self._commit_partition(replace(s, leader=leader, isr=isr,
+        self._commit_partition(replace(s, leader=leader, isr=isr, elr=elr,
                                        leader_epoch=s.leader_epoch + 1,
                                        partition_epoch=s.partition_epoch + 1))
 
@@ -292,7 +354,8 @@ class Controller(Node):
             self.send(src, AlterPartitionResponse(req.correlation_id, req.tp, error, None))
             return
         ordered = tuple(r for r in s.replicas if r in {m for m, _ in req.new_isr})
-        new = replace(s, isr=ordered, partition_epoch=s.partition_epoch + 1)
+        new = replace(s, isr=ordered, elr=self._elr_after(s, ordered),
+                      partition_epoch=s.partition_epoch + 1)
         self._commit_partition(new)
         self.send(src, AlterPartitionResponse(req.correlation_id, req.tp, Errors.NONE, new))
         self._push()

@@ -42,6 +42,9 @@ class PartitionState:
     leader: int  # -1: no leader (offline)
     leader_epoch: int
     partition_epoch: int
+    # KIP-966 eligible leader replicas: left the ISR while it was below min.insync.replicas,
+    # so they hold everything committed and may lead if the ISR dies
+    elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,3 +119,43 @@ def test_a_retried_registration_after_a_controller_restart_is_not_a_broker_resta
     c2, _ = started(storage)
     assert register(c2, 2, incarnation=1) == epochs[2]
     assert 2 in c2.partitions[TP].isr
+
+
+def elr_cluster():
+    c, storage = started(min_insync_replicas=2)
+    epochs = {b: register(c, b) for b in (1, 2, 3)}
+    c.receive(0, 9, CreateTopicsRequest(1, "t", 1, 3))
+    c.drain()
+    return c, storage, epochs
+
+
+def test_replicas_leaving_a_short_isr_become_eligible_leaders_kip_966():
+    c, _s, epochs = elr_cluster()
+    heartbeat(c, epochs, (1, 2), 900)
+    c.timer(1_500, "liveness")  # 3 fenced: ISR (1, 2) is still at min.insync.replicas
+    assert c.partitions[TP].isr == (1, 2) and c.partitions[TP].elr == ()
+    heartbeat(c, epochs, (1,), 2_000)
+    c.timer(2_600, "liveness")  # 2 fenced: ISR (1) is short, 2 holds everything committed
+    s = c.partitions[TP]
+    assert (s.leader, s.isr, s.elr) == (1, (1,), (2,))
+    # broker 1 crashes (its unflushed records are gone) and comes back as a new process:
+    # it leaves the ISR although it was its last member, and must not lead
+    register(c, 1, incarnation=2, now=3_000)
+    s = c.partitions[TP]
+    assert 1 not in s.isr and s.leader != 1
+    # the eligible replica comes back and leads, cleanly
+    heartbeat(c, {**epochs, 2: epochs[2]}, (2,), 3_100)
+    s = c.partitions[TP]
+    assert (s.leader, s.isr) == (2, (2,)) and 2 not in s.elr
+
+
+def test_without_eligible_replicas_a_crashed_last_isr_member_leaves_the_partition_offline():
+    c, _s, epochs = elr_cluster()
+    heartbeat(c, epochs, (1, 2), 900)
+    c.timer(1_500, "liveness")
+    heartbeat(c, epochs, (1,), 2_000)
+    c.timer(2_600, "liveness")
+    register(c, 2, incarnation=2, now=2_700)  # the eligible one crashed as well
+    register(c, 1, incarnation=2, now=3_000)
+    s = c.partitions[TP]
+    assert s.leader == -1 and s.isr == () and s.elr == ()  # unavailable rather than wrong
