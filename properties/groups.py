@@ -10,9 +10,9 @@ until P reports k revoked, reports a newer assignment, or crashes.
 * ``fenced-commit``: a commit with generation g succeeded although it was sent after
   another member had already been assigned a newer generation (the coordinator accepted a
   commit from a fenced member);
-* ``cooperative-revoked-unmoved``: with cooperative-sticky, a member revoked a partition,
-  the group's membership did not change, and yet the partition did not move to another
-  member (it came back, or nobody got it);
+* ``cooperative-revoked-unmoved``: with cooperative-sticky, a member revoked a partition
+  before it knew the next assignment (eager-style, in an older generation), and the next
+  assignment gave that partition straight back to it;
 * ``unowned-partition``: after every fault healed, the members' final assignments in the
   newest generation leave a partition without an owner (or members did not converge on one
   generation).
@@ -51,6 +51,8 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
     members_at: dict[int, set] = defaultdict(set)
     owned_at: dict[tuple[Any, int], set] = {}
     revocations: list[tuple[Any, str, int, int]] = []  # (process, key, generation, op)
+    pending_revoked: dict[Any, list[tuple[str, int]]] = defaultdict(list)  # process -> (key, op)
+    next_assignment: dict[tuple[Any, int, str], tuple[int, set, int]] = {}
     final_state: dict[Any, tuple[int, set, int]] = {}
     crash_time: dict[Any, float] = {}
 
@@ -74,8 +76,11 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
                     close(p, k, t)
                     if not e.get("lost"):
                         revocations.append((p, k, gen, o["index"]))
+                        pending_revoked[p].append((k, o["index"]))
             elif e.get("type") == "assigned":
                 owned = {str(k) for k in e.get("owned", keys)}
+                for k, rop in pending_revoked.pop(p, []):
+                    next_assignment[(p, rop, k)] = (gen, owned, o["index"])
                 for k in list(current[p]):
                     close(p, k, t)
                 for k in sorted(owned):
@@ -87,10 +92,16 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
                 members_at[gen].add(p)
                 owned_at[(p, gen)] = owned
                 final_state[p] = (gen, owned, o["index"])
+    # a process ends with its last op (after an info op the client goes on as a new process)
+    last_seen: dict[Any, float] = {}
+    for o in completions:
+        last_seen[o["process"]] = max(last_seen.get(o["process"], 0), o["time"])
+    for c in claims:
+        c["end"] = min(c["end"], last_seen.get(c["process"], INF))
     _double_ownership(claims, add)
     _fenced_commits(completions, invokes, assigned_at, add)
     if groups.get("assignor") == "cooperative-sticky":
-        _cooperative(revocations, members_at, owned_at, add)
+        _cooperative(revocations, next_assignment, add)
     if groups.get("final_polls"):
         _final(ops, config, final_state, crash_time, add)
 
@@ -103,7 +114,7 @@ def _double_ownership(claims: list[dict], add) -> None:
         cs.sort(key=lambda c: c["start"])
         for i, a in enumerate(cs):
             for b in cs[i + 1:]:
-                if b["process"] != a["process"] and b["start"] < a["end"] and a["start"] < b["end"]:
+                if b["process"] != a["process"] and b["start"] <= a["end"] and a["start"] <= b["end"]:
                     add("double-ownership", key=key, generation=gen, ops=[a["op"], b["op"]],
                         explanation=f"processes {a['process']} and {b['process']} both owned {key} "
                                     f"in generation {gen} at the same time")
@@ -130,18 +141,21 @@ def _fenced_commits(completions, invokes, assigned_at, add) -> None:
                 break
 
 
-def _cooperative(revocations, members_at, owned_at, add) -> None:
+def _cooperative(revocations, next_assignment, add) -> None:
+    """A cooperative member revokes a partition only when the assignment of the generation it
+    just joined moves it away: its revocation then carries that new generation. A revocation
+    of an older generation (before joining, eager-style) of a partition the next assignment
+    gives straight back to the same member was a revocation of an unmoved partition."""
     for p, k, gen, op in revocations:
-        nxt = gen + 1  # the round that hands the revoked partition over
-        if nxt not in members_at or members_at.get(gen) != members_at[nxt]:
-            continue  # membership changed: the plan may have changed too
-        owners = {q for q in members_at[nxt] if k in owned_at.get((q, nxt), set())}
-        if members_at.get(nxt + 1) == members_at[nxt]:
-            owners |= {q for q in members_at[nxt + 1] if k in owned_at.get((q, nxt + 1), set())}
-        if owners <= {p}:
-            add("cooperative-revoked-unmoved", key=k, generation=gen, ops=[op],
-                explanation=f"process {p} revoked {k} after generation {gen}, the membership "
-                            f"stayed the same, yet {k} did not move to another member")
+        nxt = next_assignment.get((p, op, k))
+        if nxt is None:
+            continue
+        next_gen, owned, next_op = nxt
+        if gen < next_gen and k in owned:
+            add("cooperative-revoked-unmoved", key=k, generation=gen, ops=[op, next_op],
+                explanation=f"process {p} revoked {k} in generation {gen} before rejoining, "
+                            f"and generation {next_gen} gave it straight back: a cooperative "
+                            f"member revokes only partitions that move")
 
 
 def _final(ops, config, final_state, crash_time, add) -> None:
