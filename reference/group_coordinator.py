@@ -344,8 +344,19 @@ class GroupCoordinator:
         if g.state == STABLE:
             members = tuple((mid, self._metadata(x, g.protocol)) for mid, x in g.members.items()) \
                 if g.leader == new_id else ()
-            self.broker.send(src, JoinGroupResponse(req.correlation_id, Errors.NONE, g.generation,
-                                                    g.protocol, g.leader, new_id, members))
+            generation = g.generation
+
+            def stored(error: Errors) -> None:
+                # the new member id is stored before it is handed out, so that a coordinator
+                # failover does not bring the old one back and fence the member
+                if error is not Errors.NONE:
+                    self.broker.send(src, JoinGroupResponse(req.correlation_id, Errors.NOT_COORDINATOR))
+                else:
+                    self.broker.send(src, JoinGroupResponse(req.correlation_id, Errors.NONE,
+                                                            generation, g.protocol, g.leader,
+                                                            new_id, members))
+
+            self._persist(now_ms, req.group_id, g, stored)
             return
         m.join = (src, req.correlation_id)
         self._prepare_rebalance(now_ms, req.group_id, g, f"{new_id} replaced {old_id}")

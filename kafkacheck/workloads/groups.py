@@ -97,6 +97,11 @@ class GroupMemberClient(_ClientBase):
     # ------------------------------------------------------------ ops
 
     def _next_op(self, now_ms: int) -> None:
+        if self.consumer.fenced:
+            # FENCED_INSTANCE_ID is fatal for a Kafka consumer: the application restarts it
+            self.budget.remaining -= 1  # the restart is an op (a crash op in the history)
+            self._crash(now_ms)
+            return
         if self.budget.remaining <= 0:
             self.done = True
             self.consumer.poll(now_ms)  # keep the membership alive until the run ends
@@ -212,6 +217,9 @@ class GroupMemberClient(_ClientBase):
                 if self.op is None:
                     self._next_op(now_ms)
             case "idle":
+                if self.op is None and self.consumer.fenced:
+                    self._crash(now_ms)  # restarted, as after a fenced op; "next" idles again
+                    return
                 if self.op is None:
                     self.consumer.poll(now_ms)
                     self.consumer.take_records()  # dropped: not an op (the run is ending)
