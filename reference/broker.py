@@ -180,7 +180,8 @@ class Broker(Node):
                 continue
             tp = TopicPartition(topic, int(part))
             log = PartitionLog.open(self.storage, d, self.config.log_config())
-            self.partitions[tp] = Partition(tp, log, self.node_id, self.bugs)
+            self.partitions[tp] = Partition(tp, log, self.node_id, self.bugs,
+                                            min_insync_replicas=self.config.min_insync_replicas)
             self.event("recover", key=tp.key, log_end_offset=log.log_end_offset,
                        high_watermark=log.high_watermark, cut_bytes=log.recovered_bytes_cut)
         self._register()
@@ -365,7 +366,9 @@ class Broker(Node):
                 d = f"{state.tp.topic}-{state.tp.partition}"
                 log = PartitionLog.open(self.storage, d, self._log_config(state.tp.topic))
                 log.bugs = self.bugs
-                p = self.partitions[state.tp] = Partition(state.tp, log, self.node_id, self.bugs)
+                p = self.partitions[state.tp] = Partition(
+                    state.tp, log, self.node_id, self.bugs,
+                    min_insync_replicas=self.config.min_insync_replicas)
             before_leo = p.log.log_end_offset
             change = p.apply_state(state, now_ms)
             if change == "leader":

@@ -56,6 +56,9 @@ class Partition:
     isr: frozenset[int] = frozenset()
     pending_isr: frozenset[int] | None = None  # an AlterPartition in flight
     followers: dict[int, FollowerPosition] = field(default_factory=dict)
+    # KIP-966: the HW advances only while the ISR has at least this many members, so that a
+    # replica that left a short ISR (an eligible leader replica) has everything committed
+    min_insync_replicas: int = 1
 
     # ------------------------------------------------------------ roles
 
@@ -144,7 +147,10 @@ class Partition:
         f.last_fetch_ms = now_ms
 
     def maybe_advance_high_watermark(self) -> bool:
-        """Rule 3: HW = min LEO over the maximal ISR; never decreases on the leader."""
+        """Rule 3: HW = min LEO over the maximal ISR; never decreases on the leader; and
+        (KIP-966) stays put while the ISR is shorter than min.insync.replicas."""
+        if len(self.isr) < self.min_insync_replicas:
+            return False
         new_hw = self.log.log_end_offset
         for r in self.maximal_isr():
             if r == self.broker_id:
@@ -194,8 +200,10 @@ class Partition:
         if f is None or f.log_end_offset < 0:
             return None
         start = self.log.epoch_start_offset(self.leader_epoch)
-        if start is None or not self.hw_reached_epoch_start():
+        if start is None:
             return None
+        # Kafka's isFollowerInSync: caught up to the HW and to the start of this epoch (the HW
+        # itself may not reach the epoch start before the ISR is large enough, KIP-966)
         if f.log_end_offset >= self.log.high_watermark and f.log_end_offset >= start:
             return self.isr | {replica_id}
         return None
