@@ -124,6 +124,9 @@ class PartitionLog:
     def open(cls, storage: Storage, directory: str, config: LogConfig | None = None) -> PartitionLog:
         """Rebuild a log from storage, cutting a torn or corrupt tail."""
         log = cls(storage, directory, config)
+        # gaps between batches are the cleaner's doing, and only below its checkpoint; a gap
+        # anywhere else is a corrupt base offset (a field the CRC does not cover)
+        clean = log._read_json("meta").get("clean_offset", 0)
         names = [n for n in storage.list(directory + "/") if n.endswith(".log")]
         names.sort(key=lambda n: int(n.rsplit("/", 1)[1][:-4]))
         broken = False
@@ -136,11 +139,11 @@ class PartitionLog:
             seg = _Segment(int(name.rsplit("/", 1)[1][:-4]), name, 0)
             # a segment must continue the log after where the previous one ended (gaps are
             # compacted or aborted records the cleaner removed)
-            if log._segments and batches and rec.base_offset_of(batches[0]) < log.log_end_offset:
+            if log._segments and batches and not log._continues(rec.base_offset_of(batches[0]), clean):
                 batches = []
             log._segments.append(seg)
             for b in batches:
-                if log._entries and rec.base_offset_of(b) < log.log_end_offset:
+                if log._entries and not log._continues(rec.base_offset_of(b), clean):
                     break
                 log._index(b, len(log._segments) - 1, seg.size)
                 seg.size += len(b)
@@ -154,6 +157,10 @@ class PartitionLog:
         log._load_checkpoints()
         log.producer_state = ProducerStateManager.rebuild(log.batches())
         return log
+
+    def _continues(self, base: int, clean: int) -> bool:
+        """During recovery: may a batch at ``base`` follow the log as recovered so far?"""
+        return base == self.log_end_offset or self.log_end_offset < base <= clean
 
     def _load_checkpoints(self) -> None:
         meta = self._read_json("meta")
@@ -556,6 +563,10 @@ class PartitionLog:
                 new_segments.setdefault(e.segment, []).append(rec.rewrite_batch(h, kept))
             else:
                 new_segments.setdefault(e.segment, [])
+        # the checkpoint first: recovery accepts gaps only below it
+        first = self.clean_offset
+        self.clean_offset = end
+        self.checkpoint()
         # rewrite the cleaned segments (atomically, as Kafka swaps in .cleaned files)
         for i in range(end_seg):
             seg = self._segments[i]
@@ -566,9 +577,7 @@ class PartitionLog:
             self.storage.replace(seg.name, data)
             seg.size = len(data)
         self._reindex()
-        first = self.clean_offset
-        self.clean_offset = end
-        self.checkpoint()
+        self.checkpoint()  # the tombstone horizons
         return CleanResult(first, end, removed, tombstones, aborted_removed)
 
     def _reindex(self) -> None:

@@ -99,3 +99,17 @@ def test_follower_append_rejects_an_overlap_and_accepts_a_gap_left_by_the_cleane
         raise AssertionError("a batch overlapping the log was appended")
     log.append_as_follower(rec.with_offset_and_epoch(batch(b"c"), 5, 0))  # 1..4 were compacted
     assert log.log_end_offset == 6
+
+
+def test_recovery_cuts_at_a_corrupt_base_offset_the_crc_does_not_cover():
+    storage = MemoryStorage()
+    log = PartitionLog(storage, "t-0")
+    for v in (b"a", b"b", b"c", b"d"):
+        log.append_as_leader(batch(v), 0)
+    name = next(n for n in storage.list("t-0/") if n.endswith(".log"))
+    data = bytearray(storage.read(name))
+    third = sum(len(b) for b in log.batches()[:2])
+    data[third + 7] ^= 0x04  # base offset 2 becomes 6: the CRC still matches
+    storage.replace(name, bytes(data))
+    again = PartitionLog.open(storage, "t-0")
+    assert again.log_end_offset == 2  # cut there, not a silent jump to offset 6
