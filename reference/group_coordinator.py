@@ -68,7 +68,7 @@ from reference.messages import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
-from reference.txn_coordinator import OFFSETS_TOPIC, partition_for
+from reference.txn_coordinator import OFFSETS_TOPIC, coordinator_ready, partition_for
 
 if TYPE_CHECKING:
     from reference.broker import Broker
@@ -142,13 +142,7 @@ class GroupCoordinator:
     def _owns(self, group: str) -> Errors:
         if not group:
             return Errors.INVALID_GROUP_ID
-        p = self.partition_of(group)
-        if p not in self.loaded or not self.broker.lease_valid():
-            return Errors.NOT_COORDINATOR
-        part = self.broker.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
-        if part is None or not part.hw_reached_epoch_start():
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
-        return Errors.NONE
+        return coordinator_ready(self.broker, OFFSETS_TOPIC, self.partition_of(group), self.loaded)
 
     def on_leader(self, partition: int, leader_epoch: int) -> None:
         self._unload(partition)

@@ -85,6 +85,17 @@ def partition_for(key: str, num_partitions: int) -> int:
     return (java_string_hash(key) & 0x7FFFFFFF) % num_partitions
 
 
+def coordinator_ready(broker: Broker, topic: str, partition: int, loaded: dict[int, int]) -> Errors:
+    """May a coordinator answer for ``topic-partition`` now? It must have loaded it, hold the
+    broker's lease, and know that what the previous leader wrote is committed."""
+    if partition not in loaded or not broker.lease_valid():
+        return Errors.NOT_COORDINATOR
+    part = broker.partitions.get(TopicPartition(topic, partition))
+    if part is None or not part.hw_reached_epoch_start():
+        return Errors.COORDINATOR_LOAD_IN_PROGRESS
+    return Errors.NONE
+
+
 @dataclass(frozen=True, slots=True)
 class TxnMetadata:
     transactional_id: str
@@ -146,14 +157,7 @@ class TransactionCoordinator:
         return partition_for(txn_id, self.num_partitions)
 
     def _owns(self, txn_id: str) -> Errors:
-        p = self._partition(txn_id)
-        if p not in self.loaded or not self.broker.lease_valid():
-            return Errors.NOT_COORDINATOR
-        part = self.broker.partitions.get(TopicPartition(TXN_TOPIC, p))
-        if part is None or not part.hw_reached_epoch_start():
-            # what the previous leader wrote is not known to be committed yet
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
-        return Errors.NONE
+        return coordinator_ready(self.broker, TXN_TOPIC, self._partition(txn_id), self.loaded)
 
     def on_leader(self, now_ms: int, partition: int, leader_epoch: int) -> None:
         """This broker now leads ``__transaction_state-<partition>``: load its state."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 
-from kafkacheck.workloads.queue import Budget, _ClientBase, _encode, decode_value
+from kafkacheck.workloads.queue import Budget, QueueClient, _ClientBase, _encode, decode_value
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.messages import TopicPartition
@@ -55,15 +55,8 @@ class TxnClient(_ClientBase):
         self._assign()
         self.set_timer(self.rng.randint(1, 50), "next")
 
-    def _assign(self) -> None:
-        keys = [tp.key for tp in self.keys]
-        self.consumer.assign(list(self.keys))
-        self.record(process=self.process, type="invoke", f="assign", value=keys)
-        self.record(process=self.process, type="ok", f="assign", value=keys)
-
-    def _value(self, tp: TopicPartition) -> int:
-        self.counters[tp] += 1
-        return self.counters[tp] * self.n_clients + self.index
+    _assign = QueueClient._assign  # the same assign op and unique values as the queue's
+    _value = QueueClient._value
 
     # ------------------------------------------------------------ ops
 
