@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fault_injection.nemesis import FAULTS, ScheduleError, load_schedule, parse_faults
 from kafkacheck.workloads import WORKLOADS
+from properties.kafka import HistoryShapeError
 from properties.queue import check as check_queue
 from properties.queue import with_invariant_violations
 from reference.assignors import ASSIGNORS
@@ -101,11 +102,70 @@ def build_parser() -> argparse.ArgumentParser:
 
     chk = sub.add_parser(
         "check", help="check a run directory or a history.jsonl recorded anywhere",
-        description="Re-check a run directory (run.json, history.jsonl, events.jsonl) or a "
-                    "history.jsonl file for durability and ordering anomalies; writes "
-                    "results.json beside it (for a directory).")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Judge a run directory (run.json, history.jsonl, events.jsonl) or a history.jsonl "
+            "file, recorded by kafkacheck or imported from Jepsen (import-jepsen), for every "
+            "anomaly of Jepsen's Kafka checker (inconsistent-offsets, duplicate, lost-write, G1a, "
+            "precommitted-read, poll-skip, nonmonotonic-poll, int-poll-skip, "
+            "int-nonmonotonic-poll, int-send-skip, int-nonmonotonic-send, nonmonotonic-send, G0, "
+            "G1c and their -process and -realtime variants) and beyond it: G-single, G2 and G1b "
+            "from read-write edges, stale-read after the faults end, and the exactly-once, "
+            "consumer-group and compaction checks where the run's config carries them. Writes "
+            "results.json into a run directory."),
+        epilog="allowed by default (reported, not violations): int-send-skip, G0*, G1c cycles "
+               "with write-write edges, G-single, G2, G1b; poll-skip and nonmonotonic-poll when "
+               "the run used subscribe.\nExit codes: 0 valid, 1 invalid, 2 unknown (the cycle "
+               "search ran out of time), 3 unusable input.")
     chk.add_argument("path", help="a run directory or a history.jsonl")
-    chk.add_argument("--format", choices=["table", "json"], default="table")
+    chk.add_argument("--format", choices=["table", "json"], default="table",
+                     help="a readable table (default) or the results.json object")
+    chk.add_argument("--no-ww-deps", action="store_true",
+                     help="do not infer write-write edges from offsets (Jepsen's default; with "
+                          "them, which is ours, G0 and write-write G1c cycles are found)")
+    chk.add_argument("--cycle-budget", type=float, default=30.0, metavar="S",
+                     help="seconds the cycle search may take; past it the verdict is unknown "
+                          "unless a violation was already found (default 30)")
+    chk.add_argument("--staleness-bound", type=int, default=None, metavar="MS",
+                     help="after the last fault ends, acknowledged data must be readable within "
+                          "this many ms (stale-read; default: the run's, else 30000)")
+    chk.add_argument("--sub-via", choices=["assign", "subscribe"], default=None,
+                     help="how consumers got partitions, if run.json does not say (subscribe "
+                          "allows poll-skip and nonmonotonic-poll)")
+    chk.add_argument("--forbid", action="append", default=[], metavar="TYPE",
+                     help="treat an allowed anomaly type as a violation (repeatable), e.g. "
+                          "--forbid G-single")
+
+    hunt = sub.add_parser(
+        "hunt", help="prove the harness finds each planted bug (and nothing without one)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Run seeds 0, 1, 2, ... of a scenario that exercises the engine part a bug switch "
+            "breaks, --jobs runs at a time, until the first invalid verdict; print the seed, "
+            "the anomaly, the time to detection and a shrunk reproduction (the same seed with "
+            "as few ops as still fail). With no --bug, run the correct engine over every "
+            "scenario for the time limit: it must find nothing. --all does every switch and "
+            "then the no-switch run, and prints one table."),
+        epilog="bug switches:\n" + _bug_help() + "\n\nExit codes: 0 every switch detected "
+               "(and nothing found without one), 1 otherwise.")
+    hunt.add_argument("--bug", action="append", default=[], metavar="NAME",
+                      help="a bug switch to hunt (repeatable)")
+    hunt.add_argument("--all", action="store_true", help="every bug switch, then none")
+    hunt.add_argument("--time-limit", type=float, default=60.0, metavar="S",
+                      help="wall seconds per switch (default 60)")
+    hunt.add_argument("--jobs", type=int, default=None, metavar="N",
+                      help="runs in parallel (default: the CPU count, at most 4)")
+    hunt.add_argument("--quiet", action="store_true", help="only the final table")
+
+    imp = sub.add_parser(
+        "import-jepsen", help="convert a Jepsen Kafka-workload history.edn into a run directory",
+        description="Convert a Jepsen Kafka-workload history (EDN, one op map per line, as "
+                    "Jepsen's history.edn) into a run directory of this project's trace format, "
+                    "so that `kafkacheck check DIR` can judge it. Keyword keys and values become "
+                    "their names, integer keys their decimal string.")
+    imp.add_argument("history", help="a Jepsen history.edn")
+    imp.add_argument("--out", metavar="DIR", required=True, help="the run directory to write")
+    imp.add_argument("--check", action="store_true", help="check it right away")
     return p
 
 
@@ -117,9 +177,13 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "check":
             return _check(args)
+        if args.command == "import-jepsen":
+            return _import_jepsen(args)
+        if args.command == "hunt":
+            return _hunt(args)
         parser.print_help()
         return EXIT_USAGE
-    except (UsageError, HistoryError, ScheduleError) as e:
+    except (UsageError, HistoryError, ScheduleError, HistoryShapeError) as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
@@ -239,9 +303,9 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_VALID if result["valid"] is True else EXIT_INVALID
 
 
-def _judge(directory: Path | None, meta: dict, ops: list[dict]) -> dict:
+def _judge(directory: Path | None, meta: dict, ops: list[dict], **options) -> dict:
     """The verdict on a history, with the white-box invariant violations of a run directory."""
-    result = check_queue(ops, meta.get("config") or {})
+    result = check_queue(ops, meta.get("config") or {}, **options)
     events_path = directory / "events.jsonl" if directory is not None else None
     if events_path is None or not events_path.exists():
         return result
@@ -258,7 +322,20 @@ def _check(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict
 
     meta, ops, directory = load_run(args.path)
-    result = _judge(directory if Path(args.path).is_dir() else None, meta, ops)
+    if args.cycle_budget <= 0:
+        raise UsageError("--cycle-budget must be positive")
+    config = dict(meta.get("config") or {})
+    if args.no_ww_deps:
+        config["ww_deps"] = False
+    if args.staleness_bound is not None:
+        if args.staleness_bound < 1:
+            raise UsageError("--staleness-bound must be at least 1 ms")
+        config["staleness_bound_ms"] = args.staleness_bound
+    if args.sub_via:
+        config["sub_via"] = [args.sub_via]
+    meta = {**meta, "config": config}
+    result = _judge(directory if Path(args.path).is_dir() else None, meta, ops,
+                    cycle_budget_s=args.cycle_budget, forbid=tuple(args.forbid))
     if Path(args.path).is_dir():
         (directory / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     if args.format == "json":
@@ -268,6 +345,35 @@ def _check(args: argparse.Namespace) -> int:
     if result["valid"] == "unknown":
         return EXIT_UNKNOWN
     return EXIT_VALID if result["valid"] is True else EXIT_INVALID
+
+
+def _hunt(args: argparse.Namespace) -> int:
+    from kafkacheck import hunt
+
+    for b in args.bug:
+        if b not in BUGS:
+            raise UsageError(f"unknown bug switch {b!r}; choose from {', '.join(BUGS)}")
+    if args.time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    jobs = args.jobs if args.jobs is not None else hunt.default_jobs()
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    return hunt.main(args.bug, args.all, args.all or not args.bug, args.time_limit, jobs, args.quiet)
+
+
+def _import_jepsen(args: argparse.Namespace) -> int:
+    from traces.jepsen import import_history
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a directory")
+    out, n = import_history(args.history, out)
+    print(f"imported {n} ops from {args.history} into {out}", file=sys.stderr)
+    if not args.check:
+        return EXIT_VALID
+    ns = argparse.Namespace(path=str(out), format="table", no_ww_deps=False, cycle_budget=30.0,
+                            staleness_bound=None, sub_via=None, forbid=[])
+    return _check(ns)
 
 
 if __name__ == "__main__":

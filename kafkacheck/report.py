@@ -30,7 +30,9 @@ def print_verdict(result: dict, run_dir: Path, meta: dict) -> None:
     table.add_column("", style="bold")
     table.add_column("")
     cfg = meta.get("config", {})
-    if meta:
+    if meta.get("target") == "jepsen":
+        table.add_row("imported from", str(cfg.get("imported_from")))
+    elif meta:
         table.add_row("seed", str(meta.get("seed")))
         table.add_row("cluster", f"{cfg.get('brokers', '?')} brokers, RF {cfg.get('replication_factor')}, "
                       f"min.insync.replicas {cfg.get('min_insync_replicas')}, acks={cfg.get('acks')}")
@@ -60,6 +62,14 @@ def print_verdict(result: dict, run_dir: Path, meta: dict) -> None:
             console.print(f"  - {a.get('explanation')}" + (f" [ops {ops[:6]}]" if ops else ""))
         if len(items) > 5:
             console.print(f"  ... {counts.get(kind, len(items)) - 5} more in results.json")
+    examples = result.get("allowed_anomalies") or {}
+    if examples:
+        console.print("[bold]allowed[/] (reported, not violations; --forbid TYPE makes one a violation):")
+        for kind, items in examples.items():
+            console.print(f"  [yellow]{kind}[/] ({(result.get('allowed') or {}).get(kind, len(items))}), "
+                          f"e.g. {items[0].get('explanation')}")
+    for reason in result.get("unknown") or []:
+        console.print(f"[bold yellow]unknown[/]: {reason}")
     valid = result.get("valid")
     if valid is True:
         console.print("[bold green]valid[/]: no anomaly found")

@@ -119,7 +119,9 @@ class Consumer(ClientNode):
         self.records = []
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Move the position; records of ``tp`` fetched but not yet taken are dropped."""
         self.positions[tp] = offset
+        self.records = [r for r in self.records if r.tp != tp]
 
     def seek_to_beginning(self) -> None:
         self.positions = {tp: 0 for tp in self.assignment}

@@ -153,12 +153,27 @@ class TxnClient(_ClientBase):
             type_ = "info"
             error = error or "unknown-outcome"
         self.record(process=self.process, type=type_, f="txn", value=value, error=error)
+        if type_ == "fail":
+            self._rewind(value)
         self.op = None
         self.budget.completed += 1
         if type_ == "info":
             self.process += self.n_clients
             self._assign()
         self.set_timer(self.rng.randint(0, self.think_ms), "next")
+
+    def _rewind(self, value: list) -> None:
+        """An aborted transaction's polls are undone: the consumer goes back to the first
+        record it read in each partition, as an exactly-once processor must (what it read
+        was never committed as consumed)."""
+        first: dict[str, int] = {}
+        for mop in value:
+            if mop[0] == "poll":
+                for key, records in mop[1].items():
+                    if records:
+                        first.setdefault(key, records[0][0])
+        for key, offset in first.items():
+            self.consumer.seek(TopicPartition.parse(key), offset)
 
     # ------------------------------------------------------------ inputs
 

@@ -113,3 +113,43 @@ def test_run_help_names_every_workload_readably(capsys):
     assert "option_strings" not in out and "about 15% aborted" in " ".join(out.split())
     for name in WORKLOADS:
         assert f"{name}:" in out
+
+
+JEPSEN_G1C = ('{:index 0, :time 0, :process 0, :type :invoke, :f :txn, :value [[:send :x :a] [:poll]]}\n'
+              '{:index 1, :time 1, :process 1, :type :invoke, :f :txn, :value [[:send :y :b] [:poll]]}\n'
+              '{:index 2, :time 2, :process 0, :type :ok, :f :txn, :value [[:send :x [0 :a]] [:poll {:y [[0 :b]]}]]}\n'
+              '{:index 3, :time 3, :process 1, :type :ok, :f :txn, :value [[:send :y [0 :b]] [:poll {:x [[0 :a]]}]]}\n')
+
+
+def test_import_jepsen_then_check(tmp_path):
+    edn = tmp_path / "history.edn"
+    edn.write_text(JEPSEN_G1C)
+    r = kc("import-jepsen", str(edn), "--out", str(tmp_path / "run"))
+    assert r.returncode == 0 and "imported 4 ops" in r.stderr
+    r = kc("check", str(tmp_path / "run"), "--format", "json")
+    result = json.loads(r.stdout)
+    assert r.returncode == 1 and result["anomaly_types"] == ["G1c"]
+    assert (tmp_path / "run" / "results.json").exists()
+    r = kc("check", str(tmp_path / "run"), "--cycle-budget", "0")
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+
+
+def test_bad_edn_and_non_unique_values_are_one_line_errors(tmp_path):
+    edn = tmp_path / "bad.edn"
+    edn.write_text("{:type :ok, :f :send, :value [[:send :x")
+    r = kc("import-jepsen", str(edn), "--out", str(tmp_path / "o"))
+    assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    hist = tmp_path / "history.jsonl"
+    ops = [{"index": i, "time": i, "process": p, "type": t, "f": "send",
+            "value": [["send", "x", [i, 1] if t == "ok" else 1]]}
+           for i, (p, t) in enumerate([(0, "invoke"), (0, "ok"), (1, "invoke"), (1, "ok")])]
+    hist.write_text("".join(json.dumps(o) + "\n" for o in ops))
+    r = kc("check", str(hist))
+    assert r.returncode == 3 and "unique" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_hunt_finds_a_planted_bug_and_shrinks_it():
+    r = kc("hunt", "--bug", "ack-before-isr", "--time-limit", "120", "--jobs", "1", "--quiet")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "yes" in r.stdout
+    assert "ack-before-isr: reproduce with: kafkacheck run --seed" in r.stdout

@@ -1,0 +1,135 @@
+"""Checker speed and memory on long histories: 10k, 100k and 1M operations.
+
+    python benchmarks/check_speed.py [--sizes 10000,100000,1000000] [--seed 0]
+
+Writes, for each size, a synthetic history of a correct Kafka queue (an op is an invocation
+and its completion, so 1M ops are 2M lines): 8 producer processes send 1-3 records to 16
+partitions, 8 consumer processes assigned to partitions poll up to 5 records a partition,
+with up to 16 ops in flight and each op taking effect at its completion. Then, in a fresh
+process per size, loads it and runs the whole checker as ``kafkacheck check`` does (cycle
+search included) and prints the wall time, the peak memory (max RSS) and the cost per op
+relative to the smallest size, so linear growth shows as a ratio near 1. The issue's target:
+1M ops in under 60 s and under 4 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def generate(path: Path, n_ops: int, seed: int) -> None:
+    rng = random.Random(seed)
+    keys = [f"t0:{i}" for i in range(16)]
+    logs: dict[str, list[int]] = {k: [] for k in keys}
+    counters = dict.fromkeys(keys, 0)
+    producers = list(range(8))
+    consumers = list(range(8, 16))
+    assignment = {c: keys[(c - 8) * 2:(c - 8) * 2 + 2] for c in consumers}
+    position = {(c, k): 0 for c in consumers for k in assignment[c]}
+    t = 0
+    index = 0
+    in_flight: dict[int, tuple[str, list]] = {}
+    started = 0
+    with open(path, "w") as fh:
+        def emit(process, type_, f, value):
+            nonlocal index, t
+            t += rng.randint(100_000, 2_000_000)
+            fh.write(json.dumps({"index": index, "time": t, "process": process, "type": type_,
+                                 "f": f, "value": value}, separators=(",", ":")) + "\n")
+            index += 1
+
+        for c in consumers:
+            emit(c, "invoke", "assign", assignment[c])
+            emit(c, "ok", "assign", assignment[c])
+        while started < n_ops or in_flight:
+            idle = [p for p in producers + consumers if p not in in_flight]
+            if started < n_ops and idle and ((len(in_flight) < 16 and rng.random() < 0.5) or not in_flight):
+                p = rng.choice(idle)
+                if p in producers:
+                    mops = []
+                    for k in rng.sample(keys, rng.randint(1, 3)):
+                        counters[k] += 1
+                        mops.append(["send", k, counters[k] * 8 + p])
+                    in_flight[p] = ("send", mops)
+                    emit(p, "invoke", "send", mops)
+                else:
+                    in_flight[p] = ("poll", [["poll"]])
+                    emit(p, "invoke", "poll", [["poll"]])
+                started += 1
+                continue
+            p = rng.choice(list(in_flight))
+            f, mops = in_flight.pop(p)
+            if f == "send":
+                done = []
+                for _s, k, v in mops:
+                    logs[k].append(v)
+                    done.append(["send", k, [len(logs[k]) - 1, v]])
+                emit(p, "ok", "send", done)
+            else:
+                got = {}
+                for k in assignment[p]:
+                    pos = position[(p, k)]
+                    upto = min(len(logs[k]), pos + rng.randint(0, 5))
+                    if upto > pos:
+                        got[k] = [[o, logs[k][o]] for o in range(pos, upto)]
+                        position[(p, k)] = upto
+                emit(p, "ok", "poll", [["poll", got]])
+
+
+def measure(path: str) -> None:
+    sys.path.insert(0, str(ROOT))
+    from properties.queue import check
+    from traces.history import load_run
+
+    t0 = time.perf_counter()
+    _meta, ops, _ = load_run(path)
+    t1 = time.perf_counter()
+    result = check(ops, {"sub_via": ["assign"]})
+    t2 = time.perf_counter()
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"load_s": t1 - t0, "check_s": t2 - t1, "peak_mb": peak_mb,
+                      "valid": result["valid"], "lines": len(ops),
+                      "cyclic": result["stats"]["cycles"]}))
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--measure":
+        measure(sys.argv[2])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    print(f"{'ops':>9} {'lines':>9} {'load s':>8} {'check s':>8} {'total s':>8} {'peak MB':>8} "
+          f"{'us/op':>7} {'vs first':>8} valid")
+    base = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            path = Path(tmp) / f"h{n}" / "history.jsonl"
+            path.parent.mkdir()
+            generate(path, n, args.seed)
+            out = subprocess.run([sys.executable, __file__, "--measure", str(path.parent)],
+                                 capture_output=True, text=True, check=True)
+            m = json.loads(out.stdout.strip().splitlines()[-1])
+            total = m["load_s"] + m["check_s"]
+            per_op = total / n * 1e6
+            base = base or per_op
+            print(f"{n:>9} {m['lines']:>9} {m['load_s']:>8.1f} {m['check_s']:>8.1f} {total:>8.1f} "
+                  f"{m['peak_mb']:>8.0f} {per_op:>7.1f} {per_op / base:>7.2f}x {m['valid']}",
+                  flush=True)
+            path.unlink()
+
+
+if __name__ == "__main__":
+    main()

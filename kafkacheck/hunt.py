@@ -1,0 +1,218 @@
+"""``kafkacheck hunt``: proof that the harness finds the bugs it claims to find.
+
+For a bug switch, runs seeds 0, 1, 2, ... of a scenario that exercises that part of the
+engine (workload, length, faults; no seed is chosen by hand), ``--jobs`` at a time, and
+stops at the first invalid verdict. It then shrinks the reproduction: the same seed with
+half the ops, again and again, while the verdict stays invalid (every run is deterministic,
+so the shrunk command reproduces exactly). With no switch it runs the same scenarios for the
+same time and must find nothing.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reference.bugs import BUGS
+
+
+@dataclass(frozen=True)
+class Scenario:
+    workload: str = "queue"
+    ops: int = 2000
+    faults: tuple[str, ...] = ("partition", "kill", "pause", "disk")
+    extra: tuple[str, ...] = ()
+
+
+# the part of the engine each switch breaks, and a workload that leans on it
+SCENARIOS: dict[str, Scenario] = {
+    "truncate-to-high-watermark": Scenario(ops=3000),
+    "hw-without-epoch-check": Scenario(ops=4000, faults=("partition", "kill", "pause")),
+    "unclean-election": Scenario(ops=3000),
+    "no-sequence-check": Scenario(workload="idempotent", ops=3000),
+    "ack-before-isr": Scenario(ops=2000),
+    "lso-off-by-one": Scenario(workload="txn", ops=1000),
+    "txn-unfenced-requests": Scenario(workload="txn", ops=3000, faults=("straggle",)),
+    "group-generation-unfenced": Scenario(workload="groups", ops=2000),
+    "compaction-drops-latest": Scenario(workload="compaction", ops=2000),
+}
+NO_BUG_SCENARIOS = [Scenario(ops=2000), Scenario(workload="idempotent", ops=2000),
+                    Scenario(workload="txn", ops=1000), Scenario(workload="eos", ops=1000),
+                    Scenario(workload="groups", ops=1000), Scenario(workload="compaction", ops=1000)]
+
+
+@dataclass
+class Outcome:
+    bug: str | None
+    detected: bool = False
+    seed: int | None = None
+    anomalies: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    runs: int = 0
+    shrunk_ops: int | None = None
+    shrunk_client_ops: int | None = None
+    command: str = ""
+    scenario: Scenario | None = None
+    false_positives: list[tuple[str, int, list[str]]] = field(default_factory=list)
+
+
+def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | str, list[str], int]:
+    """Run one seed in a scratch directory; (seed, valid, anomaly types, client ops)."""
+    from kafkacheck.cli import _judge
+    from kafkacheck.runner import RunOptions, simulate
+    from traces.history import load_run
+
+    bug, sc, seed, ops = job
+    options = RunOptions(workload=sc.workload, seed=seed, ops=ops, faults=list(sc.faults),
+                         bugs=[bug] if bug else [], clients=5)
+    tmp = Path(tempfile.mkdtemp(prefix="kafkacheck-hunt-"))
+    try:
+        simulate(options, tmp, None)
+        meta, hist, _ = load_run(tmp)
+        result = _judge(tmp, meta, hist, cycle_budget_s=10.0)
+        return seed, result["valid"], result["anomaly_types"], result["stats"]["client_ops"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def command(bug: str | None, sc: Scenario, seed: int, ops: int) -> str:
+    parts = ["kafkacheck", "run", "--seed", str(seed), "--ops", str(ops)]
+    if sc.workload != "queue":
+        parts += ["--workload", sc.workload]
+    if sc.faults != ("partition", "kill", "pause", "disk"):
+        parts += ["--faults", ",".join(sc.faults)]
+    if bug:
+        parts += ["--bug", bug]
+    return " ".join(parts)
+
+
+def hunt(bug: str, time_limit: float, jobs: int, log=print, shrink: bool = True) -> Outcome:
+    sc = SCENARIOS[bug]
+    out = Outcome(bug, scenario=sc)
+    start = time.monotonic()
+    ctx = mp.get_context("fork")
+    with ctx.Pool(jobs) as pool:
+        pending = []
+        seed = 0
+        while True:
+            while len(pending) < jobs:
+                pending.append(pool.apply_async(_judge_run, ((bug, sc, seed, sc.ops),)))
+                seed += 1
+            done = [p for p in pending if p.ready()]
+            if not done:
+                if time.monotonic() - start > time_limit:
+                    break
+                time.sleep(0.05)
+                continue
+            for p in done:
+                pending.remove(p)
+                s, valid, kinds, _n = p.get()
+                out.runs += 1
+                log(f"  {bug}: seed {s} {'INVALID ' + ','.join(kinds) if valid is False else valid}"
+                    f" ({time.monotonic() - start:.1f} s)")
+                if valid is False and not out.detected:
+                    out.detected, out.seed, out.anomalies = True, s, kinds
+                    out.seconds = time.monotonic() - start
+            if out.detected or time.monotonic() - start > time_limit:
+                break
+        pool.terminate()
+    if not out.detected:
+        out.seconds = time.monotonic() - start
+        return out
+    ops = sc.ops
+    out.shrunk_ops = ops
+    if shrink:
+        while ops // 2 >= 25:
+            s, valid, kinds, n = _judge_run((bug, sc, out.seed, ops // 2))
+            if valid is not False:
+                break
+            ops //= 2
+            out.shrunk_ops, out.shrunk_client_ops = ops, n
+            log(f"  {bug}: shrunk to {ops} ops ({','.join(kinds)})")
+    out.command = command(bug, sc, out.seed, out.shrunk_ops)
+    return out
+
+
+def no_bug(time_limit: float, jobs: int, log=print) -> Outcome:
+    """The correct engine under the same scenarios for the same time: nothing may be found."""
+    out = Outcome(None)
+    start = time.monotonic()
+    ctx = mp.get_context("fork")
+    scenarios = NO_BUG_SCENARIOS + list(dict.fromkeys(SCENARIOS.values()))
+    with ctx.Pool(jobs) as pool:
+        pending = []
+        i = 0
+        while time.monotonic() - start < time_limit or pending:
+            while len(pending) < jobs and time.monotonic() - start < time_limit:
+                sc = scenarios[i % len(scenarios)]
+                pending.append((sc, pool.apply_async(_judge_run, ((None, sc, i // len(scenarios), sc.ops),))))
+                i += 1
+            done = [x for x in pending if x[1].ready()]
+            if not done:
+                time.sleep(0.05)
+                continue
+            for x in done:
+                pending.remove(x)
+                s, valid, kinds, _n = x[1].get()
+                out.runs += 1
+                verdict = valid if valid is not False else "INVALID " + ",".join(kinds)
+                log(f"  no switch: {x[0].workload} seed {s} {verdict}")
+                if valid is False:
+                    out.false_positives.append((x[0].workload, s, kinds))
+    out.seconds = time.monotonic() - start
+    return out
+
+
+def default_jobs() -> int:
+    return max(1, min(os.cpu_count() or 2, 4))
+
+
+def print_table(outcomes: list[Outcome], time_limit: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"kafkacheck hunt (time limit {time_limit:g} s a switch)")
+    for col in ("bug switch", "detected", "anomaly", "seconds to detect", "runs", "seed",
+                "shrunk to"):
+        t.add_column(col)
+    for o in outcomes:
+        if o.bug is None:
+            t.add_row("(none)", "nothing, as it must" if not o.false_positives else "FALSE POSITIVE",
+                      ", ".join(sorted({k for _w, _s, ks in o.false_positives for k in ks})) or "-",
+                      f"{o.seconds:.1f}", str(o.runs), "-", "-")
+            continue
+        t.add_row(o.bug, "yes" if o.detected else "NO", ", ".join(o.anomalies) or "-",
+                  f"{o.seconds:.1f}", str(o.runs), str(o.seed) if o.detected else "-",
+                  f"{o.shrunk_ops} ops" if o.detected else "-")
+    Console().print(t)
+    for o in outcomes:  # plain lines, so that they can be copied whatever the terminal width
+        if o.detected:
+            print(f"{o.bug}: reproduce with: {o.command}")
+        for workload, seed, kinds in o.false_positives:
+            print(f"no switch: {workload} seed {seed} INVALID ({', '.join(kinds)})")
+
+
+def main(bugs: list[str], all_: bool, with_none: bool, time_limit: float, jobs: int,
+         quiet: bool) -> int:
+    def log(msg: str) -> None:
+        if not quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    names = list(BUGS) if all_ else bugs
+    outcomes = []
+    for name in names:
+        log(f"hunting {name} ({SCENARIOS[name].workload}, {SCENARIOS[name].ops} ops a run)")
+        outcomes.append(hunt(name, time_limit, jobs, log))
+    if with_none:
+        log("running the correct engine (no switch)")
+        outcomes.append(no_bug(time_limit, jobs, log))
+    print_table(outcomes, time_limit)
+    missed = [o for o in outcomes if o.bug is not None and not o.detected]
+    false = [o for o in outcomes if o.bug is None and o.false_positives]
+    return 1 if missed or false else 0
