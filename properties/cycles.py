@@ -60,8 +60,7 @@ class Budget:
 class _Graph:
     """Typed edges between dense node ids; ids >= n_ops are realtime time nodes."""
 
-    def __init__(self, n: int) -> None:
-        self.n = n
+    def __init__(self) -> None:
         self.adj: dict[int, dict[int, int]] = defaultdict(dict)
         self.n_edges = 0
 
@@ -143,7 +142,7 @@ class _Graph:
 def build(a: Analysis, ww_deps: bool) -> tuple[_Graph, list[Op]]:
     nodes = [op for op in a.ops if op.f in ("send", "poll", "txn") and op.completed
              and (op.type == "ok" or op.index in a.committed)]
-    g = _Graph(len(nodes))
+    g = _Graph()
     writer_id: dict[tuple[str, Any], int] = {}
     for i, op in enumerate(nodes):
         for key, _o, v in op.sends:

@@ -61,7 +61,6 @@ class Op:
     keys: list | None = None  # assign/subscribe: the keys it covers
     seek_to_beginning: bool = False
     touched: frozenset = frozenset()  # keys the rebalance log touched
-    invoke_index: int = -1
     completed: bool = True
     raw_value: Any = None  # the completion's value, for ops other than send, poll and txn
 
@@ -190,7 +189,6 @@ def _fold(inv: dict | None, comp: dict | None, end_time: int) -> Op:
         time=comp["time"] if comp is not None else end_time,
         sends=sends, polls=_parse_polls(value) if comp is not None else [],
         keys=keys, seek_to_beginning=bool(src.get("seek_to_beginning")), touched=touched,
-        invoke_index=inv["index"] if inv is not None else src["index"],
         completed=comp is not None, raw_value=None if f in CLIENT_TXN_FS else value)
 
 
