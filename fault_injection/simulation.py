@@ -110,6 +110,17 @@ class Simulation:
         """Run a harness callback at a virtual time."""
         self._push(max(at_ns, self.now_ns), _CALL, (fn,))
 
+    def act(self, node_id: int, fn: Callable[[Node, int], None]) -> bool:
+        """Call ``fn(node, now_ms)`` on a running node now, as if it were an input, and route
+        what it outputs (a harness driving a client, such as a Hypothesis state machine).
+        False when the node is dead or paused."""
+        proc = self.processes[node_id]
+        if proc.node is None or proc.paused:
+            return False
+        fn(proc.node, self.now_ns // 1_000_000 + proc.skew_ms)
+        self._route(proc, proc.node.drain())
+        return True
+
     def inject(self, src: int, dst: int, message: Any) -> None:
         """Send a message as if from ``src`` (a harness-only node such as an admin tool)."""
         for at in self.network.deliveries(src, dst, self.now_ns):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from fault_injection.nemesis import FAULTS, ScheduleError, load_schedule, parse_faults
@@ -18,7 +19,7 @@ from properties.queue import check as check_queue
 from properties.queue import with_invariant_violations
 from reference.assignors import ASSIGNORS
 from reference.bugs import BUGS, parse_bugs
-from traces.history import HistoryError, load_run
+from traces.history import HistoryError, iter_history, load_run, locate_run
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 3
 
@@ -156,6 +157,34 @@ def build_parser() -> argparse.ArgumentParser:
     hunt.add_argument("--jobs", type=int, default=None, metavar="N",
                       help="runs in parallel (default: the CPU count, at most 4)")
     hunt.add_argument("--quiet", action="store_true", help="only the final table")
+    hunt.add_argument("--machines", action="store_true",
+                      help="after the seeds, run the Hypothesis state machine that reaches each switch "
+                           "for the same time limit (and every machine without a switch)")
+
+    exp = sub.add_parser(
+        "explore", help="run a Hypothesis state machine against the simulated cluster",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Hypothesis generates programs of rules against a simulated reference "
+                    "cluster: client ops, faults (kill, restart, pause, partitions, message loss, "
+                    "disk faults, clock skew) and time passing. After every rule the broker's "
+                    "white-box invariants must hold; at the end every fault is healed, a reader "
+                    "reads everything, and the history checker must find no violation. The first "
+                    "failing program is shrunk, printed, and saved (--out) for --replay.",
+        epilog="machines:\n  queue       two producers (acks and idempotence drawn per program), two consumers\n"
+               "  txn         two transactional producers (commit or abort), two read_committed consumers\n"
+               "  groups      a producer and three group members (poll, commit, crash, leave, pause)\n"
+               "  compaction  keyed updates and tombstones on a compacted topic, readers from the start\n\n"
+               "bug switches:\n" + _bug_help() + "\n\nExit codes: 0 nothing found, 1 a violation found "
+               "(or, with --replay, the program fails), 3 bad input.")
+    exp.add_argument("--machine", choices=["queue", "txn", "groups", "compaction"], default="queue")
+    exp.add_argument("--examples", type=int, default=100, metavar="N", help="programs to try (default 100)")
+    exp.add_argument("--steps", type=int, default=25, metavar="S", help="rules per program, at most (default 25)")
+    exp.add_argument("--bug", action="append", default=[], metavar="NAME", help="a bug switch to turn on (repeatable)")
+    exp.add_argument("--time-limit", type=float, default=None, metavar="S", help="stop after S wall seconds")
+    exp.add_argument("--out", metavar="FILE", default=None,
+                     help="where to save a failing program (default explore-MACHINE.json)")
+    exp.add_argument("--replay", metavar="FILE", default=None, help="run a saved program again instead")
+    exp.add_argument("--no-progress", action="store_true", help="no progress display")
 
     imp = sub.add_parser(
         "import-jepsen", help="convert a Jepsen Kafka-workload history.edn into a run directory",
@@ -181,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             return _import_jepsen(args)
         if args.command == "hunt":
             return _hunt(args)
+        if args.command == "explore":
+            return _explore(args)
         parser.print_help()
         return EXIT_USAGE
     except (UsageError, HistoryError, ScheduleError, HistoryShapeError) as e:
@@ -303,7 +334,7 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_VALID if result["valid"] is True else EXIT_INVALID
 
 
-def _judge(directory: Path | None, meta: dict, ops: list[dict], **options) -> dict:
+def _judge(directory: Path | None, meta: dict, ops: Iterable[dict], **options) -> dict:
     """The verdict on a history, with the white-box invariant violations of a run directory."""
     result = check_queue(ops, meta.get("config") or {}, **options)
     events_path = directory / "events.jsonl" if directory is not None else None
@@ -321,7 +352,8 @@ def _judge(directory: Path | None, meta: dict, ops: list[dict], **options) -> di
 def _check(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict
 
-    meta, ops, directory = load_run(args.path)
+    meta, history, directory = locate_run(args.path)
+    ops = iter_history(history)  # streamed: a million-op history is never a list of dicts
     if args.cycle_budget <= 0:
         raise UsageError("--cycle-budget must be positive")
     config = dict(meta.get("config") or {})
@@ -358,7 +390,52 @@ def _hunt(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else hunt.default_jobs()
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    return hunt.main(args.bug, args.all, args.all or not args.bug, args.time_limit, jobs, args.quiet)
+    return hunt.main(args.bug, args.all, args.all or not args.bug, args.time_limit, jobs, args.quiet,
+                     args.machines)
+
+
+def _explore(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from kafkacheck import explore
+
+    console = Console(stderr=True)
+    if args.replay:
+        try:
+            name, bugs, found, _result = explore.run_replay(Path(args.replay))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        what = f"machine {name}" + (f" with {', '.join(bugs)}" if bugs else "")
+        if found:
+            print(f"replayed {args.replay} ({what}): {found}")
+            return EXIT_INVALID
+        print(f"replayed {args.replay} ({what}): no violation")
+        return EXIT_VALID
+    for b in args.bug:
+        if b not in BUGS:
+            raise UsageError(f"unknown bug switch {b!r}; choose from {', '.join(BUGS)}")
+    if args.examples < 1 or args.steps < 1:
+        raise UsageError("--examples and --steps must be at least 1")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    out = Path(args.out or f"explore-{args.machine}.json")
+    with Progress(SpinnerColumn(), TextColumn(f"exploring {args.machine}"), TextColumn("{task.completed} programs"),
+                  TimeElapsedColumn(), console=console, transient=True, disable=args.no_progress) as p:
+        task = p.add_task("programs", total=None)
+        result = explore.explore(args.machine, args.bug, args.examples, args.steps, args.time_limit,
+                                 on_example=lambda n: p.update(task, completed=n))
+    if result.found is None:
+        print(f"explored {result.examples} programs of machine {args.machine} in {result.seconds:.1f} s: "
+              f"no violation")
+        return EXIT_VALID
+    explore.save(out, args.machine, args.bug, result.steps)
+    print(f"found after {result.examples} programs ({result.seconds:.1f} s): {result.found}")
+    print("shrunk program:")
+    for rule_name, rule_args in result.steps:
+        print(f"  {rule_name}({', '.join(f'{k}={v!r}' for k, v in rule_args.items())})")
+    print(f"saved to {out}; replay it with: kafkacheck explore --replay {out}")
+    return EXIT_INVALID
 
 
 def _import_jepsen(args: argparse.Namespace) -> int:

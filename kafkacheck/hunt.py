@@ -60,6 +60,25 @@ class Outcome:
     command: str = ""
     scenario: Scenario | None = None
     false_positives: list[tuple[str, int, list[str]]] = field(default_factory=list)
+    machine: str | None = None  # the Hypothesis machine run too (--machines), and what it did
+    machine_found: str | None = None
+    machine_seconds: float = 0.0
+    machine_programs: int = 0
+    machine_rules: int = 0
+
+
+def hunt_machine(out: Outcome, name: str, bugs: list[str], time_limit: float, log=print) -> None:
+    """Run Hypothesis state machine ``name`` for up to ``time_limit`` seconds."""
+    from kafkacheck.explore import explore
+
+    log(f"  {out.bug or 'no switch'}: Hypothesis machine {name} for up to {time_limit:g} s")
+    r = explore(name, bugs, examples=10**6, time_limit=time_limit)
+    out.machine = (out.machine + ", " if out.machine else "") + name
+    out.machine_seconds += r.seconds
+    out.machine_programs += r.examples
+    if r.found and not out.machine_found:
+        out.machine_found, out.machine_rules = r.found, len(r.steps)
+        log(f"  {out.bug or 'no switch'}: machine {name} found in {r.seconds:.1f} s: {r.found}")
 
 
 def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | str, list[str], int]:
@@ -178,28 +197,40 @@ def print_table(outcomes: list[Outcome], time_limit: float) -> None:
     from rich.table import Table
 
     t = Table(title=f"kafkacheck hunt (time limit {time_limit:g} s a switch)")
+    machines = any(o.machine for o in outcomes)
     for col in ("bug switch", "detected", "anomaly", "seconds to detect", "runs", "seed",
-                "shrunk to"):
+                "shrunk to", *(["Hypothesis machine"] if machines else [])):
         t.add_column(col)
     for o in outcomes:
         if o.bug is None:
-            t.add_row("(none)", "nothing, as it must" if not o.false_positives else "FALSE POSITIVE",
+            t.add_row("(none)", "nothing, as it must" if not (o.false_positives or o.machine_found)
+                      else "FALSE POSITIVE",
                       ", ".join(sorted({k for _w, _s, ks in o.false_positives for k in ks})) or "-",
-                      f"{o.seconds:.1f}", str(o.runs), "-", "-")
+                      f"{o.seconds:.1f}", str(o.runs), "-", "-", *([_machine_cell(o)] if machines else []))
             continue
         t.add_row(o.bug, "yes" if o.detected else "NO", ", ".join(o.anomalies) or "-",
                   f"{o.seconds:.1f}", str(o.runs), str(o.seed) if o.detected else "-",
-                  f"{o.shrunk_ops} ops" if o.detected else "-")
+                  f"{o.shrunk_ops} ops" if o.detected else "-", *([_machine_cell(o)] if machines else []))
     Console().print(t)
     for o in outcomes:  # plain lines, so that they can be copied whatever the terminal width
         if o.detected:
             print(f"{o.bug}: reproduce with: {o.command}")
         for workload, seed, kinds in o.false_positives:
             print(f"no switch: {workload} seed {seed} INVALID ({', '.join(kinds)})")
+        if o.machine_found:
+            print(f"{o.bug or 'no switch'}: machine {o.machine} found: {o.machine_found}")
+
+
+def _machine_cell(o: Outcome) -> str:
+    if not o.machine:
+        return "-"
+    if o.machine_found:
+        return f"{o.machine}: found in {o.machine_seconds:.1f} s, shrunk to {o.machine_rules} rules"
+    return f"{o.machine}: nothing in {o.machine_programs} programs, {o.machine_seconds:.0f} s"
 
 
 def main(bugs: list[str], all_: bool, with_none: bool, time_limit: float, jobs: int,
-         quiet: bool) -> int:
+         quiet: bool, machines: bool = False) -> int:
     def log(msg: str) -> None:
         if not quiet:
             print(msg, file=sys.stderr, flush=True)
@@ -209,10 +240,17 @@ def main(bugs: list[str], all_: bool, with_none: bool, time_limit: float, jobs: 
     for name in names:
         log(f"hunting {name} ({SCENARIOS[name].workload}, {SCENARIOS[name].ops} ops a run)")
         outcomes.append(hunt(name, time_limit, jobs, log))
+        if machines:
+            from properties.machines import MACHINE_FOR_BUG
+            hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], time_limit, log)
     if with_none:
         log("running the correct engine (no switch)")
         outcomes.append(no_bug(time_limit, jobs, log))
+        if machines:
+            from properties.machines import MACHINES
+            for m in MACHINES:
+                hunt_machine(outcomes[-1], m, [], time_limit / len(MACHINES), log)
     print_table(outcomes, time_limit)
     missed = [o for o in outcomes if o.bug is not None and not o.detected]
-    false = [o for o in outcomes if o.bug is None and o.false_positives]
+    false = [o for o in outcomes if o.bug is None and (o.false_positives or o.machine_found)]
     return 1 if missed or false else 0

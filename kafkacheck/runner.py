@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import kafkacheck
+from fault_injection.cluster import CLUSTER_TIMINGS, CONTROLLER_ID, MS, add_cluster, controller_config
+from fault_injection.cluster import broker_config as make_broker_config
 from fault_injection.nemesis import Nemesis, random_schedule
 from fault_injection.simulation import Simulation
 from kafkacheck.workloads import TXN_WORKLOADS, WORKLOADS  # noqa: F401 (re-exported)
@@ -30,41 +32,17 @@ from kafkacheck.workloads.groups import GROUP as MEMBERS_GROUP
 from kafkacheck.workloads.groups import GroupMemberClient
 from kafkacheck.workloads.queue import Budget, FinalReader, QueueClient
 from kafkacheck.workloads.txn import TxnClient
-from reference.broker import Broker, BrokerConfig
 from reference.consumer import ConsumerConfig
-from reference.controller import Controller, ControllerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
 from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
 from traces.history import write_jsonl
 
-CONTROLLER_ID = 0
 ADMIN_ID = 90
 READER_ID = 91
 CLIENT_BASE = 100
-MS = 1_000_000
-
 STALL_MS = 60_000  # no op completed for this long (virtual): the run is stalled
 
-CLUSTER_TIMINGS = {
-    "replica_lag_time_max_ms": 3_000,
-    "replica_fetch_wait_max_ms": 200,
-    "replica_fetch_backoff_ms": 100,
-    "replica_fetch_timeout_ms": 2_000,
-    "heartbeat_interval_ms": 300,
-    "registration_retry_ms": 500,
-    "alter_partition_timeout_ms": 2_000,
-    "high_watermark_checkpoint_interval_ms": 2_000,
-    "session_timeout_ms": 2_000,
-    "request_timeout_ms": 2_000,
-    "delivery_timeout_ms": 6_000,
-    "transaction_timeout_ms": 10_000,
-    "member_session_timeout_ms": 3_000,
-    "member_heartbeat_interval_ms": 500,
-    "member_rebalance_timeout_ms": 4_000,
-    "member_max_poll_interval_ms": 6_000,
-    "log_cleaner_backoff_ms": 1_000,
-}
 
 # the compaction workload's topic: small segments and an eager cleaner, so that it runs often
 COMPACTED_TOPIC_CONFIGS = (
@@ -116,10 +94,7 @@ class RunOutcome:
 
 def _kick(sim: Simulation, c: GroupMemberClient) -> None:
     """Ask a member for its final poll, through the simulation so its outputs are routed."""
-    proc = sim.processes[c.node_id]
-    if proc.alive and not proc.paused:
-        c.final_poll(sim.now_ns // MS + proc.skew_ms)
-        sim._route(proc, c.drain())
+    sim.act(c.node_id, lambda node, now_ms: c.final_poll(now_ms))
 
 
 def acks_value(acks: str) -> int:
@@ -136,38 +111,12 @@ def simulate(options: RunOptions, out_dir: Path,
              progress: Callable[[int, int], None] | None = None) -> RunOutcome:
     sim = Simulation(options.seed, invariants=options.invariants, keep_going=options.keep_going)
     bugs = frozenset(options.bugs)
-    broker_ids = list(range(1, options.brokers + 1))
     t = CLUSTER_TIMINGS
-    broker_config = BrokerConfig(
-        min_insync_replicas=options.min_insync_replicas,
-        replica_lag_time_max_ms=t["replica_lag_time_max_ms"],
-        replica_fetch_wait_max_ms=t["replica_fetch_wait_max_ms"],
-        replica_fetch_backoff_ms=t["replica_fetch_backoff_ms"],
-        replica_fetch_timeout_ms=t["replica_fetch_timeout_ms"],
-        heartbeat_interval_ms=t["heartbeat_interval_ms"],
-        registration_retry_ms=t["registration_retry_ms"],
-        alter_partition_timeout_ms=t["alter_partition_timeout_ms"],
-        high_watermark_checkpoint_interval_ms=t["high_watermark_checkpoint_interval_ms"],
-        flush_messages=options.flush_messages,
-        flush_ms=options.flush_ms,
-        transaction_version=options.transaction_version,
-        coordinator_lease_ms=t["session_timeout_ms"],
-        log_cleaner_backoff_ms=t["log_cleaner_backoff_ms"],
-    )
-    controller_config = ControllerConfig(
-        session_timeout_ms=t["session_timeout_ms"],
-        unclean_leader_election_enable=options.unclean_leader_election,
-        min_insync_replicas=options.min_insync_replicas,
-    )
-    sim.add_process(CONTROLLER_ID, lambda inc, disk: Controller(CONTROLLER_ID, disk,
-                                                               controller_config, bugs))
-    for b in broker_ids:
-        sim.add_process(b, lambda inc, disk, b=b: Broker(b, disk, broker_config, CONTROLLER_ID,
-                                                         inc, bugs))
-    if sim.checker is not None:
-        checker = sim.checker
-        sim.event_hooks["acked"] = lambda node, f: checker.acknowledged(
-            TopicPartition.parse(f["key"]), f["offset"])
+    broker_config = make_broker_config(options.min_insync_replicas, options.flush_messages,
+                                       options.flush_ms, options.transaction_version)
+    broker_ids = add_cluster(sim, options.brokers, broker_config,
+                             controller_config(options.min_insync_replicas,
+                                               options.unclean_leader_election), bugs)
     recorder = sim.recorder
     sim.event_hooks["history"] = lambda node, f: recorder.op(
         sim.now_ns, f.pop("process"), f.pop("type"), f.pop("f"), f.pop("value"), **f)

@@ -63,6 +63,7 @@ class Op:
     touched: frozenset = frozenset()  # keys the rebalance log touched
     completed: bool = True
     raw_value: Any = None  # the completion's value, for ops other than send, poll and txn
+    weak: bool = False  # an ok send with acks 0 or 1, counted as info
 
     def reads(self) -> dict[str, list]:
         """key -> values read, in read order, over all poll micro-ops."""
@@ -134,9 +135,11 @@ def _parse_polls(value: Any) -> list:
     return out
 
 
-def compile_ops(ops: Iterable[dict]) -> tuple[list[Op], list[tuple[int, int]]]:
+def compile_ops(ops: Iterable[dict], weak_acks: bool = False) -> tuple[list[Op], list[tuple[int, int]]]:
     """Fold invocations and completions into :class:`Op` s (in completion order), and return
-    the nemesis ops' (invoke time, completion time) spans."""
+    the nemesis ops' (invoke time, completion time) spans. With ``weak_acks`` (producers with
+    acks=0 or 1, whose acknowledgement promises nothing durable) an ok send op counts as
+    ``info``: it may or may not have happened, and only a read proves it did."""
     open_ops: dict[Any, dict] = {}
     out: list[Op] = []
     nemesis: list[tuple[int, int]] = []
@@ -158,7 +161,12 @@ def compile_ops(ops: Iterable[dict]) -> tuple[list[Op], list[tuple[int, int]]]:
             open_ops[process] = raw
             continue
         inv = open_ops.pop(process, None)
-        out.append(_fold(inv, raw, raw["time"]))
+        op = _fold(inv, raw, raw["time"])
+        if weak_acks and op.type == "ok" and op.f == "send":
+            op.type = "info"
+            op.weak = True  # its offsets are the leader's word only: they may be reused
+            op.sends = [(k, None, v) for k, _o, v in op.sends]
+        out.append(op)
     for inv in open_ops.values():
         out.append(_fold(inv, None, last_time))
     if nemesis_open is not None:
@@ -243,7 +251,9 @@ def analyse(ops: list[Op], nemesis: list[tuple[int, int]]) -> Analysis:
                     for _o, v in pairs:
                         s.add(v)
     for op in ops:
-        if op.type == "ok" or (op.type == "info"
+        # Jepsen's rule: a crashed op with a value that was read committed in full; a weakly
+        # acknowledged send (acks 0 or 1) stands only for the values that were read
+        if op.type == "ok" or (op.type == "info" and not op.weak
                                and any(v in a.ok_reads.get(k, ()) for k, _o, v in op.sends)):
             a.committed.add(op.index)
     logs: dict[str, dict[int, list]] = defaultdict(dict)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,25 +94,39 @@ def validate_op(op: Any, where: str) -> dict:
     return op
 
 
-def check_sequence(ops: list[dict], source: str) -> None:
-    """Dense indices, and each process alternates invoke and completion."""
-    open_by_process: dict[Any, dict] = {}
-    for i, op in enumerate(ops):
-        where = f"{source}:{i + 1}"
+class SequenceCheck:
+    """Dense indices, and each process alternates invoke and completion: fed one op at a time,
+    so that a history can be checked while it streams."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.n = 0
+        self.open_by_process: dict[Any, dict] = {}
+
+    def feed(self, op: dict, line: int | None = None) -> None:
+        i = self.n
+        self.n += 1
+        where = f"{self.source}:{line if line is not None else i + 1}"
         if op["index"] != i:
             raise HistoryError(f"{where}: index {op['index']} where {i} was expected (indices are dense)")
         p = op["process"]
         if op["type"] == "invoke":
-            if p in open_by_process and p != NEMESIS:
+            if p in self.open_by_process and p != NEMESIS:
                 raise HistoryError(f"{where}: process {p} invokes again before its op at index "
-                                   f"{open_by_process[p]['index']} completed")
-            open_by_process[p] = op
+                                   f"{self.open_by_process[p]['index']} completed")
+            self.open_by_process[p] = op
         else:
-            inv = open_by_process.pop(p, None)
+            inv = self.open_by_process.pop(p, None)
             if inv is None:
                 raise HistoryError(f"{where}: a {op['type']} completion with no open invoke for process {p}")
             if inv["f"] != op["f"]:
                 raise HistoryError(f"{where}: completion f {op['f']!r} does not match invoke f {inv['f']!r}")
+
+
+def check_sequence(ops: list[dict], source: str) -> None:
+    seq = SequenceCheck(source)
+    for op in ops:
+        seq.feed(op)
 
 
 # ------------------------------------------------------------------ files
@@ -124,26 +139,42 @@ def write_jsonl(path: str | os.PathLike, rows: list[dict]) -> None:
             fh.write("\n")
 
 
-def read_history(path: str | os.PathLike) -> list[dict]:
-    """Read and validate a history.jsonl; raise HistoryError on any problem."""
+def iter_history(path: str | os.PathLike) -> Iterator[dict]:
+    """Stream a history.jsonl, validating every line as it is read (a million-op history
+    never sits in memory as dicts); raises HistoryError on the first problem."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        fh = open(p, encoding="utf-8")  # noqa: SIM115 -- closed in the finally below
     except FileNotFoundError:
         raise HistoryError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise HistoryError(f"{p}: cannot read: {e}") from None
-    ops = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            op = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise HistoryError(f"{p}:{n}: not valid JSON ({e.msg} at column {e.colno})") from None
-        ops.append(validate_op(op, f"{p}:{n}"))
-    check_sequence(ops, str(p))
-    return ops
+    except OSError as e:
+        raise HistoryError(f"{p}: cannot read: {e.strerror or e}") from None
+    seq = SequenceCheck(str(p))
+    try:
+        n = 0
+        while True:
+            try:
+                line = fh.readline()
+            except (OSError, UnicodeDecodeError) as e:
+                raise HistoryError(f"{p}:{n + 1}: cannot read: {e}") from None
+            if not line:
+                return
+            n += 1
+            if not line.strip():
+                continue
+            try:
+                op = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise HistoryError(f"{p}:{n}: not valid JSON ({e.msg} at column {e.colno})") from None
+            seq.feed(validate_op(op, f"{p}:{n}"), n)
+            yield op
+    finally:
+        fh.close()
+
+
+def read_history(path: str | os.PathLike) -> list[dict]:
+    """Read and validate a whole history.jsonl; raise HistoryError on any problem."""
+    return list(iter_history(path))
 
 
 def read_run_json(path: str | os.PathLike) -> dict:
@@ -159,14 +190,20 @@ def read_run_json(path: str | os.PathLike) -> dict:
     return meta
 
 
-def load_run(path: str | os.PathLike) -> tuple[dict, list[dict], Path]:
-    """A run directory or a history.jsonl: (run metadata, ops, directory)."""
+def locate_run(path: str | os.PathLike) -> tuple[dict, Path, Path]:
+    """A run directory or a history.jsonl: (run metadata, history file, directory)."""
     p = Path(path)
     if p.is_dir():
         hist = p / "history.jsonl"
         if not hist.exists():
             raise HistoryError(f"{p}: no history.jsonl in this directory")
-        return read_run_json(p / "run.json"), read_history(hist), p
+        return read_run_json(p / "run.json"), hist, p
     if not p.exists():
         raise HistoryError(f"{p}: no such file or directory")
-    return read_run_json(p.parent / "run.json"), read_history(p), p.parent
+    return read_run_json(p.parent / "run.json"), p, p.parent
+
+
+def load_run(path: str | os.PathLike) -> tuple[dict, list[dict], Path]:
+    """A run directory or a history.jsonl: (run metadata, ops, directory)."""
+    meta, hist, directory = locate_run(path)
+    return meta, read_history(hist), directory

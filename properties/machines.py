@@ -1,0 +1,459 @@
+"""Hypothesis state machines that drive the simulated reference cluster.
+
+Each machine boots a cluster (a controller and three brokers in a seeded
+:class:`~fault_injection.simulation.Simulation`), then runs rules that Hypothesis chooses:
+client ops (produce with acks and idempotence drawn at boot, poll, transactions that commit
+or abort, consumer-group join/leave/crash/commit, keyed updates and tombstones on a compacted
+topic), faults (kill, restart, pause, resume, network partitions and heals, loss and
+duplication, disk faults, clock skew) and the passing of time. After every rule the
+simulator's white-box invariants must hold (they run after every broker step); at teardown
+every fault is healed, the clients finish, a reader reads every partition from the
+beginning, and the history checker of :mod:`properties.queue` must find no violation.
+
+A failure shrinks to a short program of rules. Every rule a run executes is also kept in
+``steps``, so :func:`replay` runs the same program again: the simulation is seeded by the
+``boot`` rule, so it replays byte for byte.
+
+Machines: ``queue`` (producers and consumers), ``txn`` (transactions and read_committed
+consumers), ``groups`` (a consumer group), ``compaction`` (a compacted topic).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from fault_injection.cluster import (
+    CLUSTER_TIMINGS,
+    CONTROLLER_ID,
+    MS,
+    add_cluster,
+    broker_config,
+    controller_config,
+)
+from fault_injection.nemesis import Nemesis
+from fault_injection.simulation import Simulation
+from properties.actors import Actor, Member, Reader, TxnWriter, Writer, member_config
+from properties.queue import check
+from reference.consumer import ConsumerConfig
+from reference.messages import CreateTopicsRequest, TopicPartition
+from reference.producer import ProducerConfig
+from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
+
+BROKERS = [1, 2, 3]
+SERVERS = [CONTROLLER_ID, *BROKERS]
+ADMIN_ID = 90
+ACTOR_BASE = 100
+TOPIC = "t0"
+PARTITIONS = 2
+GROUP = "machines"
+COMPACTED = (("cleanup.policy", "compact"), ("segment.bytes", "1024"),
+             ("min.cleanable.dirty.ratio", "0.1"), ("delete.retention.ms", "5000"))
+RECORD_KEYS = 4
+FINAL_READ_MS = 20_000  # the staleness bound of the final read
+# the fault rule's kinds: process faults, partitions (isolate: from every node; split: from
+# the other servers only, so clients still reach it), heal (the network), message loss (not
+# duplication: over TCP a request never arrives twice), disk faults (torn-write and corrupt
+# crash the broker with a damaged tail; full and slow-flush last until disk-heal), clock skew
+FAULTS = ["kill", "restart", "pause", "resume", "isolate", "split", "heal", "loss",
+          "torn-write", "corrupt", "full", "slow-flush", "disk-heal", "clock-skew"]
+
+settings.register_profile("ci", max_examples=30, stateful_step_count=25, deadline=None, derandomize=True,
+                          database=None, suppress_health_check=list(HealthCheck))
+settings.register_profile("deep", max_examples=2000, stateful_step_count=60, deadline=None,
+                          database=None, suppress_health_check=list(HealthCheck))
+
+
+class Finding(AssertionError):
+    """A machine found a violation; the message says what."""
+
+
+class ClusterMachine(RuleBasedStateMachine):
+    """Boot, faults, time and teardown; subclasses add the client rules."""
+
+    bugs: ClassVar[tuple[str, ...]] = ()
+    on_example: ClassVar[Callable[[ClusterMachine], None] | None] = None  # progress hook
+    last: ClassVar[ClusterMachine | None] = None  # the most recent run (for explore)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sim: Simulation | None = None
+        self.steps: list[tuple[str, dict]] = []
+        self.actors: list[Actor] = []
+        self.counters: dict[str, int] = {}
+        self.result: dict | None = None
+        self.final_read: dict | None = None
+        self.heal_ns: int | None = None
+        self.options: dict[str, Any] = {}
+        type(self).last = self
+
+    # ------------------------------------------------------------ boot
+
+    def _boot(self, seed: int, **options: Any) -> None:
+        self.steps.append(("boot", {"seed": seed, **options}))
+        self.options = options
+        sim = self.sim = Simulation(seed)
+        bconfig = broker_config()
+        add_cluster(sim, len(BROKERS), bconfig, controller_config(), self.bugs)
+        recorder = sim.recorder
+        sim.event_hooks["history"] = lambda node, f: recorder.op(
+            sim.now_ns, f.pop("process"), f.pop("type"), f.pop("f"), f.pop("value"), **f)
+        for n in SERVERS:
+            sim.start(n)
+        self.nemesis = Nemesis(sim, SERVERS)
+        sim.run_until(1_000 * MS)
+        sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
+            1, TOPIC, PARTITIONS, 3, COMPACTED if self.compacted else ()))
+        # Kafka creates its internal topics on first use; the harness creates them up front
+        sizes = {TXN_TOPIC: bconfig.transaction_state_partitions, OFFSETS_TOPIC: bconfig.offsets_partitions}
+        for i, internal in enumerate(self.internal_topics()):
+            sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(2 + i, internal, sizes[internal], 3))
+        sim.run_until(2_000 * MS)
+        self.keys = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        self.make_actors()
+        for a in self.actors:
+            sim.add_process(a.node_id, lambda inc, disk, a=a: a)
+            sim.start(a.node_id)
+        sim.run_until(2_500 * MS)
+
+    compacted = False
+
+    def internal_topics(self) -> list[str]:
+        return []
+
+    def make_actors(self) -> None:
+        raise NotImplementedError
+
+    def add_actor(self, make: Callable[[int, int], Actor]) -> None:
+        i = len(self.actors)
+        self.actors.append(make(ACTOR_BASE + i, i))
+
+    def producer_config(self, acks: int = -1, idempotent: bool = True) -> ProducerConfig:
+        t = CLUSTER_TIMINGS
+        return ProducerConfig(acks=acks, linger_ms=2, retry_backoff_ms=50,
+                              request_timeout_ms=t["request_timeout_ms"],
+                              delivery_timeout_ms=t["delivery_timeout_ms"],
+                              max_in_flight=5 if idempotent else 1, retry_unknown_outcomes=idempotent,
+                              enable_idempotence=idempotent)
+
+    def consumer_config(self, read_committed: bool = False) -> ConsumerConfig:
+        return ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=CLUSTER_TIMINGS["request_timeout_ms"],
+                              isolation_level=1 if read_committed else 0)
+
+    def value(self, tp: TopicPartition) -> int:
+        n = self.counters[tp.key] = self.counters.get(tp.key, 0) + 1
+        return n
+
+    def command(self, actor: int, cmd: tuple) -> None:
+        assert self.sim is not None
+        a = self.actors[actor]
+        self.sim.act(a.node_id, lambda node, now_ms: a.command(now_ms, cmd))
+
+    def _step(self, name: str, **args: Any) -> None:
+        self.steps.append((name, args))
+
+    # ------------------------------------------------------------ faults and time
+
+    @rule(ms=st.sampled_from([1, 3, 10, 50, 200, 1_000, 3_000, 6_000]))
+    def advance(self, ms: int) -> None:
+        """Time passes: messages flow, timers fire, leaders fail over, the cleaner runs."""
+        self._step("advance", ms=ms)
+        assert self.sim is not None
+        self.sim.run_until(self.sim.now_ns + ms * MS)
+
+    @rule(kind=st.sampled_from(FAULTS), node=st.sampled_from(SERVERS))
+    def fault(self, kind: str, node: int) -> None:
+        """One fault (or its end) on a server: see ``FAULTS``."""
+        self._step("fault", kind=kind, node=node)
+        assert self.sim is not None
+        others = [n for n in self.sim.processes if n != node]
+        servers = [n for n in SERVERS if n != node]
+        if kind in ("kill", "torn-write", "corrupt") and node in BROKERS and any(
+                not self.sim.processes[b].alive for b in BROKERS if b != node):
+            # one broker crashed at a time: a broker restarted after losing unflushed data
+            # leaves the ISR and ELR (KIP-966), so crashing every replica at once leaves the
+            # partition offline for good, as in Kafka; that is outside the fault model
+            return
+        if kind in ("kill", "restart", "pause", "resume"):
+            self._fault(kind, {"nodes": [node]})
+        elif kind in ("isolate", "split"):  # split: cut off from the servers, not the clients
+            cut = others if kind == "isolate" else servers
+            self._fault("partition", {"kind": kind, "grudge": {str(node): cut, **{str(o): [node] for o in cut}}})
+        elif kind in ("heal", "loss"):
+            self._fault(kind, None if kind == "heal" else {"p": 0.2})
+        elif kind == "clock-skew":
+            self._fault(kind, {"node": node, "skew_ms": 3_000})
+        elif node != CONTROLLER_ID:  # the disk faults, on brokers
+            self._fault("disk-heal" if kind == "disk-heal" else "disk-fault", {"node": node, "kind": kind})
+
+    def _fault(self, f: str, value: Any) -> None:
+        self.nemesis.apply({"f": f, "value": value})
+
+    # ------------------------------------------------------------ checks
+
+    @invariant()
+    def white_box(self) -> None:
+        """The simulator checks the broker invariants after every step; none may break."""
+        if self.sim is not None and self.sim.violations:
+            at, v = self.sim.violations[0]
+            raise Finding(f"invariant '{v.invariant}' broken on node {v.node} at "
+                          f"{at / 1e9:.3f} s: {v.detail}")
+
+    def config(self) -> dict:
+        return {"acks": "all", "isolation_level": "read_uncommitted", "sub_via": ["assign"],
+                "final_read": self.final_read}
+
+    def teardown(self) -> None:
+        try:
+            if self.sim is None:
+                return
+            self._finish()
+            self.sim.check_all_acked()  # every acks=all record is still on the ISR
+            self.white_box()
+            self.result = check(self.sim.recorder.ops, self.config())
+            found = [k for k in self.result["anomaly_types"] if k != "empty-history"]
+            if found:  # (a program may well have no client op that completed)
+                lines = []
+                for kind in found:
+                    first = self.result["anomalies"][kind][0]
+                    lines.append(f"{kind} ({self.result['counts'][kind]}): {first.get('explanation', '')}")
+                raise Finding("the history checker found: " + "; ".join(lines))
+        finally:
+            hook = type(self).on_example
+            if hook is not None:
+                hook(self)
+
+    def _finish(self) -> None:
+        """Heal everything, let the clients finish their commands, then read everything."""
+        sim = self.sim
+        assert sim is not None
+        if sim.stopped:
+            return
+        self.nemesis.heal_all()
+        for a in self.actors:
+            sim.resume(a.node_id)
+        self.heal_ns = sim.now_ns
+        self.before_final_read()
+        deadline = sim.now_ns + 30_000 * MS
+        sim.run_until(deadline, stop=lambda: all(a.idle for a in self.actors))
+        sim.run_until(sim.now_ns + 3_000 * MS)
+        # the final read: from the beginning until every partition's end offset (asked
+        # again before each poll) is reached, or the staleness bound runs out
+        start = sim.now_ns
+        reader = Reader(ACTOR_BASE + 99, 99, BROKERS, self.consumer_config(self.read_committed),
+                        self.keys, record_keys=self.compacted)
+        self.actors.append(reader)
+        sim.add_process(reader.node_id, lambda inc, disk: reader)
+        sim.start(reader.node_id)
+        sim.act(reader.node_id, lambda node, now_ms: reader.command(now_ms, ("seek",)))
+        c = reader.client
+        reached = False
+        while sim.now_ns < start + FINAL_READ_MS * MS and not sim.stopped:
+            sim.act(reader.node_id, lambda node, now_ms: c.request_end_offsets())
+            sim.act(reader.node_id, lambda node, now_ms: reader.command(now_ms, ("poll",)))
+            sim.run_until(sim.now_ns + 1_000 * MS, stop=lambda: reader.idle)
+            ends = c.end_offsets
+            if len(ends) == len(self.keys) and all(c.positions.get(tp, 0) >= ends[tp] for tp in self.keys):
+                reached = True
+                break
+        self.final_read = {"performed": True, "start_ns": start, "heal_ns": self.heal_ns,
+                           "reached_end": reached, "staleness_bound_ms": FINAL_READ_MS,
+                           "took_ms": (sim.now_ns - start) // MS,
+                           "end_offsets": {tp.key: o for tp, o in sorted(c.end_offsets.items())}}
+
+    read_committed = False
+
+    def before_final_read(self) -> None:
+        """Hook: commands the clients run after healing (group members poll once more)."""
+
+
+class QueueMachine(ClusterMachine):
+    """Two producers (acks and idempotence drawn at boot) and two consumers."""
+
+    @initialize(seed=st.integers(0, 2**16), acks=st.sampled_from(["all", "1"]), idempotent=st.booleans())
+    def boot(self, seed: int, acks: str, idempotent: bool) -> None:
+        self._boot(seed, acks=acks, idempotent=idempotent and acks == "all")
+
+    def make_actors(self) -> None:
+        acks = -1 if self.options["acks"] == "all" else 1
+        for _ in range(2):
+            self.add_actor(lambda node, i: Writer(node, i, BROKERS, self.producer_config(
+                acks, self.options["idempotent"])))
+        for _ in range(2):
+            self.add_actor(lambda node, i: Reader(node, i, BROKERS, self.consumer_config(), self.keys))
+
+    def config(self) -> dict:
+        return {**super().config(), "acks": self.options["acks"],
+                "idempotence": self.options["idempotent"]}
+
+    @rule(writer=st.integers(0, 1), partitions=st.lists(st.integers(0, PARTITIONS - 1), min_size=1, max_size=3))
+    def produce(self, writer: int, partitions: list[int]) -> None:
+        self._step("produce", writer=writer, partitions=partitions)
+        self.command(writer, ("send", [(self.keys[p], self.value(self.keys[p]), None) for p in partitions]))
+
+    @rule(reader=st.integers(0, 1))
+    def poll(self, reader: int) -> None:
+        self._step("poll", reader=reader)
+        self.command(2 + reader, ("poll",))
+
+
+class TxnMachine(ClusterMachine):
+    """Two transactional producers and two read_committed consumers."""
+
+    read_committed = True
+
+    def internal_topics(self) -> list[str]:
+        return [TXN_TOPIC]
+
+    @initialize(seed=st.integers(0, 2**16))
+    def boot(self, seed: int) -> None:
+        self._boot(seed)
+
+    def make_actors(self) -> None:
+        for w in range(2):
+            self.add_actor(lambda node, i, w=w: TxnWriter(
+                node, i, BROKERS, self.producer_config(), f"machine-txn-{w}",
+                CLUSTER_TIMINGS["transaction_timeout_ms"]))
+        for _ in range(2):
+            self.add_actor(lambda node, i: Reader(node, i, BROKERS, self.consumer_config(True), self.keys))
+
+    def config(self) -> dict:
+        return {**super().config(), "idempotence": True, "txn": True, "isolation_level": "read_committed"}
+
+    @rule(writer=st.integers(0, 1), partitions=st.lists(st.integers(0, PARTITIONS - 1), min_size=1, max_size=4),
+          abort=st.booleans())
+    def transaction(self, writer: int, partitions: list[int], abort: bool) -> None:
+        """Begin, send, then commit (or abort on purpose)."""
+        self._step("transaction", writer=writer, partitions=partitions, abort=abort)
+        self.command(writer, ("txn", [(self.keys[p], self.value(self.keys[p])) for p in partitions], abort))
+
+    @rule(reader=st.integers(0, 1))
+    def poll(self, reader: int) -> None:
+        self._step("poll", reader=reader)
+        self.command(2 + reader, ("poll",))
+
+
+class GroupsMachine(ClusterMachine):
+    """An idempotent producer and three members of one consumer group."""
+
+    def internal_topics(self) -> list[str]:
+        return [OFFSETS_TOPIC]
+
+    @initialize(seed=st.integers(0, 2**16), assignor=st.sampled_from(["range", "roundrobin", "cooperative-sticky"]))
+    def boot(self, seed: int, assignor: str) -> None:
+        self._boot(seed, assignor=assignor)
+
+    def make_actors(self) -> None:
+        self.add_actor(lambda node, i: Writer(node, i, BROKERS, self.producer_config()))
+        mc = member_config(self.consumer_config(), GROUP, self.options["assignor"], CLUSTER_TIMINGS)
+        for _ in range(3):
+            self.add_actor(lambda node, i: Member(node, i, BROKERS, mc, TOPIC, [tp.key for tp in self.keys]))
+
+    def config(self) -> dict:
+        return {**super().config(), "idempotence": True, "sub_via": ["subscribe"],
+                "groups": {"group": GROUP, "assignor": self.options["assignor"], "static": False,
+                           "keys": [tp.key for tp in self.keys], "final_polls": True}}
+
+    def before_final_read(self) -> None:
+        assert self.sim is not None
+        self.sim.run_until(self.sim.now_ns + 8_000 * MS)  # rebalances settle
+        self.heal_ns = self.sim.now_ns  # the members' final polls come after this
+        for m in range(1, 4):
+            self.command(m, ("poll",))
+
+    @rule(partitions=st.lists(st.integers(0, PARTITIONS - 1), min_size=1, max_size=3))
+    def produce(self, partitions: list[int]) -> None:
+        self._step("produce", partitions=partitions)
+        self.command(0, ("send", [(self.keys[p], self.value(self.keys[p]), None) for p in partitions]))
+
+    @rule(member=st.integers(0, 2), what=st.sampled_from(["poll", "poll", "commit", "crash", "leave"]))
+    def member(self, member: int, what: str) -> None:
+        """A member polls, commits what it read, crashes (rebuilt as a new process) or
+        leaves and joins again."""
+        self._step("member", member=member, what=what)
+        self.command(1 + member, (what,))
+
+    @rule(member=st.integers(0, 2), paused=st.booleans())
+    def pause_member(self, member: int, paused: bool) -> None:
+        """A member stops (a long GC pause) or continues, missing rebalances meanwhile."""
+        self._step("pause_member", member=member, paused=paused)
+        assert self.sim is not None
+        node = self.actors[1 + member].node_id
+        (self.sim.pause if paused else self.sim.resume)(node)
+
+
+class CompactionMachine(ClusterMachine):
+    """An idempotent producer of keyed updates and tombstones on a compacted topic, and two
+    consumers that go back to the beginning."""
+
+    compacted = True
+
+    @initialize(seed=st.integers(0, 2**16))
+    def boot(self, seed: int) -> None:
+        self._boot(seed)
+
+    def make_actors(self) -> None:
+        self.add_actor(lambda node, i: Writer(node, i, BROKERS, self.producer_config()))
+        for _ in range(2):
+            self.add_actor(lambda node, i: Reader(node, i, BROKERS, self.consumer_config(), self.keys,
+                                                  record_keys=True))
+
+    def config(self) -> dict:
+        return {**super().config(), "idempotence": True, "compacted": True,
+                "topic_configs": dict(COMPACTED)}
+
+    @rule(updates=st.lists(st.tuples(st.integers(0, PARTITIONS - 1), st.integers(0, RECORD_KEYS - 1),
+                                     st.booleans()), min_size=1, max_size=3))
+    def update(self, updates: list[tuple[int, int, bool]]) -> None:
+        """Keyed writes; ``True`` makes a tombstone (a delete)."""
+        self._step("update", updates=[list(u) for u in updates])
+        sends = [(self.keys[p], None if delete else self.value(self.keys[p]), f"k{k}")
+                 for p, k, delete in updates]
+        self.command(0, ("send", sends))
+
+    @rule(reader=st.integers(0, 1), from_start=st.booleans())
+    def poll(self, reader: int, from_start: bool) -> None:
+        self._step("poll", reader=reader, from_start=from_start)
+        if from_start:
+            self.command(1 + reader, ("seek",))
+        self.command(1 + reader, ("poll",))
+
+
+MACHINES: dict[str, type[ClusterMachine]] = {
+    "queue": QueueMachine, "txn": TxnMachine, "groups": GroupsMachine, "compaction": CompactionMachine,
+}
+# the machine whose rules can reach each bug switch
+MACHINE_FOR_BUG = {
+    "truncate-to-high-watermark": "queue", "hw-without-epoch-check": "queue", "unclean-election": "queue",
+    "no-sequence-check": "queue", "ack-before-isr": "queue", "txn-unfenced-requests": "txn",
+    "lso-off-by-one": "txn", "group-generation-unfenced": "groups", "compaction-drops-latest": "compaction",
+}
+
+
+def machine(name: str, bugs: tuple[str, ...] | list[str] = ()) -> type[ClusterMachine]:
+    """The machine class ``name`` with the engine's bug switches ``bugs`` on."""
+    base = MACHINES[name]
+    # a fresh subclass each time: its hooks and ``last`` are its own
+    return type(base.__name__, (base,), {"bugs": tuple(bugs), "__module__": __name__})
+
+
+def replay(name: str, bugs: list[str], steps: list[list]) -> ClusterMachine:
+    """Run a recorded program (``steps`` of a run) again; raises what the run raised."""
+    m = machine(name, bugs)()
+    try:
+        for step, args in steps:
+            getattr(m, step)(**args)
+            m.white_box()
+    finally:
+        m.teardown()
+    return m
+
+
+def program(m: ClusterMachine) -> str:
+    """A run's steps as JSON, for ``kafkacheck explore --replay``."""
+    return json.dumps([[s, a] for s, a in m.steps])

@@ -1,0 +1,90 @@
+"""The Hypothesis state machines of properties/machines.py against the simulated cluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from kafkacheck.cli import main
+from properties.machines import MACHINE_FOR_BUG, MACHINES, Finding, machine, replay
+from reference.bugs import BUGS
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_correct_engine_passes_the_ci_profile(name):
+    """Fast and derandomized: the same programs on every run; the correct engine must keep
+    every invariant and give histories the checker finds valid."""
+    run_state_machine_as_test(machine(name), settings=settings.get_profile("ci"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_correct_engine_passes_the_deep_profile(name):
+    run_state_machine_as_test(machine(name), settings=settings.get_profile("deep"))
+
+
+def test_every_bug_switch_has_a_machine():
+    assert set(MACHINE_FOR_BUG) == set(BUGS)
+    assert set(MACHINE_FOR_BUG.values()) <= set(MACHINES)
+
+
+def _program(name):
+    data = json.loads((PROGRAMS / name).read_text())
+    return data["machine"], data["bugs"], data["steps"]
+
+
+def test_a_found_program_replays_with_its_bug_and_passes_without():
+    name, bugs, steps = _program("ack-before-isr.json")
+    with pytest.raises(Finding, match="acked-on-isr"):
+        replay(name, bugs, steps)
+    m = replay(name, [], steps)
+    assert m.result["valid"] is True
+
+
+def test_replay_is_deterministic():
+    steps = [["boot", {"seed": 3, "acks": "all", "idempotent": True}],
+             ["produce", {"writer": 0, "partitions": [0, 1]}], ["fault", {"kind": "kill", "node": 1}],
+             ["advance", {"ms": 3000}], ["poll", {"reader": 1}], ["fault", {"kind": "restart", "node": 1}],
+             ["produce", {"writer": 1, "partitions": [1]}], ["advance", {"ms": 200}]]
+    a = replay("queue", [], steps)
+    b = replay("queue", [], steps)
+    assert a.sim.recorder.ops == b.sim.recorder.ops
+    assert a.result["valid"] is True
+    assert a.result["stats"]["client_ops"] >= 5
+
+
+def test_the_checker_finds_a_lost_write_in_a_machine_history():
+    """Not only the invariants: with invariants off, the history checker sees the loss that
+    ack-before-isr causes when the leader is cut off from the other servers."""
+    steps = [["boot", {"seed": 0, "acks": "all", "idempotent": False}],
+             ["produce", {"writer": 0, "partitions": [0]}], ["advance", {"ms": 200}]]
+    m = machine("queue", ["ack-before-isr"])()
+    m.boot(seed=0, acks="all", idempotent=False)
+    m.sim.checker = None  # the invariants would stop the run at the first bad ack
+    leader = next(b for b, node in m.sim.brokers().items() if node.partitions[m.keys[0]].is_leader)
+    for step, args in steps[1:] + [["fault", {"kind": "split", "node": leader}],
+                                   ["produce", {"writer": 0, "partitions": [0]}], ["advance", {"ms": 6000}],
+                                   ["produce", {"writer": 1, "partitions": [0]}], ["advance", {"ms": 3000}]]:
+        getattr(m, step)(**args)
+    with pytest.raises(Finding, match="unread-after-heal"):
+        m.teardown()
+
+
+def test_explore_command(tmp_path, capsys):
+    assert main(["explore", "--machine", "compaction", "--examples", "2", "--steps", "8", "--no-progress",
+                 "--out", str(tmp_path / "p.json")]) == 0
+    assert "no violation" in capsys.readouterr().out
+    assert main(["explore", "--replay", str(PROGRAMS / "ack-before-isr.json")]) == 1
+    assert "acked-on-isr" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"machine": "queue", "bugs": [], "steps": [["boot", {"seed": 0}], ["nope", {}]]}')
+    assert main(["explore", "--replay", str(bad)]) == 3
+    assert "no rule 'nope'" in capsys.readouterr().err
+    assert main(["explore", "--replay", str(tmp_path / "missing.json")]) == 3
+    assert main(["explore", "--bug", "nonsense"]) == 3
