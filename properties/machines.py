@@ -21,12 +21,16 @@ consumers), ``groups`` (a consumer group), ``compaction`` (a compacted topic).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.errors import Flaky
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from fault_injection.cluster import (
     CLUSTER_TIMINGS,
@@ -452,6 +456,59 @@ def replay(name: str, bugs: list[str], steps: list[list]) -> ClusterMachine:
     finally:
         m.teardown()
     return m
+
+
+@dataclass
+class Exploration:
+    found: str | None  # the finding's message, None when nothing was found
+    examples: int  # programs run (shrinking included)
+    seconds: float
+    steps: list  # the shrunk program (rules with their arguments)
+    report: list[str]  # what Hypothesis printed about the falsifying example
+
+
+def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_limit: float | None = None,
+            on_example=None) -> Exploration:
+    """Run machine ``name`` (with bug switches ``bugs``) for up to ``examples`` programs of up
+    to ``steps`` rules, stopping early (with what was found so far) after ``time_limit``."""
+    cls = machine(name, bugs)
+    count = [0]
+    start = time.monotonic()
+    deadline = None if time_limit is None else start + time_limit
+
+    class Stop(BaseException):
+        """The time limit passed (a BaseException: Hypothesis lets it through)."""
+
+    def hook(m: ClusterMachine) -> None:
+        count[0] += 1
+        if on_example is not None:
+            on_example(count[0])
+        if deadline is not None and time.monotonic() > deadline and not _found(m):
+            raise Stop
+
+    cls.on_example = staticmethod(hook)
+    report: list[str] = []
+    found = None
+    try:
+        with with_reporter(report.append):
+            run_state_machine_as_test(cls, settings=settings(
+                max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
+                suppress_health_check=list(HealthCheck), print_blob=False))
+    except Stop:
+        pass
+    except (Finding, Flaky) as e:
+        found = str(e).splitlines()[0] if str(e) else type(e).__name__
+    last = cls.last
+    program = [list(s) for s in last.steps] if (found and last is not None) else []
+    return Exploration(found, count[0], time.monotonic() - start, program, report)
+
+
+def _found(m: ClusterMachine) -> bool:
+    """Whether this run found something (so that shrinking is not cut short)."""
+    if m.sim is not None and m.sim.violations:
+        return True
+    r = m.result
+    return bool(r and [k for k in r["anomaly_types"] if k != "empty-history"])
 
 
 def program(m: ClusterMachine) -> str:

@@ -68,9 +68,9 @@ def test_the_checker_finds_a_lost_write_in_a_machine_history():
     m.boot(seed=0, acks="all", idempotent=False)
     m.sim.checker = None  # the invariants would stop the run at the first bad ack
     leader = next(b for b, node in m.sim.brokers().items() if node.partitions[m.keys[0]].is_leader)
-    for step, args in steps[1:] + [["fault", {"kind": "split", "node": leader}],
-                                   ["produce", {"writer": 0, "partitions": [0]}], ["advance", {"ms": 6000}],
-                                   ["produce", {"writer": 1, "partitions": [0]}], ["advance", {"ms": 3000}]]:
+    for step, args in [*steps[1:], ["fault", {"kind": "split", "node": leader}],
+                       ["produce", {"writer": 0, "partitions": [0]}], ["advance", {"ms": 6000}],
+                       ["produce", {"writer": 1, "partitions": [0]}], ["advance", {"ms": 3000}]]:
         getattr(m, step)(**args)
     with pytest.raises(Finding, match="unread-after-heal"):
         m.teardown()
