@@ -20,7 +20,6 @@ consumers), ``groups`` (a consumer group), ``compaction`` (a compacted topic).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -464,7 +463,6 @@ class Exploration:
     examples: int  # programs run (shrinking included)
     seconds: float
     steps: list  # the shrunk program (rules with their arguments)
-    report: list[str]  # what Hypothesis printed about the falsifying example
 
 
 def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_limit: float | None = None,
@@ -487,10 +485,9 @@ def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_lim
             raise Stop
 
     cls.on_example = staticmethod(hook)
-    report: list[str] = []
     found = None
     try:
-        with with_reporter(report.append):
+        with with_reporter(lambda _text: None):  # the program is printed from ``steps`` instead
             run_state_machine_as_test(cls, settings=settings(
                 max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck), print_blob=False))
@@ -500,7 +497,7 @@ def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_lim
         found = str(e).splitlines()[0] if str(e) else type(e).__name__
     last = cls.last
     program = [list(s) for s in last.steps] if (found and last is not None) else []
-    return Exploration(found, count[0], time.monotonic() - start, program, report)
+    return Exploration(found, count[0], time.monotonic() - start, program)
 
 
 def _found(m: ClusterMachine) -> bool:
@@ -509,8 +506,3 @@ def _found(m: ClusterMachine) -> bool:
         return True
     r = m.result
     return bool(r and [k for k in r["anomaly_types"] if k != "empty-history"])
-
-
-def program(m: ClusterMachine) -> str:
-    """A run's steps as JSON, for ``kafkacheck explore --replay``."""
-    return json.dumps([[s, a] for s, a in m.steps])
