@@ -68,12 +68,16 @@ def controller_config(min_insync_replicas: int = 2, unclean: bool = False) -> Co
 def add_cluster(sim: Simulation, brokers: int, bconfig: BrokerConfig, cconfig: ControllerConfig,
                 bugs: Iterable[str] = ()) -> list[int]:
     """Add the controller and the brokers to ``sim`` (not started); returns the broker ids.
-    With invariants on, every acks=all acknowledgement is watched until the end."""
+    Clients' ``history`` events become ops of the run's recorder, stamped with the virtual
+    time; with invariants on, every acks=all acknowledgement is watched until the end."""
     bugs = frozenset(bugs)
     broker_ids = list(range(1, brokers + 1))
     sim.add_process(CONTROLLER_ID, lambda inc, disk: Controller(CONTROLLER_ID, disk, cconfig, bugs))
     for b in broker_ids:
         sim.add_process(b, lambda inc, disk, b=b: Broker(b, disk, bconfig, CONTROLLER_ID, inc, bugs))
+    recorder = sim.recorder
+    sim.event_hooks["history"] = lambda node, f: recorder.op(
+        sim.now_ns, f.pop("process"), f.pop("type"), f.pop("f"), f.pop("value"), **f)
     if sim.checker is not None:
         checker = sim.checker
         sim.event_hooks["acked"] = lambda node, f: checker.acknowledged(

@@ -118,8 +118,6 @@ def simulate(options: RunOptions, out_dir: Path,
                              controller_config(options.min_insync_replicas,
                                                options.unclean_leader_election), bugs)
     recorder = sim.recorder
-    sim.event_hooks["history"] = lambda node, f: recorder.op(
-        sim.now_ns, f.pop("process"), f.pop("type"), f.pop("f"), f.pop("value"), **f)
 
     sim.start(CONTROLLER_ID)
     for b in broker_ids:

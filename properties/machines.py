@@ -103,9 +103,6 @@ class ClusterMachine(RuleBasedStateMachine):
         sim = self.sim = Simulation(seed)
         bconfig = broker_config()
         add_cluster(sim, len(BROKERS), bconfig, controller_config(), self.bugs)
-        recorder = sim.recorder
-        sim.event_hooks["history"] = lambda node, f: recorder.op(
-            sim.now_ns, f.pop("process"), f.pop("type"), f.pop("f"), f.pop("value"), **f)
         for n in SERVERS:
             sim.start(n)
         self.nemesis = Nemesis(sim, SERVERS)
