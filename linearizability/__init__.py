@@ -1,5 +1,28 @@
-"""The porcupine-style linearizability checker (C++ with pybind11): a later issue.
+"""A porcupine-style linearizability checker: the search in C++ (pybind11), models for
+registers, key-value maps, Kafka partition logs and committed offsets, a pure-Python oracle,
+and an HTML view of the result.
 
-Nothing is implemented here yet; the package exists so the layout of ARCHITECTURE.md is
-complete and the build lists it.
+    from linearizability import check_operations, Operation, MODELS
+    result = check_operations(MODELS["register"], [Operation(0, ("write", 1), 0, None, 5), ...])
+    result.verdict   # "ok", "illegal" or "unknown"
 """
+
+from linearizability.checker import CheckResult, PartitionResult, check_events, check_operations, native_available
+from linearizability.history import UNKNOWN, Event, HistoryError, Operation, events_to_operations
+from linearizability.models import MODELS, Model, get_model
+
+__all__ = [
+    "MODELS",
+    "UNKNOWN",
+    "CheckResult",
+    "Event",
+    "HistoryError",
+    "Model",
+    "Operation",
+    "PartitionResult",
+    "check_events",
+    "check_operations",
+    "events_to_operations",
+    "get_model",
+    "native_available",
+]
