@@ -83,16 +83,24 @@ def check_operations(model: Model, operations: Sequence[Operation], *, timeout_s
     parts = model.partition(operations) if (partitioned and model.partition) else [list(operations)]
     parts = [p for p in parts if p]
     use_native = engine == "c++" or (engine == "auto" and model.native is not None and _porcupine is not None)
+    if model.prepare:
+        prepared = [model.prepare(p) for p in parts]
+        parts = [[p[i] for i, _ in pairs] for p, pairs in zip(parts, prepared, strict=True)]
+        searched = [[op for _, op in pairs] for pairs in prepared]
+    else:
+        searched = parts
     if use_native:
         if model.native is None or model.encode is None:
             raise HistoryError(f"model {model.name!r} has no C++ twin; use engine='python'")
         if _porcupine is None:
             raise HistoryError("the C++ extension linearizability._porcupine is not built; reinstall with pip")
-        results = _check_native(model, parts, timeout_s, memory_max_mb, partial, threads)
+        results = _check_native(model, searched, timeout_s, memory_max_mb, partial, threads)
     elif engine in ("auto", "python"):
-        results = _check_python(model, parts, timeout_s, memory_max_mb, partial)
+        results = _check_python(model, searched, timeout_s, memory_max_mb, partial)
     else:
         raise HistoryError(f"engine must be auto, c++ or python, not {engine!r}")
+    for result, original in zip(results, parts, strict=True):
+        result.operations = original      # report the intervals as recorded
     verdicts = {r.verdict for r in results}
     verdict = "illegal" if "illegal" in verdicts else ("unknown" if "unknown" in verdicts else "ok")
     return CheckResult(verdict, model.name, "c++" if use_native else "python", results,

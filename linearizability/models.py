@@ -31,7 +31,7 @@ from __future__ import annotations
 import operator
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from linearizability.history import UNKNOWN, HistoryError, Operation
@@ -54,6 +54,11 @@ class Model:
     describe_state: Callable[[Any], str] = repr
     native: str | None = None
     encode: Callable[[Sequence[Operation], int], list[tuple]] | None = None
+    # Optional: narrows the operations' intervals without changing which linearizations are
+    # valid, and may reorder them (the search tries simultaneous calls in list order); returns
+    # (position in the given list, prepared operation) in the order to search. Both engines
+    # search the prepared operations; results name the operations as given.
+    prepare: Callable[[Sequence[Operation]], list[tuple[int, Operation]]] | None = None
 
 
 def partition_by(key: Callable[[Operation], Any]) -> Callable[[Sequence[Operation]], list[list[Operation]]]:
@@ -251,8 +256,61 @@ def _log_state(state: tuple) -> str:
     return "[" + " ".join(f"{o}:{v}" for o, v in state) + "]"
 
 
+def _log_prepare(operations: Sequence[Operation]) -> list[tuple[int, Operation]]:
+    """Appends take effect in offset order, so an append must happen before any append at a
+    higher offset returns, and after any append at a lower offset is called. Narrowing the
+    intervals that way keeps every valid linearization; ordering simultaneous calls by offset
+    makes the search try the order that can work first. Without both, many concurrent or
+    pending appends make the search explode."""
+    out = list(operations)
+    appends = sorted((op.output, i) for i, op in enumerate(operations)
+                     if op.input[0] == "append" and op.output is not UNKNOWN and isinstance(op.output, int))
+    # returns: the earliest return among strictly higher offsets
+    earliest = None
+    j = len(appends)
+    while j > 0:
+        k = j
+        while k > 0 and appends[k - 1][0] == appends[j - 1][0]:
+            k -= 1
+        group = [i for _, i in appends[k:j]]
+        if earliest is not None:
+            for i in group:
+                op = out[i]
+                ret = earliest if op.return_time is None else min(op.return_time, earliest)
+                out[i] = replace(op, return_time=max(ret, op.call))
+        for i in group:
+            r = operations[i].return_time
+            if r is not None:
+                earliest = r if earliest is None else min(earliest, r)
+        j = k
+    # calls: the latest call among strictly lower offsets
+    latest = None
+    j = 0
+    while j < len(appends):
+        k = j
+        while k < len(appends) and appends[k][0] == appends[j][0]:
+            k += 1
+        group = [i for _, i in appends[j:k]]
+        if latest is not None:
+            for i in group:
+                op = out[i]
+                end = op.return_time
+                out[i] = replace(op, call=max(op.call, latest) if end is None else min(max(op.call, latest), end))
+        for i in group:
+            latest = operations[i].call if latest is None else max(latest, operations[i].call)
+        j = k
+
+    def order(i: int) -> tuple:
+        op = out[i]
+        offset = op.output if op.input[0] == "append" and isinstance(op.output, int) else -1
+        return (op.call, offset, i)
+
+    return [(i, out[i]) for i in sorted(range(len(out)), key=order)]
+
+
 PARTITION_LOG = Model("partition-log", init=tuple, step=_log_step, partition=partition_by(lambda op: op.input[1]),
-                      describe_operation=_log_describe, describe_state=_log_state, native="log", encode=_log_encode)
+                      describe_operation=_log_describe, describe_state=_log_state, native="log", encode=_log_encode,
+                      prepare=_log_prepare)
 
 
 # -- committed consumer-group offsets -------------------------------------------------------------
