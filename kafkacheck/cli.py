@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fault_injection.nemesis import FAULTS, ScheduleError, load_schedule, parse_faults
 from kafkacheck.workloads import WORKLOADS
+from linearizability.history import HistoryError as LinHistoryError
 from properties.kafka import HistoryShapeError
 from properties.queue import check as check_queue
 from properties.queue import with_invariant_violations
@@ -133,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--sub-via", choices=["assign", "subscribe"], default=None,
                      help="how consumers got partitions, if run.json does not say (subscribe "
                           "allows poll-skip and nonmonotonic-poll)")
+    chk.add_argument("--lin", action="store_true",
+                     help="also check each partition's log for linearizability (the partition-log model "
+                          "of kafkacheck lin); a failure is the anomaly nonlinearizable-log")
     chk.add_argument("--forbid", action="append", default=[], metavar="TYPE",
                      help="treat an allowed anomaly type as a violation (repeatable), e.g. "
                           "--forbid G-single")
@@ -186,6 +190,34 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--replay", metavar="FILE", default=None, help="run a saved program again instead")
     exp.add_argument("--no-progress", action="store_true", help="no progress display")
 
+    lin = sub.add_parser(
+        "lin", help="check a history for linearizability (porcupine's algorithm, in C++)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Check that a history is linearizable with respect to a model, with porcupine's "
+            "search (Wing-Gong/Lowe with a cache) written in C++. PATH is a run directory or "
+            "history.jsonl (models partition-log, the default: sends are appends and polls are "
+            "reads of each topic-partition's log; committed-offsets: commits and committed "
+            "reads of each partition's group offset), a Jepsen etcd log as porcupine's tests use "
+            "(model register), or a porcupine kv file (model kv, partitioned by key, or kv-map, "
+            "the whole map at once). Partitions are searched on all cores; the first illegal one "
+            "stops the rest."),
+        epilog="Exit codes: 0 linearizable, 1 not linearizable, 2 unknown (time or memory ran "
+               "out), 3 unusable input.")
+    lin.add_argument("path", help="a run directory, history.jsonl, Jepsen etcd log or porcupine kv file")
+    lin.add_argument("--model", default=None, help="register, kv, kv-map, partition-log or committed-offsets "
+                                                   "(default: the one the file's format implies)")
+    lin.add_argument("--timeout", type=float, default=None, metavar="S",
+                     help="give up after S seconds with verdict unknown (default: no limit)")
+    lin.add_argument("--memory-max", type=float, default=4096, metavar="MB",
+                     help="give up with verdict unknown when the search caches pass MB megabytes (default 4096)")
+    lin.add_argument("--engine", choices=["auto", "c++", "python"], default="auto",
+                     help="the C++ search (auto) or the pure-Python oracle (slow)")
+    lin.add_argument("--html", metavar="FILE", default=None,
+                     help="write a page showing each client's operations on a time axis, the longest "
+                          "linearization found and where it fails")
+    lin.add_argument("--format", choices=["table", "json"], default="table")
+
     imp = sub.add_parser(
         "import-jepsen", help="convert a Jepsen Kafka-workload history.edn into a run directory",
         description="Convert a Jepsen Kafka-workload history (EDN, one op map per line, as "
@@ -212,9 +244,11 @@ def main(argv: list[str] | None = None) -> int:
             return _hunt(args)
         if args.command == "explore":
             return _explore(args)
+        if args.command == "lin":
+            return _lin(args)
         parser.print_help()
         return EXIT_USAGE
-    except (UsageError, HistoryError, ScheduleError, HistoryShapeError) as e:
+    except (UsageError, HistoryError, ScheduleError, HistoryShapeError, LinHistoryError) as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
@@ -367,7 +401,7 @@ def _check(args: argparse.Namespace) -> int:
         config["sub_via"] = [args.sub_via]
     meta = {**meta, "config": config}
     result = _judge(directory if Path(args.path).is_dir() else None, meta, ops,
-                    cycle_budget_s=args.cycle_budget, forbid=tuple(args.forbid))
+                    cycle_budget_s=args.cycle_budget, forbid=tuple(args.forbid), linearizable=args.lin)
     if Path(args.path).is_dir():
         (directory / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     if args.format == "json":
@@ -377,6 +411,17 @@ def _check(args: argparse.Namespace) -> int:
     if result["valid"] == "unknown":
         return EXIT_UNKNOWN
     return EXIT_VALID if result["valid"] is True else EXIT_INVALID
+
+
+def _lin(args: argparse.Namespace) -> int:
+    from kafkacheck import lin
+
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    if args.memory_max <= 0:
+        raise UsageError("--memory-max must be positive")
+    result = lin.run(args.path, args.model, args.timeout, args.memory_max, args.engine, args.html, args.format)
+    return {"ok": EXIT_VALID, "illegal": EXIT_INVALID}.get(result.verdict, EXIT_UNKNOWN)
 
 
 def _hunt(args: argparse.Namespace) -> int:

@@ -49,6 +49,7 @@ from properties.kafka import (
     compile_ops,
     readers_of,
 )
+from properties.linearizable import check_log
 
 MAX_REPORTED = 50  # anomalies listed per type; the count is always complete
 
@@ -97,16 +98,19 @@ def _gc_paused() -> Iterator[None]:
 
 
 def check(ops: Iterable[dict], config: dict | None = None, *,
-          cycle_budget_s: float = DEFAULT_CYCLE_BUDGET_S, forbid: tuple[str, ...] = ()) -> dict:
+          cycle_budget_s: float = DEFAULT_CYCLE_BUDGET_S, forbid: tuple[str, ...] = (),
+          linearizable: bool = False) -> dict:
     """Judge a history; returns the results.json object of TRACE_FORMAT.md. ``ops`` may be a
     stream (:func:`traces.history.iter_history`): it is read once, and kept as dicts only when
-    the consumer-group or compaction checks need them."""
+    the consumer-group or compaction checks need them. ``linearizable`` adds the
+    partition-log linearizability check (properties/linearizable.py)."""
     with _gc_paused():
-        return _check(ops, config or {}, cycle_budget_s, forbid)
+        return _check(ops, config or {}, cycle_budget_s, forbid, linearizable)
 
 
-def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tuple[str, ...]) -> dict:
-    if config.get("groups") or config.get("compacted"):
+def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tuple[str, ...],
+           linearizable: bool) -> dict:
+    if config.get("groups") or config.get("compacted") or linearizable:
         ops = list(ops)
     counted = _Counted(ops)
     compiled, nemesis = compile_ops(counted, weak_acks=str(config.get("acks", "all")) in ("0", "1"))
@@ -140,6 +144,7 @@ def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tup
     check_groups(ops, config, r.add)
     _check_final_read(config, unread, r)
     _check_stall(config, r)
+    lin_unknown = check_log(ops, config, r.add) if linearizable and not config.get("compacted") else None
 
     # ---------------------------------------------------------- verdict
     forbidden = set(forbid)
@@ -160,7 +165,7 @@ def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tup
             bad.append(kind)
     client_ops = [op for op in compiled if op.completed]
     valid: bool | str = not bad
-    if valid and cycle_stats.get("budget_exhausted"):
+    if valid and (cycle_stats.get("budget_exhausted") or lin_unknown):
         valid = "unknown"
     return {
         "valid": valid,
@@ -170,7 +175,8 @@ def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tup
         "allowed": dict(sorted(r.allowed.items())),
         "allowed_anomalies": {k: r.allowed_items[k] for k in sorted(r.allowed_items) if r.allowed_items[k]},
         "unknown": ([f"the cycle search ran out of its {cycle_budget_s:g} s budget; cycles it did "
-                     f"not reach are unchecked"] if cycle_stats.get("budget_exhausted") else []),
+                     f"not reach are unchecked"] if cycle_stats.get("budget_exhausted") else [])
+                   + ([lin_unknown] if lin_unknown else []),
         "stats": {
             "ops": counted.n,
             "client_ops": len(client_ops),

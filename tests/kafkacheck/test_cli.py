@@ -153,3 +153,38 @@ def test_hunt_finds_a_planted_bug_and_shrinks_it():
     assert r.returncode == 0, r.stdout + r.stderr
     assert "yes" in r.stdout
     assert "ack-before-isr: reproduce with: kafkacheck run --seed" in r.stdout
+
+
+SHARED = __import__("pathlib").Path(__file__).resolve().parents[3] / "shared" / "porcupine_data"
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared/porcupine_data is not there")
+def test_lin_checks_porcupine_files_with_exit_codes(tmp_path):
+    p = kc("lin", str(SHARED / "jepsen" / "etcd_002.log"))
+    assert p.returncode == 0, p.stderr
+    assert "ok" in p.stdout
+    p = kc("lin", str(SHARED / "kv" / "c10-bad.txt"), "--model", "kv-map", "--format", "json",
+           "--html", str(tmp_path / "page.html"))
+    assert p.returncode == 1, p.stderr
+    out = json.loads(p.stdout)
+    assert out["verdict"] == "illegal" and out["partitions"][0]["stuck_at"]["operation"].startswith("get(")
+    assert (tmp_path / "page.html").read_text().startswith("<!doctype html>")
+
+
+def test_lin_checks_a_run_directory(small_run):
+    _code, out = small_run
+    for model in ("partition-log", "committed-offsets"):
+        p = kc("lin", str(out), "--model", model)
+        assert p.returncode == 0, p.stdout + p.stderr
+    p = kc("check", str(out), "--lin", "--format", "json")
+    assert p.returncode == 0 and json.loads(p.stdout)["valid"] is True
+
+
+def test_lin_bad_input_is_one_line_and_exit_3(tmp_path):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello\n")
+    for args in (["lin", str(junk)], ["lin", str(tmp_path / "missing.log")],
+                 ["lin", str(junk), "--timeout", "0"]):
+        p = kc(*args)
+        assert p.returncode == 3, (args, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) <= 2
