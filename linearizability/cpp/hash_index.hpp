@@ -8,57 +8,55 @@
 
 namespace lin {
 
-// Open addressing from a 64-bit hash to an int32 slot value (-1: empty chain).
+// Open addressing from a 64-bit key to the head of a chain (an int32 index into the caller's
+// arena; -1 is an empty chain). Key and head share one slot, so a lookup touches one cache line.
 class HashIndex {
 public:
-    HashIndex() : keys_(1024), heads_(1024, -1), full_(1024, 0) {}
+    HashIndex() : slots_(1024) {}
 
-    // The head of the chain for `hash`, created empty if new.
-    int32_t* find(uint64_t hash) {
-        size_t mask = keys_.size() - 1;
-        for (size_t i = slot(hash) & mask;; i = (i + 1) & mask) {
-            if (!full_[i]) {
-                if (2 * (used_ + 1) > keys_.size()) {
-                    grow();
-                    return find(hash);
-                }
-                full_[i] = 1;
-                keys_[i] = hash;
+    // The head of the chain for `key`, created empty if new.
+    int32_t* find(uint64_t key) {
+        if (2 * (used_ + 1) > slots_.size()) grow();
+        size_t mask = slots_.size() - 1;
+        for (size_t i = spread(key) & mask;; i = (i + 1) & mask) {
+            Slot& s = slots_[i];
+            if (!s.full) {
+                s.full = 1;
+                s.key = key;
+                s.head = -1;
                 ++used_;
-                return &heads_[i];
+                return &s.head;
             }
-            if (keys_[i] == hash) return &heads_[i];
+            if (s.key == key) return &s.head;
         }
     }
 
 private:
-    static size_t slot(uint64_t x) {   // spread every bit of the key over the low bits
+    struct Slot {
+        uint64_t key = 0;
+        int32_t head = -1;
+        int32_t full = 0;
+    };
+
+    static size_t spread(uint64_t x) {   // every bit of the key into the low bits
         x ^= x >> 33; x *= 0xff51afd7ed558ccdULL;
         x ^= x >> 33;
         return size_t(x);
     }
 
     void grow() {
-        std::vector<uint64_t> keys(keys_.size() * 2);
-        std::vector<int32_t> heads(keys_.size() * 2, -1);
-        std::vector<uint8_t> full(keys_.size() * 2, 0);
-        size_t mask = keys.size() - 1;
-        for (size_t j = 0; j < keys_.size(); ++j) {
-            if (!full_[j]) continue;
-            size_t i = slot(keys_[j]) & mask;
-            while (full[i]) i = (i + 1) & mask;
-            full[i] = 1;
-            keys[i] = keys_[j];
-            heads[i] = heads_[j];
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        size_t mask = slots_.size() - 1;
+        for (const Slot& s : old) {
+            if (!s.full) continue;
+            size_t i = spread(s.key) & mask;
+            while (slots_[i].full) i = (i + 1) & mask;
+            slots_[i] = s;
         }
-        keys_.swap(keys);
-        heads_.swap(heads);
-        full_.swap(full);
     }
 
-    std::vector<uint64_t> keys_;
-    std::vector<int32_t> heads_;
-    std::vector<uint8_t> full_;
+    std::vector<Slot> slots_;
     size_t used_ = 0;
 };
 

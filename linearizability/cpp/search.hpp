@@ -250,10 +250,11 @@ private:
         int32_t* head = cache_.find(h);
         for (int32_t i = *head; i >= 0; i = nodes_cache_[size_t(i)].next) {
             const CacheEntry& c = nodes_cache_[size_t(i)];
-            if (c.lead == lead && c.words == words && std::equal(middle, middle + words, words_.data() + c.at) &&
-                model_.equal(c.state, state)) {
-                return false;
-            }
+            if (c.lead != lead || c.words != words || !model_.equal(c.state, state)) continue;
+            const uint64_t* stored = words_.data() + c.at;
+            size_t w = 0;
+            while (w < words && stored[w] == middle[w]) ++w;
+            if (w == words) return false;
         }
         nodes_cache_.push_back(CacheEntry{*head, lead, words_.size(), words, state});
         *head = int32_t(nodes_cache_.size() - 1);
