@@ -14,7 +14,6 @@ from pathlib import Path
 from linearizability import CheckResult, HistoryError, check_operations, get_model
 from linearizability.formats import read_etcd_log, read_kv_edn
 from linearizability.kafka import KAFKA_MODELS, read_run
-from linearizability.models import MODELS
 
 FORMAT_MODELS = {"run": KAFKA_MODELS, "etcd": ("register",), "kv": ("kv", "kv-map")}
 ROWS_SHOWN = 20
@@ -40,9 +39,8 @@ def detect_format(path: Path) -> str:
 def load(path: Path, model_name: str | None):
     fmt = detect_format(path)
     allowed = FORMAT_MODELS[fmt]
-    name = model_name or allowed[0]
-    if name not in MODELS:
-        raise HistoryError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")
+    model = get_model(model_name or allowed[0])
+    name = model.name
     if name not in allowed:
         raise HistoryError(f"a {fmt} history is checked with --model {' or '.join(allowed)}, not {name}")
     if fmt == "run":
@@ -51,19 +49,19 @@ def load(path: Path, model_name: str | None):
         ops = read_etcd_log(path)
     else:
         ops = read_kv_edn(path)
-    return get_model(name), ops
+    return model, ops
 
 
 def result_json(result: CheckResult) -> dict:
     parts = []
     for n, p in enumerate(result.partitions):
-        blocked = p.operations[p.blocked] if p.blocked is not None else None
+        stuck = p.stuck
         parts.append({
             "partition": n, "verdict": p.verdict, "reason": p.reason, "operations": len(p.operations),
             "linearized": len(p.longest), "iterations": p.iterations, "cache_entries": p.cache_entries,
-            "stuck_at": None if blocked is None or p.verdict != "illegal" else {
-                "operation": get_model(result.model).describe_operation(blocked.input, blocked.output),
-                "client": blocked.client_id, "index": blocked.index},
+            "stuck_at": None if stuck is None else {
+                "operation": get_model(result.model).describe_operation(stuck.input, stuck.output),
+                "client": stuck.client_id, "index": stuck.index},
         })
     return {"verdict": result.verdict, "model": result.model, "engine": result.engine,
             "elapsed_s": round(result.elapsed_s, 6), "partitions": parts}
@@ -82,8 +80,7 @@ def print_result(result: CheckResult, path: Path) -> None:
     for n in order[:ROWS_SHOWN]:
         p = result.partitions[n]
         stuck = ""
-        if p.verdict == "illegal" and p.blocked is not None:
-            op = p.operations[p.blocked]
+        if (op := p.stuck) is not None:
             stuck = f"client {op.client_id}: {model.describe_operation(op.input, op.output)}"
             if op.index is not None:
                 stuck += f" (history index {op.index})"

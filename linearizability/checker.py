@@ -41,6 +41,11 @@ class PartitionResult:
     iterations: int = 0
     cache_entries: int = 0
 
+    @property
+    def stuck(self) -> Operation | None:
+        """The operation an illegal partition's search could not get past."""
+        return self.operations[self.blocked] if self.verdict == "illegal" and self.blocked is not None else None
+
 
 @dataclass
 class CheckResult:

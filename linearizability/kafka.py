@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from linearizability.history import UNKNOWN, HistoryError, Operation
@@ -83,23 +84,21 @@ def log_operations(ops: Iterable[dict], config: dict) -> list[Operation]:
     reads: list[Operation] = []
     may_duplicate = not config.get("idempotence") and not config.get("txn")
     read_at: dict[tuple[str, Any], dict[int, int]] = {}   # (key, value) -> {offset: first read's return}
-    position: dict[tuple[Any, str], int] = {}     # (process, key) -> offset after its last read
+    position: dict[Any, dict[str, int]] = {}      # process -> key -> offset after its last read
     for inv, comp in _pairs(ops):
         f = inv["f"]
         process = inv["process"]
         call = inv["time"]
         if f in ("assign", "subscribe", "crash"):
-            for k in [k for k in position if k[0] == process]:
-                del position[k]
+            position.pop(process, None)
             continue
         if f not in ("send", "poll", "txn"):
             continue
         kind = comp["type"] if comp is not None else "info"
         ret = comp["time"] if comp is not None and kind != "info" else None
-        value = (comp or inv).get("value") or []
-        sent = [m for m in value if isinstance(m, list) and len(m) >= 3 and m[0] == "send"]
+        sent = _sends(comp or inv)
         if not sent and comp is not None:
-            sent = [m for m in inv.get("value") or [] if isinstance(m, list) and len(m) >= 3 and m[0] == "send"]
+            sent = _sends(inv)   # a completion that dropped its value
         if kind != "fail" or (f == "txn" and uncommitted_visible):
             for mop in sent:
                 key, result = mop[1], mop[2]
@@ -124,13 +123,13 @@ def log_operations(ops: Iterable[dict], config: dict) -> list[Operation]:
                 for offset, v in got:
                     seen = read_at.setdefault((key, v), {})
                     seen[offset] = min(seen.get(offset, comp["time"]), comp["time"])
-                start = position.get((process, key)) if assigned else None
+                positions = position.setdefault(process, {})
+                start = positions.get(key) if assigned else None
                 reads.append(Operation(process, ("read", key, start), call, got, comp["time"], comp["index"]))
-                position[(process, key)] = got[-1][0] + 1
+                positions[key] = got[-1][0] + 1
         if f == "txn" and kind != "ok":
             # an aborted or unknown transaction rewinds its consumer (its reads are not consumed)
-            for k in [k for k in position if k[0] == process]:
-                del position[k]
+            position.pop(process, None)
     resolved = []
     for op in appends:
         offsets = read_at.get((op.input[1], op.input[2]), {})
@@ -138,12 +137,16 @@ def log_operations(ops: Iterable[dict], config: dict) -> list[Operation]:
             if not offsets:
                 continue
             offset = next(iter(offsets))
-            op = Operation(op.client_id, op.input, op.call, offset, _read_by(op, offsets[offset]), op.index)
+            op = replace(op, output=offset, return_time=_read_by(op, offsets[offset]))
         resolved.append(op)
         if may_duplicate:
-            resolved.extend(Operation(op.client_id, op.input, op.call, offset, _read_by(op, seen), op.index)
+            resolved.extend(replace(op, output=offset, return_time=_read_by(op, seen))
                             for offset, seen in offsets.items() if offset != op.output)
     return sorted(resolved + reads, key=lambda op: (op.call, op.index or 0))
+
+
+def _sends(op: dict) -> list:
+    return [m for m in op.get("value") or [] if isinstance(m, list) and len(m) >= 3 and m[0] == "send"]
 
 
 def _read_by(op: Operation, read_return: int) -> int:

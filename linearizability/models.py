@@ -329,8 +329,7 @@ def _offsets_step(state: Any, input: tuple, output: Any) -> tuple[bool, Any]:
 
 
 def _offsets_encode(operations: Sequence[Operation], pending_at: int) -> list[tuple]:
-    as_register = [Operation(op.client_id, _offsets_to_register(op.input), op.call, op.output, op.return_time)
-                   for op in operations]
+    as_register = [replace(op, input=_offsets_to_register(op.input)) for op in operations]
     return _register_encode(as_register, pending_at)
 
 

@@ -27,7 +27,7 @@ def check_log(ops: Iterable[dict], config: dict, report: Callable[..., None],
     result = check_operations(model, log_operations(ops, config), timeout_s=timeout_s, partial=True)
     for p in result.illegal_partitions():
         key = p.operations[0].input[1]
-        stuck = p.operations[p.blocked] if p.blocked is not None else None
+        stuck = p.stuck
         what = (f"op {stuck.index} ({model.describe_operation(stuck.input, stuck.output)}, process {stuck.client_id})"
                 if stuck is not None else "an operation")
         report(KIND, key=key, ops=[stuck.index] if stuck is not None and stuck.index is not None else [],

@@ -123,7 +123,6 @@ public:
     size_t cache_entries() const { return cache_entries_; }
     const std::vector<int32_t>& longest() const { return longest_; }
     int32_t blocked() const { return blocked_; }
-    void give_up() { if (status_ == Status::Running) status_ = Status::Unknown; }
 
     // Work for at most `iterations` steps; returns the status afterwards.
     Status run(uint64_t iterations) {
