@@ -60,4 +60,50 @@ private:
     size_t used_ = 0;
 };
 
+// The search's cache index: a 32-bit tag (the high half of a well-mixed 64-bit hash) to the
+// head of a chain, in 8-byte slots, so the table of a million entries stays in a few MB of
+// cache. Different hashes may share a tag and so a chain: the caller compares every chained
+// entry in full anyway. A slot is empty while its head is -1, so the caller must store a head
+// in the slot that find returns.
+class TagIndex {
+public:
+    TagIndex() : slots_(1024) {}
+
+    int32_t* find(uint64_t key) {
+        if (4 * (used_ + 1) > 3 * slots_.size()) grow();
+        uint32_t tag = uint32_t(key >> 32);
+        size_t mask = slots_.size() - 1;
+        for (size_t i = tag & mask;; i = (i + 1) & mask) {
+            Slot& s = slots_[i];
+            if (s.head < 0) {
+                s.tag = tag;
+                ++used_;
+                return &s.head;
+            }
+            if (s.tag == tag) return &s.head;
+        }
+    }
+
+private:
+    struct Slot {
+        uint32_t tag = 0;
+        int32_t head = -1;
+    };
+
+    void grow() {
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        size_t mask = slots_.size() - 1;
+        for (const Slot& s : old) {
+            if (s.head < 0) continue;
+            size_t i = s.tag & mask;
+            while (slots_[i].head >= 0) i = (i + 1) & mask;
+            slots_[i] = s;
+        }
+    }
+
+    std::vector<Slot> slots_;
+    size_t used_ = 0;
+};
+
 }  // namespace lin

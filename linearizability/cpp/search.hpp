@@ -44,25 +44,26 @@ struct Entry {
 // words however long the history is.
 class Bitset {
 public:
-    explicit Bitset(size_t bits) : words_((bits + 63) / 64, 0) {}
+    explicit Bitset(size_t bits) : words_((bits + 63) / 64, 0), keys_(bits) {
+        for (size_t i = 0; i < bits; ++i) keys_[i] = mix(0x9e3779b97f4a7c15ULL * (i + 1));
+    }
 
     void set(size_t i) {
         size_t w = i / 64;
         words_[w] |= uint64_t(1) << (i % 64);
+        hash_ ^= keys_[i];
         if (w + 1 > top_) top_ = w + 1;
         while (lead_ < words_.size() && words_[lead_] == ~uint64_t(0)) ++lead_;
     }
     void clear(size_t i) {
         size_t w = i / 64;
         words_[w] &= ~(uint64_t(1) << (i % 64));
+        hash_ ^= keys_[i];
         if (w < lead_) lead_ = w;
         while (top_ > 0 && words_[top_ - 1] == 0) --top_;
     }
-    uint64_t hash() const {
-        uint64_t h = 0x9e3779b97f4a7c15ULL ^ uint64_t(lead_);
-        for (size_t w = lead_; w < top_; ++w) h = mix(h ^ words_[w]);
-        return mix(h);
-    }
+    // Zobrist hashing: the XOR of a random key per member, kept up to date by set and clear.
+    uint64_t hash() const { return hash_; }
     size_t lead() const { return lead_; }
     size_t top() const { return std::max(top_, lead_); }
     const uint64_t* middle() const { return words_.data() + lead_; }
@@ -76,6 +77,8 @@ public:
 
 private:
     std::vector<uint64_t> words_;
+    std::vector<uint64_t> keys_;
+    uint64_t hash_ = 0;
     size_t lead_ = 0;
     size_t top_ = 0;
 };
@@ -131,15 +134,18 @@ public:
         for (uint64_t i = 0; i < iterations; ++i) {
             if (head_.next == nullptr) {
                 if (partial_) record_longest(-1);
+                publish_bytes();
                 return status_ = Status::Ok;
             }
             ++iterations_;
             if (entry_->match != nullptr) {
                 try_linearize();
             } else if (!backtrack()) {
+                publish_bytes();
                 return status_ = Status::Illegal;
             }
         }
+        publish_bytes();
         if (budget_->bytes_max > 0 && budget_->bytes.load(std::memory_order_relaxed) > budget_->bytes_max) {
             status_ = Status::Unknown;
         }
@@ -149,12 +155,18 @@ public:
 private:
     // The cache: a hash table from hash to the first of a chain of entries; the entries and
     // the words of their bitsets live in two arenas (no allocation per entry).
+    // The middle words of a bitset are kept in the entry when there are at most two (the usual
+    // case: one memory access per lookup), else in the words_ arena from inline_[0] on.
     struct CacheEntry {
         int32_t next;      // next entry with the same hash, -1 at the end
-        size_t lead;       // leading all-ones words of the bitset
-        size_t at;         // where its middle words start in words_
-        size_t words;      // how many middle words
+        uint32_t lead;     // leading all-ones words of the bitset
+        uint64_t words;    // how many middle words
+        uint64_t inline_[2];
         State state;
+
+        const uint64_t* middle(const std::vector<uint64_t>& arena) const {
+            return words <= 2 ? inline_ : arena.data() + inline_[0];
+        }
     };
     struct Frame {
         Entry* entry;
@@ -205,16 +217,13 @@ private:
         const Op& op = ops_[size_t(entry_->id)];
         State next{};
         bool ok = model_.step(state_, op, next);
-        if (int64_t extra = model_.take_bytes()) {
-            bytes_held_ += extra;
-            budget_->bytes.fetch_add(extra, std::memory_order_relaxed);
-        }
+        unpublished_bytes_ += model_.take_bytes();
         if (!ok) {
             entry_ = entry_->next;
             return;
         }
         linearized_.set(size_t(entry_->id));
-        uint64_t h = Bitset::mix(linearized_.hash() ^ model_.hash(next));
+        uint64_t h = linearized_.hash() ^ Bitset::mix(model_.hash(next));
         if (cache_insert(h, next)) {
             calls_.push_back(Frame{entry_, std::move(state_)});
             state_ = std::move(next);
@@ -243,26 +252,38 @@ private:
 
     // Adds (linearized, state) to the cache unless it is there already.
     bool cache_insert(uint64_t h, const State& state) {
-        size_t lead = linearized_.lead();
+        uint32_t lead = uint32_t(linearized_.lead());
         size_t words = linearized_.middle_size();
         const uint64_t* middle = linearized_.middle();
         int32_t* head = cache_.find(h);
         for (int32_t i = *head; i >= 0; i = nodes_cache_[size_t(i)].next) {
             const CacheEntry& c = nodes_cache_[size_t(i)];
             if (c.lead != lead || c.words != words || !model_.equal(c.state, state)) continue;
-            const uint64_t* stored = words_.data() + c.at;
+            const uint64_t* stored = c.middle(words_);
             size_t w = 0;
             while (w < words && stored[w] == middle[w]) ++w;
             if (w == words) return false;
         }
-        nodes_cache_.push_back(CacheEntry{*head, lead, words_.size(), words, state});
+        CacheEntry& c = nodes_cache_.emplace_back(CacheEntry{*head, lead, words, {0, 0}, state});
+        if (words <= 2) {
+            std::copy(middle, middle + words, c.inline_);
+        } else {
+            c.inline_[0] = words_.size();
+            words_.insert(words_.end(), middle, middle + words);
+        }
         *head = int32_t(nodes_cache_.size() - 1);
-        words_.insert(words_.end(), middle, middle + words);
         ++cache_entries_;
-        int64_t cost = int64_t(sizeof(CacheEntry) + words * 8 + model_.bytes(state) + 16);
-        bytes_held_ += cost;
-        budget_->bytes.fetch_add(cost, std::memory_order_relaxed);
+        unpublished_bytes_ += int64_t(sizeof(CacheEntry) + (words > 2 ? words * 8 : 0) + model_.bytes(state) + 16);
         return true;
+    }
+
+    // The cache's growth is added to the shared budget once a slice, not at every insert (an
+    // atomic add per insert cost a sixth of the search's time).
+    void publish_bytes() {
+        if (unpublished_bytes_ == 0) return;
+        bytes_held_ += unpublished_bytes_;
+        budget_->bytes.fetch_add(unpublished_bytes_, std::memory_order_relaxed);
+        unpublished_bytes_ = 0;
     }
 
     void record_longest(int32_t blocked) {
@@ -280,7 +301,7 @@ private:
     Entry* entry_ = nullptr;
     State state_{};
     Bitset linearized_;
-    HashIndex cache_;
+    TagIndex cache_;
     std::vector<CacheEntry> nodes_cache_;
     std::vector<uint64_t> words_;
     std::vector<Frame> calls_;
@@ -290,6 +311,7 @@ private:
     uint64_t iterations_ = 0;
     size_t cache_entries_ = 0;
     int64_t bytes_held_ = 0;
+    int64_t unpublished_bytes_ = 0;
     std::vector<int32_t> longest_;
     int32_t blocked_ = -1;
     bool recorded_ = false;
