@@ -20,7 +20,7 @@ from properties.queue import check as check_queue
 from properties.queue import with_invariant_violations
 from reference.assignors import ASSIGNORS
 from reference.bugs import BUGS, parse_bugs
-from traces.history import HistoryError, iter_history, load_run, locate_run
+from traces.history import CorpusError, HistoryError, iter_history, load_run, locate_run
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 3
 
@@ -227,6 +227,74 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("history", help="a Jepsen history.edn")
     imp.add_argument("--out", metavar="DIR", required=True, help="the run directory to write")
     imp.add_argument("--check", action="store_true", help="check it right away")
+
+    cor = sub.add_parser(
+        "corpus", help="generate many simulated runs (or convert run directories) into a Parquet corpus",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Simulate --runs runs drawn at random (or, with --grid, walked in order) from the "
+            "workloads, fault mixes, acks, replication factors and bug switches given, judge each "
+            "with the history checker, and write the Parquet tables runs, ops, mops, events and "
+            "verdicts into --out, about --runs-per-file runs to a file. Runs already in --out are "
+            "skipped, so an interrupted command resumes where it stopped. --engine spark runs the "
+            "same plan as Spark tasks (local mode on this machine, or --master / spark-submit on a "
+            "cluster, where --out must be a directory every executor can write). --from-runs "
+            "converts existing run directories (simulated or recorded against real brokers) instead."),
+        epilog="Example: kafkacheck corpus --runs 1000 --out corpus --bugs all --jobs 2\n"
+               "Then: kafkacheck analyze corpus --out report")
+    cor.add_argument("--out", metavar="DIR", required=True, help="the corpus directory (created or extended)")
+    cor.add_argument("--runs", type=int, default=None, metavar="N", help="runs in the plan (default 100)")
+    cor.add_argument("--workloads", default=",".join(("queue", "idempotent", "txn", "eos", "groups", "compaction")),
+                     help="comma-separated workloads to draw from (default: all)")
+    cor.add_argument("--faults", default="none,partition,kill,pause,disk",
+                     help="comma-separated faults a run's mix is drawn from; 'none' allows runs "
+                          "without faults (default none,partition,kill,pause,disk)")
+    cor.add_argument("--max-faults", type=int, default=2, metavar="K",
+                     help="at most K faults in one run's mix (default 2)")
+    cor.add_argument("--bugs", default="", help="comma-separated bug switches, or 'all'; each run "
+                     "gets one of them or none (default: none, the correct engine only)")
+    cor.add_argument("--acks", default="all,1", help="acks values to draw from (default all,1; "
+                     "idempotent and transactional workloads always use all)")
+    cor.add_argument("--replication-factors", default="3,2", help="replication factors (default 3,2)")
+    cor.add_argument("--ops", type=int, default=300, help="client ops per run (default 300)")
+    cor.add_argument("--grid", action="store_true",
+                     help="walk every combination (single faults) in order instead of sampling")
+    cor.add_argument("--plan-seed", type=int, default=0, help="seed of the random sample (default 0)")
+    cor.add_argument("--engine", choices=["local", "spark"], default="local",
+                     help="local: --jobs processes (default); spark: Spark tasks")
+    cor.add_argument("--jobs", type=int, default=None, metavar="J",
+                     help="local engine: runs in parallel (default: the CPU count)")
+    cor.add_argument("--master", default=None, metavar="URL", help="spark engine: the Spark master (default local[*])")
+    cor.add_argument("--runs-per-file", type=int, default=100, metavar="R",
+                     help="runs per Parquet file (default 100)")
+    cor.add_argument("--from-runs", nargs="+", metavar="DIR", default=None,
+                     help="convert these run directories (or folders of them) instead of simulating")
+    cor.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    ext = sub.add_parser("extract", help="write one run of a corpus back out as a run directory",
+                         description="Write run RUN_ID of corpus CORPUS as a run directory (run.json, "
+                                     "history.jsonl, events.jsonl, results.json) that kafkacheck check, "
+                                     "lin and friends read.")
+    ext.add_argument("corpus", help="a corpus directory")
+    ext.add_argument("run_id", help="the run's id (the runs table's run_id)")
+    ext.add_argument("--out", metavar="DIR", required=True, help="the run directory to write")
+
+    ana = sub.add_parser(
+        "analyze", help="analyse a corpus with Spark: anomalies, rates, time to anomaly, agreement",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Run the Spark jobs of spark_analysis over corpus DIR: corpus-wide anomaly detection "
+            "from the raw tables, per-run dependency-cycle checks (applyInPandas), anomaly rates by "
+            "fault, fault mix, workload, configuration and bug switch, time from fault to first "
+            "anomaly, and the agreement between Spark's findings and the per-run verdicts. Writes "
+            "CSV and Markdown tables, PNG plots and an index.html into --out."),
+        epilog="On a cluster: spark-submit --master URL -m kafkacheck.cli analyze DIR --out REPORT "
+               "(see the README).")
+    ana.add_argument("corpus", help="a corpus directory (kafkacheck corpus --out)")
+    ana.add_argument("--out", metavar="DIR", required=True, help="the report directory")
+    ana.add_argument("--master", default=None, metavar="URL", help="the Spark master (default local[*])")
+    ana.add_argument("--no-cycles", action="store_true", help="skip the per-run cycle checks")
+    ana.add_argument("--no-progress", action="store_true", help="no progress display")
     return p
 
 
@@ -246,9 +314,18 @@ def main(argv: list[str] | None = None) -> int:
             return _explore(args)
         if args.command == "lin":
             return _lin(args)
+        if args.command == "corpus":
+            from kafkacheck.corpus import cmd_corpus
+            return cmd_corpus(args)
+        if args.command == "extract":
+            from kafkacheck.corpus import cmd_extract
+            return cmd_extract(args)
+        if args.command == "analyze":
+            from kafkacheck.analyze import cmd_analyze
+            return cmd_analyze(args)
         parser.print_help()
         return EXIT_USAGE
-    except (UsageError, HistoryError, ScheduleError, HistoryShapeError, LinHistoryError) as e:
+    except (UsageError, HistoryError, ScheduleError, HistoryShapeError, LinHistoryError, CorpusError) as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:

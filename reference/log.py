@@ -335,6 +335,13 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset``; return the new LEO."""
         if offset >= self.log_end_offset:
+            # nothing to remove, but an epoch that starts at or after ``offset`` covers no
+            # record (a leader's epoch assigned at its LEO, kept on demotion): without dropping
+            # it the follower keeps sending it, the leader keeps answering "diverging", and
+            # replication loops on an empty truncation
+            if any(o >= offset for _e, o in self.epochs):
+                self.epochs = [(e, o) for e, o in self.epochs if o < offset]
+                self._write_epochs()
             return self.log_end_offset
         i = bisect.bisect_right(self._bases, offset - 1) - 1 if offset > 0 else -1
         # keep entries[0..i] only if entry i ends below offset

@@ -33,7 +33,7 @@ ALLOWED_THIRD_PARTY = {
     "traces": {"pyarrow", "edn_format"},
     "properties": {"networkx", "hypothesis", "z3"},
     "linearizability": set(),
-    "spark_analysis": {"pyspark", "pyarrow"},
+    "spark_analysis": {"pyspark", "pyarrow", "pandas", "matplotlib"},
     "kafkacheck": {"rich", "kafka", "confluent_kafka", "pyarrow"},
 }
 # the sans-IO core: no I/O, clock or randomness

@@ -25,6 +25,10 @@ class HistoryError(ValueError):
     """Unusable input: a one-line message naming the file, line and problem."""
 
 
+class CorpusError(ValueError):
+    """An unusable Parquet corpus (traces/parquet.py): a one-line message."""
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 

@@ -1,0 +1,62 @@
+"""The SparkSession every job uses: no configuration needed on one machine, and whatever
+``--master`` or ``spark-submit`` says on a cluster.
+
+On its own it runs Spark in local mode on every core, bound to 127.0.0.1 (``SPARK_LOCAL_IP``
+and the driver's host and bind address), with the web UI off, quiet logs, adaptive query
+execution and a few shuffle partitions (Spark's default of 200 is for clusters; on a few
+cores 2-8 partitions were several times faster). Settings that ``spark-submit --conf`` or
+``spark-defaults.conf`` already made are never overridden: a cluster's configuration wins.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+_LOCAL = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.memory": "4g",
+    "spark.sql.files.maxPartitionBytes": str(256 * 1024 * 1024),
+}
+
+
+def get_spark(master: str | None = None, app_name: str = "kafkacheck", shuffle_partitions: int | None = None):
+    """The active session, or a new one: ``master`` (else spark-submit's, else local[*])."""
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    conf = SparkConf()  # picks up spark-submit's --master and --conf
+    if master:
+        conf.setMaster(master)
+    local = (conf.get("spark.master", None) or "local[*]").startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers run this interpreter (the one with kafkacheck installed), not the
+        # first python3 on PATH
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        conf.setIfMissing("spark.master", "local[*]")
+        for k, v in _LOCAL.items():
+            conf.setIfMissing(k, v)
+        cores = os.cpu_count() or 2
+        conf.setIfMissing("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, min(8, 2 * cores))))
+    for k, v in _DEFAULTS.items():
+        conf.setIfMissing(k, v)
+    log4j = Path(__file__).with_name("log4j2.properties")
+    conf.setIfMissing("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+    conf.setIfMissing("spark.app.name", app_name)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

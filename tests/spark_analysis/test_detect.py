@@ -1,0 +1,132 @@
+"""Spark detection on small corpora with planted anomalies of known count, and the whole
+report on a simulated corpus."""
+
+from __future__ import annotations
+
+import pytest
+
+from traces.parquet import RunRecord, part_name, run_rows, to_tables, write_part
+
+pytestmark = pytest.mark.spark
+
+
+class H:
+    """Builds a history: each op an invoke and its completion."""
+
+    def __init__(self) -> None:
+        self.ops: list[dict] = []
+        self.t = 1_000
+
+    def op(self, process, f, inv, comp, type_="ok", **extra):
+        self.t += 10
+        self.ops.append({"index": len(self.ops), "time": self.t, "process": process, "type": "invoke", "f": f,
+                         "value": inv})
+        self.t += 10
+        self.ops.append({"index": len(self.ops), "time": self.t, "process": process, "type": type_, "f": f,
+                         "value": comp, **extra})
+
+    def send(self, p, key, value, offset, type_="ok"):
+        self.op(p, "send", [["send", key, value]], [["send", key, [offset, value]]], type_)
+
+    def poll(self, p, reads):
+        self.op(p, "poll", [["poll"]], [["poll", reads]])
+
+
+def meta(run_id, **config):
+    base = {"acks": "all", "isolation_level": "read_committed", "txn": True, "sub_via": ["assign"],
+            "replication_factor": 3, "bugs": [],
+            "final_read": {"performed": True, "reached_end": True, "start_ns": 10**9,
+                           "end_offsets": {"t0:0": 3, "t0:1": 5}}}
+    base.update(config)
+    return {"format": 1, "run_id": run_id, "seed": 0, "target": "sim", "workload": "queue", "config": base,
+            "faults": ["kill"]}
+
+
+def planted() -> RunRecord:
+    h = H()
+    h.send(1, "t0:0", 1, 0)
+    h.send(1, "t0:0", 2, 1)
+    h.send(1, "t0:0", 3, 2)                       # lost-write: never read
+    h.send(1, "t0:0", 4, None, "fail")            # failed ...
+    h.poll(2, {"t0:0": [[0, 1], [1, 2]]})
+    h.poll(2, {"t0:0": [[0, 1]]})                 # nonmonotonic-poll: back to offset 0
+    h.poll(4, {"t0:1": [[0, 10], [1, 11], [2, 12]]})
+    h.poll(3, {"t0:1": [[0, 10], [2, 12]]})       # poll-skip over offset 1
+    h.poll(4, {"t0:1": [[3, 11]]})                # duplicate: 11 at offsets 1 and 3
+    h.poll(5, {"t0:1": [[2, 99]]})                # inconsistent-offsets: 12 and 99 at offset 2
+    h.poll(6, {"t0:0": [[3, 4]]})                 # ... yet read (aborted-read); offset 3 >= end 3 (hw-regression-seen)
+    log = [{"type": "assigned", "generation": 5, "keys": ["t0:0"], "owned": ["t0:0"]}]
+    h.op(7, "poll", [["poll"]], [["poll", {}]], rebalance_log=log)
+    h.op(8, "poll", [["poll"]], [["poll", {}]], rebalance_log=log)   # double-ownership with 7 ...
+    h.op(7, "poll", [["poll"]], [["poll", {}]])                       # ... which still polls
+    h.op(9, "poll", [["poll"]], [["poll", {}]],
+         rebalance_log=[{"type": "assigned", "generation": 6, "keys": ["t0:0"], "owned": ["t0:0"]}])
+    events = [
+        {"time": 100, "node": 1, "kind": "leader-elected", "key": "t0:0", "leader_epoch": 2},
+        {"time": 150, "node": 1, "kind": "hw-advance", "key": "t0:0", "from": 0, "to": 5, "leader_epoch": 2},
+        {"time": 160, "node": 1, "kind": "hw-advance", "key": "t0:0", "from": 5, "to": 3, "leader_epoch": 2},
+        {"time": 170, "node": 3, "kind": "hw-advance", "key": "t0:0", "from": 5, "to": 2, "leader_epoch": 2,
+         "follower": True},                       # a follower's HW may go down
+        {"time": 200, "node": 2, "kind": "leader-elected", "key": "t0:0", "leader_epoch": 2},
+    ]
+    return RunRecord(meta("planted"), h.ops, events, {"valid": False, "anomaly_types": ["lost-write"],
+                                                      "counts": {"lost-write": 1}})
+
+
+def clean() -> RunRecord:
+    h = H()
+    h.send(1, "t0:0", 1, 0)
+    h.send(1, "t0:0", 2, 1)
+    h.poll(2, {"t0:0": [[0, 1]]})
+    h.poll(2, {"t0:0": [[1, 2]]})
+    events = [{"time": 100, "node": 1, "kind": "leader-elected", "key": "t0:0", "leader_epoch": 1},
+              {"time": 300, "node": 2, "kind": "leader-elected", "key": "t0:0", "leader_epoch": 2}]
+    return RunRecord(meta("clean"), h.ops, events, {"valid": True, "anomaly_types": [], "counts": {}})
+
+
+EXPECTED = {
+    ("planted", "lost-write", "t0:0"): 1, ("planted", "nonmonotonic-poll", "t0:0"): 1,
+    ("planted", "poll-skip", "t0:1"): 1, ("planted", "duplicate", "t0:1"): 1,
+    ("planted", "inconsistent-offsets", "t0:1"): 1, ("planted", "aborted-read", "t0:0"): 1,
+    ("planted", "hw-regression-seen", "t0:0"): 1, ("planted", "double-ownership", "t0:0"): 1,
+    ("planted", "leader-epoch-regression", "t0:0"): 1, ("planted", "hw-regression", "t0:0"): 1,
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    runs = [planted(), clean()]
+    write_part(d, part_name(["planted", "clean"], 0), to_tables(run_rows(r) for r in runs))
+    return d
+
+
+def test_every_planted_anomaly_is_found_exactly(spark, corpus):
+    from collections import Counter
+
+    from spark_analysis.detect import detect, load
+
+    c = load(spark, str(corpus))
+    found = Counter()
+    for df in detect(c).values():
+        for row in df.collect():
+            found[(row.run_id, row.anomaly, row.key)] += 1
+    assert dict(found) == EXPECTED
+
+
+def test_allowed_with_subscribe_and_agreement(spark, tmp_path):
+    from spark_analysis import jobs
+    from spark_analysis.detect import load
+
+    r = planted()
+    r.meta["config"]["sub_via"] = ["subscribe"]
+    write_part(tmp_path, "part-00000-s", to_tables([run_rows(r)]))
+    c = load(spark, str(tmp_path))
+    found = {(x.anomaly, x.allowed) for x in jobs.anomalies(c).collect()}
+    assert ("poll-skip", True) in found and ("nonmonotonic-poll", True) in found
+    assert ("lost-write", False) in found
+    summary, dis = jobs.agreement(c, jobs.per_run(c, jobs.anomalies(c)), None)
+    fams = {row.family: row for row in summary.collect()}
+    assert fams["lost-write"].both == 1                       # the verdict said lost-write too
+    assert fams["duplicate"].spark_only == 1                  # it did not say duplicate
+    assert {row.family for row in dis.collect()} >= {"duplicate", "inconsistent-offsets"}
