@@ -110,22 +110,22 @@ def observed(c: Corpus) -> DataFrame:
     return r.unionByName(s)
 
 
-def inconsistent_offsets(obs: DataFrame) -> DataFrame:
-    g = (obs.where(F.col("value").isNotNull()).groupBy("run_id", "key", "offset")
-         .agg(F.countDistinct("value").alias("n"), F.min("time").alias("time"),
-              F.min("op_index").alias("op_index"), F.array_sort(F.collect_set("value")).alias("values"))
+def _several(obs: DataFrame, by: str, several: str, anomaly: str, text: str) -> DataFrame:
+    """Rows where one ``by`` of a key holds two or more distinct ``several``."""
+    g = (obs.where(F.col("value").isNotNull()).groupBy("run_id", "key", by)
+         .agg(F.countDistinct(several).alias("n"), F.min("time").alias("time"),
+              F.min("op_index").alias("op_index"), F.array_sort(F.collect_set(several)).alias("them"))
          .where(F.col("n") > 1))
-    return _out(g, "inconsistent-offsets", detail=F.format_string(
-        "offset %d holds values %s", F.col("offset"), F.concat_ws(", ", F.slice("values", 1, 5).cast("array<string>"))))
+    return _out(g, anomaly, detail=F.format_string(
+        text, F.col(by), F.concat_ws(", ", F.slice("them", 1, 5).cast("array<string>"))))
+
+
+def inconsistent_offsets(obs: DataFrame) -> DataFrame:
+    return _several(obs, "offset", "value", "inconsistent-offsets", "offset %d holds values %s")
 
 
 def duplicates(obs: DataFrame) -> DataFrame:
-    g = (obs.where(F.col("value").isNotNull()).groupBy("run_id", "key", "value")
-         .agg(F.countDistinct("offset").alias("n"), F.min("time").alias("time"),
-              F.min("op_index").alias("op_index"), F.array_sort(F.collect_set("offset")).alias("offsets"))
-         .where(F.col("n") > 1))
-    return _out(g, "duplicate", detail=F.format_string(
-        "value %d at offsets %s", F.col("value"), F.concat_ws(", ", F.slice("offsets", 1, 5).cast("array<string>"))))
+    return _several(obs, "value", "offset", "duplicate", "value %d at offsets %s")
 
 
 def lost_writes(c: Corpus) -> DataFrame:
