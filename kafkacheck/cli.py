@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
                "Then: kafkacheck analyze corpus --out report")
     cor.add_argument("--out", metavar="DIR", required=True, help="the corpus directory (created or extended)")
     cor.add_argument("--runs", type=int, default=None, metavar="N", help="runs in the plan (default 100)")
-    cor.add_argument("--workloads", default=",".join(("queue", "idempotent", "txn", "eos", "groups", "compaction")),
+    cor.add_argument("--workloads", default=",".join(WORKLOADS),
                      help="comma-separated workloads to draw from (default: all)")
     cor.add_argument("--faults", default="none,partition,kill,pause,disk",
                      help="comma-separated faults a run's mix is drawn from; 'none' allows runs "
@@ -273,8 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ext = sub.add_parser("extract", help="write one run of a corpus back out as a run directory",
                          description="Write run RUN_ID of corpus CORPUS as a run directory (run.json, "
-                                     "history.jsonl, events.jsonl, results.json) that kafkacheck check, "
-                                     "lin and friends read.")
+                                     "history.jsonl, events.jsonl) that kafkacheck check, lin and "
+                                     "friends read; the corpus keeps only anomaly counts, so "
+                                     "results.json is left to kafkacheck check.")
     ext.add_argument("corpus", help="a corpus directory")
     ext.add_argument("run_id", help="the run's id (the runs table's run_id)")
     ext.add_argument("--out", metavar="DIR", required=True, help="the run directory to write")
@@ -288,8 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
             "fault, fault mix, workload, configuration and bug switch, time from fault to first "
             "anomaly, and the agreement between Spark's findings and the per-run verdicts. Writes "
             "CSV and Markdown tables, PNG plots and an index.html into --out."),
-        epilog="On a cluster: spark-submit --master URL -m kafkacheck.cli analyze DIR --out REPORT "
-               "(see the README).")
+        epilog="On a cluster: spark-submit --master URL path/to/kafkacheck/cli.py analyze DIR --out "
+               "REPORT, or --master URL here (see the README).")
     ana.add_argument("corpus", help="a corpus directory (kafkacheck corpus --out)")
     ana.add_argument("--out", metavar="DIR", required=True, help="the report directory")
     ana.add_argument("--master", default=None, metavar="URL", help="the Spark master (default local[*])")

@@ -24,9 +24,10 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from kafkacheck.workloads import IDEMPOTENT_WORKLOADS
 from traces.parquet import (
     CorpusError,
     RunRecord,
@@ -34,15 +35,9 @@ from traces.parquet import (
     load_run_dir,
     next_part_number,
     open_corpus,
-    part_name,
     run_rows,
-    to_tables,
-    write_part,
+    write_runs,
 )
-
-IDEMPOTENT_WORKLOADS = ("idempotent", "groups", "compaction", "txn", "eos")
-DEFAULT_WORKLOADS = ("queue", "idempotent", "txn", "eos", "groups", "compaction")
-DEFAULT_FAULTS = ("none", "partition", "kill", "pause", "disk")
 
 
 @dataclass(frozen=True)
@@ -66,8 +61,7 @@ class RunSpec:
 def _normalise(spec: RunSpec) -> RunSpec:
     # idempotent and transactional producers require acks=all (Kafka refuses anything else)
     if spec.workload in IDEMPOTENT_WORKLOADS and spec.acks != "all":
-        return RunSpec(spec.seed, spec.workload, spec.faults, "all", spec.replication_factor,
-                       spec.bug, spec.ops, spec.clients)
+        return replace(spec, acks="all")
     return spec
 
 
@@ -109,9 +103,17 @@ def plan(runs: int, workloads: list[str], faults: list[str], acks: list[str], rf
 # ------------------------------------------------------------------ one run
 
 
+def judge(record: RunRecord, **options) -> dict:
+    """The checker's verdict with the white-box invariant violations of the record's events
+    (what ``kafkacheck check`` gives a run directory, from the events already read)."""
+    from kafkacheck.cli import _judge
+    from properties.queue import with_invariant_violations
+
+    return with_invariant_violations(_judge(None, record.meta, record.ops, **options), record.events)
+
+
 def simulate_run(spec: RunSpec) -> RunRecord:
     """Simulate and judge one run; its record (run.json with the corpus's run id)."""
-    from kafkacheck.cli import _judge
     from kafkacheck.runner import RunOptions, simulate
 
     rf = spec.replication_factor
@@ -124,7 +126,7 @@ def simulate_run(spec: RunSpec) -> RunRecord:
         record = load_run_dir(tmp)
         record.meta["run_id"] = spec.run_id
         record.meta["corpus_spec"] = asdict(spec)
-        record.results = _judge(tmp, record.meta, record.ops, cycle_budget_s=10.0)
+        record.results = judge(record, cycle_budget_s=10.0)
         return record
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -147,11 +149,33 @@ def write_batch(corpus: str, number: int, specs: list[RunSpec]) -> tuple[int, li
         else:
             rows.append(r)
     if rows:
-        write_part(Path(corpus), part_name([r["runs"][0]["run_id"] for r in rows], number), to_tables(rows))
+        write_runs(Path(corpus), number, rows)
     return len(rows), failures
 
 
 # ------------------------------------------------------------------ engines
+
+
+class _Batches:
+    """Runs' rows gathered into part files of ``size`` runs, numbered after the corpus's last."""
+
+    def __init__(self, corpus: Path, size: int) -> None:
+        self.corpus, self.size = corpus, size
+        self.number = next_part_number(corpus)
+        self.rows: list[dict] = []
+        self.written = 0
+
+    def add(self, rows: dict) -> None:
+        self.rows.append(rows)
+        if len(self.rows) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            write_runs(self.corpus, self.number, self.rows)
+            self.number += 1
+            self.written += len(self.rows)
+            self.rows = []
 
 
 @dataclass
@@ -168,19 +192,8 @@ def generate_local(corpus: Path, specs: list[RunSpec], jobs: int, runs_per_file:
     start = time.monotonic()
     have = open_corpus(corpus)
     todo = [s for s in specs if s.run_id not in have]
-    number = next_part_number(corpus)
-    buffer: list[dict] = []
+    batches = _Batches(corpus, runs_per_file)
     failures: list[tuple[str, str]] = []
-    written = 0
-
-    def flush() -> None:
-        nonlocal number, buffer, written
-        if buffer:
-            write_part(corpus, part_name([r["runs"][0]["run_id"] for r in buffer], number), to_tables(buffer))
-            number += 1
-            written += len(buffer)
-            buffer = []
-
     results: Iterable[tuple[str, dict | None, str | None]]
     pool = None
     if jobs > 1 and len(todo) > 1:
@@ -193,18 +206,15 @@ def generate_local(corpus: Path, specs: list[RunSpec], jobs: int, runs_per_file:
             if rows is None:
                 failures.append((run_id, err or ""))
             else:
-                buffer.append(rows)
-                if len(buffer) >= runs_per_file:
-                    flush()
+                batches.add(rows)
             if progress is not None:
                 progress(done, len(todo), run_id)
-        flush()
     finally:
-        flush()  # what finished before an interruption is kept
+        batches.flush()  # the rest, and what finished before an interruption
         if pool is not None:
             pool.terminate()
             pool.join()
-    return CorpusOutcome(written, len(specs) - len(todo), failures, time.monotonic() - start,
+    return CorpusOutcome(batches.written, len(specs) - len(todo), failures, time.monotonic() - start,
                          len(existing_runs(corpus)))
 
 
@@ -275,15 +285,12 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
 def convert_runs(corpus: Path, paths: list[Path], runs_per_file: int,
                  progress: Callable[[int, int, str], None] | None = None) -> CorpusOutcome:
     """Run directories into the corpus; runs without results.json are judged first."""
-    from kafkacheck.cli import _judge
-
     start = time.monotonic()
     dirs = find_run_dirs(paths)
     have = open_corpus(corpus)
     taken: set[str] = set()
-    number = next_part_number(corpus)
-    buffer: list[dict] = []
-    written = skipped = 0
+    batches = _Batches(corpus, runs_per_file)
+    skipped = 0
     for i, d in enumerate(dirs, 1):
         record = load_run_dir(d)
         run_id = str(record.meta.get("run_id") or d.name)
@@ -295,19 +302,12 @@ def convert_runs(corpus: Path, paths: list[Path], runs_per_file: int,
             skipped += 1
         else:
             if record.results is None:
-                record.results = _judge(d, record.meta, record.ops)
-            buffer.append(run_rows(record))
-            if len(buffer) >= runs_per_file:
-                write_part(corpus, part_name([r["runs"][0]["run_id"] for r in buffer], number), to_tables(buffer))
-                number += 1
-                written += len(buffer)
-                buffer = []
+                record.results = judge(record)
+            batches.add(run_rows(record))
         if progress is not None:
             progress(i, len(dirs), str(d))
-    if buffer:
-        write_part(corpus, part_name([r["runs"][0]["run_id"] for r in buffer], number), to_tables(buffer))
-        written += len(buffer)
-    return CorpusOutcome(written, skipped, [], time.monotonic() - start, len(existing_runs(corpus)))
+    batches.flush()
+    return CorpusOutcome(batches.written, skipped, [], time.monotonic() - start, len(existing_runs(corpus)))
 
 
 def write_manifest(corpus: Path, options: dict, outcome: CorpusOutcome) -> None:
@@ -344,10 +344,10 @@ def cmd_corpus(args) -> int:
     import os
     import sys
 
-    from fault_injection.nemesis import FAULTS
+    from fault_injection.nemesis import parse_faults
     from kafkacheck.cli import EXIT_INVALID, EXIT_VALID, UsageError
     from kafkacheck.workloads import WORKLOADS
-    from reference.bugs import BUGS
+    from reference.bugs import BUGS, parse_bugs
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -370,14 +370,12 @@ def cmd_corpus(args) -> int:
         for w in workloads:
             if w not in WORKLOADS:
                 raise UsageError(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
-        faults = _csv(args.faults)
-        for f in faults:
-            if f not in FAULTS and f != "none":
-                raise UsageError(f"unknown fault {f!r}; choose from none, {', '.join(FAULTS)}")
         bugs = list(BUGS) if args.bugs.strip() == "all" else _csv(args.bugs)
-        for b in bugs:
-            if b not in BUGS:
-                raise UsageError(f"unknown bug switch {b!r}; choose from {', '.join(BUGS)}, or all")
+        try:
+            faults = parse_faults(args.faults) + (["none"] if "none" in _csv(args.faults) else [])
+            parse_bugs(bugs)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         acks = _csv(args.acks)
         for a in acks:
             if a not in ("all", "1", "0"):
@@ -394,7 +392,7 @@ def cmd_corpus(args) -> int:
         if args.max_faults < 1:
             raise UsageError("--max-faults must be at least 1")
         specs = plan(runs, workloads, faults, acks, rfs, bugs, args.ops, args.grid, args.plan_seed, args.max_faults)
-        jobs = args.jobs or os.cpu_count() or 1
+        jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
         if jobs < 1:
             raise UsageError("--jobs must be at least 1")
         with _progress_bar(args.no_progress, f"simulating ({args.engine})") as p:

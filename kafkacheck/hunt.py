@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from reference.bugs import BUGS
 
@@ -83,21 +80,12 @@ def hunt_machine(out: Outcome, name: str, bugs: list[str], time_limit: float, lo
 
 def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | str, list[str], int]:
     """Run one seed in a scratch directory; (seed, valid, anomaly types, client ops)."""
-    from kafkacheck.cli import _judge
-    from kafkacheck.runner import RunOptions, simulate
-    from traces.history import load_run
+    from kafkacheck.corpus import RunSpec, simulate_run
 
     bug, sc, seed, ops = job
-    options = RunOptions(workload=sc.workload, seed=seed, ops=ops, faults=list(sc.faults),
-                         bugs=[bug] if bug else [], clients=5)
-    tmp = Path(tempfile.mkdtemp(prefix="kafkacheck-hunt-"))
-    try:
-        simulate(options, tmp, None)
-        meta, hist, _ = load_run(tmp)
-        result = _judge(tmp, meta, hist, cycle_budget_s=10.0)
-        return seed, result["valid"], result["anomaly_types"], result["stats"]["client_ops"]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    r = simulate_run(RunSpec(seed=seed, workload=sc.workload, faults=tuple(sc.faults), acks="all",
+                             replication_factor=3, bug=bug, ops=ops)).results
+    return seed, r["valid"], r["anomaly_types"], r["stats"]["client_ops"]
 
 
 def command(bug: str | None, sc: Scenario, seed: int, ops: int) -> str:

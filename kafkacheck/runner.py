@@ -25,7 +25,7 @@ from fault_injection.cluster import CLUSTER_TIMINGS, CONTROLLER_ID, MS, add_clus
 from fault_injection.cluster import broker_config as make_broker_config
 from fault_injection.nemesis import Nemesis, random_schedule
 from fault_injection.simulation import Simulation
-from kafkacheck.workloads import TXN_WORKLOADS, WORKLOADS  # noqa: F401 (re-exported)
+from kafkacheck.workloads import IDEMPOTENT_WORKLOADS, TXN_WORKLOADS, WORKLOADS  # noqa: F401 (re-exported)
 from kafkacheck.workloads.compaction import CompactionClient
 from kafkacheck.workloads.eos import GROUP, SOURCE_SHIFT, EosProcessor
 from kafkacheck.workloads.groups import GROUP as MEMBERS_GROUP
@@ -148,7 +148,7 @@ def simulate(options: RunOptions, out_dir: Path,
     outputs = [TopicPartition(output_topic, i) for i in range(options.partitions)]
     n_producers = max(1, options.clients // 2)  # eos: input producers; the rest process
     budget = Budget(options.ops)
-    idempotent = options.workload in ("idempotent", "groups", "compaction", *TXN_WORKLOADS)
+    idempotent = options.workload in IDEMPOTENT_WORKLOADS
     producer_config = ProducerConfig(
         acks=acks_value(options.acks), linger_ms=2, retry_backoff_ms=50,
         request_timeout_ms=t["request_timeout_ms"], delivery_timeout_ms=t["delivery_timeout_ms"],

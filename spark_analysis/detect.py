@@ -1,7 +1,8 @@
 """Corpus-wide anomaly detection in Spark, from the raw tables only (per-run verdicts are not
-trusted: :mod:`spark_analysis.agreement` compares the two).
+trusted: :func:`spark_analysis.jobs.agreement` compares the two).
 
-Every detector returns rows of :data:`ANOMALY_COLUMNS`: the run, the anomaly type, the key,
+Every detector returns rows of (run_id, anomaly, key, op_index, time, detail): the run, the
+anomaly type, the key,
 the first operation (index and time) that shows it and a short detail. The definitions
 follow PROTOCOL_NOTES.md section 4, simplified to what relational queries over micro-ops can
 say (each docstring says how):
@@ -38,7 +39,6 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-ANOMALY_COLUMNS = ("run_id", "anomaly", "key", "op_index", "time", "detail")
 # the per-run checker's anomaly types that each Spark detection corresponds to
 CHECKER_TYPES: dict[str, tuple[str, ...]] = {
     "inconsistent-offsets": ("inconsistent-offsets",),

@@ -233,6 +233,11 @@ def write_part(corpus: Path, name: str, tables: dict[str, pa.Table]) -> None:
         tmp.replace(d / f"{name}.parquet")
 
 
+def write_runs(corpus: Path, number: int, rows: list[dict[str, list[dict]]]) -> None:
+    """Write the rows of several runs (:func:`run_rows`) as part ``number`` of the corpus."""
+    write_part(corpus, part_name([r["runs"][0]["run_id"] for r in rows], number), to_tables(rows))
+
+
 def open_corpus(corpus: Path) -> set[str]:
     """Prepare ``corpus`` for adding runs: drop parts of unfinished batches and temporary
     files; return the run ids it already holds."""

@@ -14,3 +14,5 @@ WORKLOADS = {
                   "cleaner); readers seek back to the beginning",
 }
 TXN_WORKLOADS = ("txn", "eos")
+# workloads whose producers are idempotent (Kafka then requires acks=all)
+IDEMPOTENT_WORKLOADS = ("idempotent", "groups", "compaction", *TXN_WORKLOADS)
