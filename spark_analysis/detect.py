@@ -29,6 +29,13 @@ leader-epoch-regression   events: a leader elected for a key with an epoch not a
                           previous election's
 hw-regression             events: a leader's high watermark moved down within one epoch
 ========================  ==============================================================
+
+The jobs (:data:`DETECTORS`) are fewer than the types: ``values`` finds duplicates and lost
+writes from one aggregation per value (lost writes are counted per value), ``poll-order``
+both kinds of poll-order anomaly, ``events`` both white-box regressions. They are written
+for corpora far larger than memory: one scan of the micro-ops per aggregation, run facts
+joined after aggregating, and the rare rows (failed sends, reads that jump) found first so
+the rest of the work touches only their runs (see benchmarks/spark_speed.py).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+_PUSHDOWN_RUNS = 5000  # at most this many runs' ids go into a pushed-down IN filter
 
 # the per-run checker's anomaly types that each Spark detection corresponds to
 CHECKER_TYPES: dict[str, tuple[str, ...]] = {
@@ -83,9 +92,11 @@ def load(spark: SparkSession, path: str) -> Corpus:
     return Corpus(*(table(t) for t in ("runs", "ops", "mops", "events", "verdicts")))
 
 
-def _out(df: DataFrame, anomaly: str, key="key", op_index="op_index", time="time", detail=None) -> DataFrame:
+def _out(df: DataFrame, anomaly: str, key="key", op_index="op_index", time="time", detail=None,
+         anomaly_col=None) -> DataFrame:
     return df.select(
-        F.col("run_id"), F.lit(anomaly).alias("anomaly"), F.col(key).cast("string").alias("key"),
+        F.col("run_id"), (F.lit(anomaly) if anomaly_col is None else anomaly_col).alias("anomaly"),
+        F.col(key).cast("string").alias("key"),
         F.col(op_index).cast("long").alias("op_index"), F.col(time).cast("long").alias("time"),
         (detail if detail is not None else F.lit(None).cast("string")).alias("detail"))
 
@@ -100,79 +111,154 @@ def reads(c: Corpus) -> DataFrame:
 
 
 def observed(c: Corpus) -> DataFrame:
-    """(run, key, offset, value, op, time) that the history vouches for: every read, and sends
-    whose offset is not just a leader's word (acks=all, or inside a transaction)."""
-    r = reads(c).select("run_id", "key", "offset", "value", "op_index", "time")
-    s = (c.mops.where((F.col("kind") == "send") & (F.col("type") == "ok") & F.col("offset").isNotNull())
-         .join(_run_facts(c), "run_id")
-         .where((F.col("acks") == "all") | (F.col("f") == "txn"))
-         .select("run_id", "key", "offset", "value", "op_index", "time"))
-    return r.unionByName(s)
+    """(run, key, offset, value, op, time, kind, type) that the history vouches for: every read, and sends
+    whose offset is not just a leader's word (acks=all, or inside a transaction). One scan of
+    the micro-ops (a union of two scans would halve what the partial aggregations save)."""
+    acks = F.broadcast(c.runs.select("run_id", "acks"))
+    poll = F.col("kind") == "poll"
+    acked = (F.col("kind") == "send") & (F.col("type") == "ok") & ((F.col("acks") == "all") | (F.col("f") == "txn"))
+    return (c.mops.where(F.col("key").isNotNull() & F.col("offset").isNotNull() & F.col("kind").isin("poll", "send"))
+            .join(acks, "run_id", "left").where(poll | acked)
+            .select("run_id", "key", "offset", "value", "op_index", "time", "kind", "type"))
 
 
 def _several(obs: DataFrame, by: str, several: str, anomaly: str, text: str) -> DataFrame:
-    """Rows where one ``by`` of a key holds two or more distinct ``several``."""
+    """Rows where one ``by`` of a key holds two or more distinct ``several`` (lowest and
+    highest in the detail: min and max aggregate in one pass, a distinct count or a set would
+    take a second shuffle)."""
     g = (obs.where(F.col("value").isNotNull()).groupBy("run_id", "key", by)
-         .agg(F.countDistinct(several).alias("n"), F.min("time").alias("time"),
-              F.min("op_index").alias("op_index"), F.array_sort(F.collect_set(several)).alias("them"))
-         .where(F.col("n") > 1))
-    return _out(g, anomaly, detail=F.format_string(
-        text, F.col(by), F.concat_ws(", ", F.slice("them", 1, 5).cast("array<string>"))))
+         .agg(F.min(several).alias("lo"), F.max(several).alias("hi"), F.min("time").alias("time"),
+              F.min("op_index").alias("op_index"))
+         .where(F.col("lo") != F.col("hi")))
+    return _out(g, anomaly, detail=F.format_string(text, F.col(by), F.col("lo"), F.col("hi")))
 
 
-def inconsistent_offsets(obs: DataFrame) -> DataFrame:
-    return _several(obs, "offset", "value", "inconsistent-offsets", "offset %d holds values %s")
+def inconsistent_offsets(c: Corpus) -> DataFrame:
+    """One aggregation per (run, key, offset) over the reads and the ok sends, keeping the
+    reads', sends' and transactional sends' values apart; the run's acks, joined to the few
+    groups that hold two values, then says which sends count (as in :func:`observed`)."""
+    read = F.col("kind") == "poll"
+    send = (F.col("kind") == "send") & (F.col("type") == "ok")
+    parts = {"r": read, "s": send, "t": send & (F.col("f") == "txn")}
+    aggs = []
+    for name, cond in parts.items():
+        aggs += [F.min(F.when(cond, F.col("value"))).alias(f"{name}_lo"),
+                 F.max(F.when(cond, F.col("value"))).alias(f"{name}_hi")]
+    aggs += [F.min(F.when(read, F.col(x))).alias(f"r_{x}") for x in ("time", "op_index")]
+    aggs += [F.min(F.when(cond, F.col(x))).alias(f"{name}_{x}") for name, cond in (("s", send), ("t", parts["t"]))
+             for x in ("time", "op_index")]
+    g = (c.mops.where(F.col("key").isNotNull() & F.col("offset").isNotNull() & F.col("value").isNotNull()
+                      & (read | send))
+         .groupBy("run_id", "key", "offset").agg(*aggs)
+         .where((F.col("r_lo") != F.col("r_hi")) | (F.col("s_lo") != F.col("s_hi"))
+                | (F.col("r_lo") != F.col("s_lo")) | (F.col("r_hi") != F.col("s_hi"))))
+    pick = {x: F.when(F.col("acks") == "all", F.col(f"s_{x}")).otherwise(F.col(f"t_{x}"))
+            for x in ("lo", "hi", "time", "op_index")}
+    g = (g.join(F.broadcast(c.runs.select("run_id", "acks")), "run_id", "left")
+         .select("run_id", "key", "offset", F.least("r_lo", pick["lo"]).alias("lo"),
+                 F.greatest("r_hi", pick["hi"]).alias("hi"), F.least("r_time", pick["time"]).alias("time"),
+                 F.least("r_op_index", pick["op_index"]).alias("op_index"))
+         .where(F.col("lo") != F.col("hi")))
+    return _out(g, "inconsistent-offsets", detail=F.format_string(
+        "offset %d holds different values, %d to %d", F.col("offset"), F.col("lo"), F.col("hi")))
 
 
-def duplicates(obs: DataFrame) -> DataFrame:
-    return _several(obs, "value", "offset", "duplicate", "value %d at offsets %s")
+def values(obs: DataFrame, c: Corpus) -> DataFrame:
+    """duplicate and lost-write from one aggregation per (run, key, value) over
+    :func:`observed` (the two share their grouping: one pass instead of two); the run's final
+    read facts are joined to the few groups that can hold a lost write."""
+    ok_read = (F.col("kind") == "poll") & (F.col("type") == "ok")
+    acked = F.col("kind") == "send"  # observed() keeps only the vouched-for sends
+    g = (obs.where(F.col("value").isNotNull()).groupBy("run_id", "key", "value")
+         .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.min("time").alias("time"),
+              F.min("op_index").alias("op_index"), F.max(ok_read.cast("int")).alias("ok_read"),
+              F.min(F.when(acked, F.col("time"))).alias("a_time"),
+              F.min(F.when(acked, F.col("op_index"))).alias("a_op"),
+              F.min(F.when(acked, F.col("offset"))).alias("a_offset"))
+         .where((F.col("lo") != F.col("hi")) | ((F.col("ok_read") == 0) & F.col("a_time").isNotNull())))
+    g = g.join(_run_facts(c), "run_id", "left")  # broadcast, to the few groups left
+    lost = ((F.col("ok_read") == 0) & F.col("a_time").isNotNull() & F.col("final_read") & ~F.col("compacted")
+            & (F.col("a_time") < F.col("final_read_start")))
+
+    def found(anomaly, op_index, time, detail):
+        return F.struct(F.lit(anomaly).alias("anomaly"), F.col(op_index).cast("long").alias("op_index"),
+                        F.col(time).cast("long").alias("time"), detail.alias("detail"))
+
+    # one pass: a group may be both (the union of two filtered copies would aggregate twice)
+    rows = g.select("run_id", "key", F.explode(F.array(
+        F.when(F.col("lo") != F.col("hi"), found("duplicate", "op_index", "time", F.format_string(
+            "value %d at different offsets, %d to %d", F.col("value"), F.col("lo"), F.col("hi")))),
+        F.when(lost, found("lost-write", "a_op", "a_time", F.format_string(
+            "value %d acknowledged at offset %d, never read", F.col("value"), F.col("a_offset")))))).alias("x"))
+    return _out(rows.where(F.col("x").isNotNull()), "", op_index="x.op_index", time="x.time",
+                detail=F.col("x.detail"), anomaly_col=F.col("x.anomaly"))
 
 
-def lost_writes(c: Corpus) -> DataFrame:
-    acked = (c.mops.where((F.col("kind") == "send") & (F.col("type") == "ok") & F.col("offset").isNotNull()
-                          & F.col("value").isNotNull())
-             .join(_run_facts(c), "run_id")
-             .where(((F.col("acks") == "all") | (F.col("f") == "txn")) & F.col("final_read")
-                    & ~F.col("compacted") & (F.col("time") < F.col("final_read_start"))))
-    ok_reads = reads(c).where(F.col("type") == "ok").select("run_id", "key", "value").distinct()
-    lost = acked.join(ok_reads, ["run_id", "key", "value"], "left_anti")
-    return _out(lost, "lost-write", detail=F.format_string(
-        "value %d acknowledged at offset %d, never read", F.col("value"), F.col("offset")))
+def _few_runs(c: Corpus, found: DataFrame) -> Corpus:
+    """``c`` restricted to the runs of ``found`` (a small, persisted DataFrame) when they are
+    at most ``_PUSHDOWN_RUNS``: a filter Parquet can use to skip row groups (files are sorted
+    by run), and cheaper than a join; else ``c`` itself."""
+    found.count()  # materialises the cache: its size then lets the planner broadcast it
+    runs = [r[0] for r in found.select("run_id").distinct().limit(_PUSHDOWN_RUNS + 1).collect()]
+    if len(runs) > _PUSHDOWN_RUNS:
+        return c
+    return Corpus(c.runs, c.ops, c.mops.where(F.col("run_id").isin(runs)), c.events, c.verdicts)
 
 
 def aborted_reads(c: Corpus) -> DataFrame:
+    """Failed sends are usually few: they are found first, then only their runs' reads are
+    looked at."""
     failed = (c.mops.where((F.col("kind") == "send") & (F.col("type") == "fail") & F.col("value").isNotNull())
-              .select("run_id", "key", "value", F.col("f").alias("writer_f"), F.col("op_index").alias("writer")))
-    r = (reads(c).where(F.col("type") == "ok").join(failed, ["run_id", "key", "value"])
+              .select("run_id", "key", "value", F.col("f").alias("writer_f"), F.col("op_index").alias("writer"))
+              .persist())
+    r = (reads(_few_runs(c, failed)).where(F.col("type") == "ok").join(failed, ["run_id", "key", "value"])
          .join(_run_facts(c), "run_id")
          .where((F.col("isolation_level") == "read_committed") | (F.col("writer_f") == "send")))
     return _out(r, "aborted-read", detail=F.format_string(
         "read value %d written by failed op %d", F.col("value"), F.col("writer")))
 
 
-def poll_order(c: Corpus, obs: DataFrame) -> DataFrame:
-    """nonmonotonic-poll and poll-skip: per process and key, successive ok reads compared by
-    their position among the key's known offsets (markers and compaction leave gaps in raw
-    offsets that are not skips)."""
-    known = obs.select("run_id", "key", "offset").distinct().withColumn(
-        "idx", F.dense_rank().over(Window.partitionBy("run_id", "key").orderBy("offset")))
+def poll_order(c: Corpus) -> DataFrame:
+    """nonmonotonic-poll and poll-skip: per process and key, successive ok reads (no assign or
+    subscribe between them) compared by their position among the key's known offsets
+    (markers and compaction leave gaps in raw offsets that are not skips).
+
+    Going back needs no ranks (positions follow offsets); a skip is a known offset strictly
+    between two successive reads, looked up only for reads that jump over a raw offset. A
+    read's epoch is the number of its process's assign/subscribe ops before it (one small
+    list per process, joined to the reads: a running count would take a second sort)."""
     client = c.ops.where((F.col("process") != "nemesis") & (F.col("type") != "invoke"))
-    resets = client.select(
-        "run_id", "process", F.col("index").alias("op_index"),
-        F.sum(F.when(F.col("f").isin("assign", "subscribe") & F.col("type").isin("ok", "info"), 1).otherwise(0))
-        .over(Window.partitionBy("run_id", "process").orderBy("index")
-              .rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("epoch"))
-    r = (reads(c).where(F.col("type") == "ok")
-         .join(known, ["run_id", "key", "offset"])
-         .join(resets, ["run_id", "process", "op_index"]))
-    w = Window.partitionBy("run_id", "process", "key", "epoch").orderBy("op_index", "mop_index", "pos")
-    r = r.withColumn("prev_idx", F.lag("idx").over(w)).withColumn("prev_offset", F.lag("offset").over(w))
-    back = _out(r.where(F.col("idx") <= F.col("prev_idx")), "nonmonotonic-poll", detail=F.format_string(
-        "process %s read offset %d after %d", F.col("process"), F.col("offset"), F.col("prev_offset")))
-    skip = _out(r.where(F.col("idx") > F.col("prev_idx") + 1), "poll-skip", detail=F.format_string(
-        "process %s read offset %d after %d, skipping known offsets", F.col("process"), F.col("offset"),
-        F.col("prev_offset")))
-    return back.unionByName(skip)
+    resets = (client.where(F.col("f").isin("assign", "subscribe") & F.col("type").isin("ok", "info"))
+              .groupBy("run_id", "process").agg(F.collect_list("index").alias("resets")))
+    epoch = F.size(F.filter(F.coalesce("resets", F.array().cast("array<long>")), lambda i: i <= F.col("op_index")))
+    s = (reads(c).where(F.col("type") == "ok")
+         .select("run_id", "process", "op_index", "mop_index", "pos", "key", "offset", "time")
+         .join(resets, ["run_id", "process"], "left").withColumn("epoch", epoch))
+    s = s.withColumn("prev_offset", F.lag("offset").over(
+        Window.partitionBy("run_id", "process", "key", "epoch").orderBy("op_index", "mop_index", "pos")))
+    flagged = s.where((F.col("offset") <= F.col("prev_offset")) | (F.col("offset") > F.col("prev_offset") + 1))
+    # usually few: kept, so the known offsets are gathered only for the keys where a read
+    # jumped (by a filter Parquet can push down when those runs are few, else by a join)
+    flagged = flagged.persist()
+    keys = flagged.where(F.col("offset") > F.col("prev_offset") + 1).select("run_id", "key").distinct().persist()
+    flagged.count()
+    pushed = _few_runs(c, keys)
+    known = (observed(pushed).join(keys, ["run_id", "key"], "left_semi")
+             .select(F.col("run_id").alias("k_run"), F.col("key").alias("k_key"), F.col("offset").alias("known"))
+             .distinct())
+    on = ((F.col("run_id") == F.col("k_run")) & (F.col("key") == F.col("k_key"))
+          & (F.col("known") > F.col("prev_offset")) & (F.col("known") < F.col("offset")))
+    r = (flagged.join(known, on, "left")
+         .groupBy("run_id", "process", "key", "op_index", "mop_index", "pos", "offset", "prev_offset", "time")
+         .agg(F.count("known").alias("between"))
+         .where((F.col("offset") <= F.col("prev_offset")) | (F.col("between") > 0)))
+    back = F.col("offset") <= F.col("prev_offset")
+    return _out(r.withColumn("anomaly", F.when(back, "nonmonotonic-poll").otherwise("poll-skip")),
+                "", detail=F.when(back, F.format_string(
+                    "process %s read offset %d after %d", F.col("process"), F.col("offset"), F.col("prev_offset")))
+                .otherwise(F.format_string("process %s read offset %d after %d, skipping known offsets",
+                                           F.col("process"), F.col("offset"), F.col("prev_offset"))),
+                anomaly_col=F.col("anomaly"))
 
 
 _REBALANCE = T.StructType([T.StructField("rebalance_log", T.ArrayType(T.StructType([
@@ -235,19 +321,19 @@ def event_regressions(c: Corpus) -> DataFrame:
     return epochs.unionByName(hws)
 
 
-DETECTORS = ("inconsistent-offsets", "duplicate", "lost-write", "aborted-read", "poll-order",
+DETECTORS = ("inconsistent-offsets", "values", "aborted-read", "poll-order",
              "double-ownership", "hw-regression-seen", "events")
 
 
 def detect(c: Corpus, only: tuple[str, ...] = DETECTORS) -> dict[str, DataFrame]:
-    """Each detector's rows, lazily (nothing runs until an action)."""
+    """Each detector's rows. Building them runs the small preliminary jobs some detectors
+    use to narrow their work (failed sends, jumping reads); the big work waits for an action."""
     obs = observed(c)
     jobs = {
-        "inconsistent-offsets": lambda: inconsistent_offsets(obs),
-        "duplicate": lambda: duplicates(obs),
-        "lost-write": lambda: lost_writes(c),
+        "inconsistent-offsets": lambda: inconsistent_offsets(c),
+        "values": lambda: values(obs, c),
         "aborted-read": lambda: aborted_reads(c),
-        "poll-order": lambda: poll_order(c, obs),
+        "poll-order": lambda: poll_order(c),
         "double-ownership": lambda: double_ownership(c),
         "hw-regression-seen": lambda: hw_regression_seen(c),
         "events": lambda: event_regressions(c),

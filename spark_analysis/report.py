@@ -69,12 +69,13 @@ def analyze(corpus: str, out: Path, spark, cycles: bool = True,
     if n_runs == 0:
         raise ValueError(f"{corpus}: the corpus holds no runs")
     # each detector is one job; its rows are cached so the later jobs reuse them
-    dets = jobs.detect(c)
     found_parts = {}
     for name in DETECTORS:
-        df = dets[name].cache()
-        step(f"detect {name}", lambda df=df: df.count())
-        found_parts[name] = df
+        def run(name=name):
+            df = jobs.detect(c, (name,))[name].cache()
+            df.count()
+            return df
+        found_parts[name] = step(f"detect {name}", run)
     found = jobs.anomalies(c, found_parts).cache()
     step("anomalies: write", lambda: found.orderBy("run_id", "time").write.mode("overwrite")
          .parquet(str(out / "anomalies.parquet")))
