@@ -122,17 +122,6 @@ def observed(c: Corpus) -> DataFrame:
             .select("run_id", "key", "offset", "value", "op_index", "time", "kind", "type"))
 
 
-def _several(obs: DataFrame, by: str, several: str, anomaly: str, text: str) -> DataFrame:
-    """Rows where one ``by`` of a key holds two or more distinct ``several`` (lowest and
-    highest in the detail: min and max aggregate in one pass, a distinct count or a set would
-    take a second shuffle)."""
-    g = (obs.where(F.col("value").isNotNull()).groupBy("run_id", "key", by)
-         .agg(F.min(several).alias("lo"), F.max(several).alias("hi"), F.min("time").alias("time"),
-              F.min("op_index").alias("op_index"))
-         .where(F.col("lo") != F.col("hi")))
-    return _out(g, anomaly, detail=F.format_string(text, F.col(by), F.col("lo"), F.col("hi")))
-
-
 def inconsistent_offsets(c: Corpus) -> DataFrame:
     """One aggregation per (run, key, offset) over the reads and the ok sends, keeping the
     reads', sends' and transactional sends' values apart; the run's acks, joined to the few
