@@ -92,10 +92,10 @@ def load(spark: SparkSession, path: str) -> Corpus:
     return Corpus(*(table(t) for t in ("runs", "ops", "mops", "events", "verdicts")))
 
 
-def _out(df: DataFrame, anomaly: str, key="key", op_index="op_index", time="time", detail=None,
-         anomaly_col=None) -> DataFrame:
+def _out(df: DataFrame, anomaly, key="key", op_index="op_index", time="time", detail=None) -> DataFrame:
+    """The common row shape; ``anomaly`` is a type name or a column holding one."""
     return df.select(
-        F.col("run_id"), (F.lit(anomaly) if anomaly_col is None else anomaly_col).alias("anomaly"),
+        F.col("run_id"), (F.lit(anomaly) if isinstance(anomaly, str) else anomaly).alias("anomaly"),
         F.col(key).cast("string").alias("key"),
         F.col(op_index).cast("long").alias("op_index"), F.col(time).cast("long").alias("time"),
         (detail if detail is not None else F.lit(None).cast("string")).alias("detail"))
@@ -114,11 +114,10 @@ def observed(c: Corpus) -> DataFrame:
     """(run, key, offset, value, op, time, kind, type) that the history vouches for: every read, and sends
     whose offset is not just a leader's word (acks=all, or inside a transaction). One scan of
     the micro-ops (a union of two scans would halve what the partial aggregations save)."""
-    acks = F.broadcast(c.runs.select("run_id", "acks"))
     poll = F.col("kind") == "poll"
     acked = (F.col("kind") == "send") & (F.col("type") == "ok") & ((F.col("acks") == "all") | (F.col("f") == "txn"))
     return (c.mops.where(F.col("key").isNotNull() & F.col("offset").isNotNull() & F.col("kind").isin("poll", "send"))
-            .join(acks, "run_id", "left").where(poll | acked)
+            .join(_run_facts(c), "run_id", "left").where(poll | acked)
             .select("run_id", "key", "offset", "value", "op_index", "time", "kind", "type"))
 
 
@@ -143,7 +142,7 @@ def inconsistent_offsets(c: Corpus) -> DataFrame:
                 | (F.col("r_lo") != F.col("s_lo")) | (F.col("r_hi") != F.col("s_hi"))))
     pick = {x: F.when(F.col("acks") == "all", F.col(f"s_{x}")).otherwise(F.col(f"t_{x}"))
             for x in ("lo", "hi", "time", "op_index")}
-    g = (g.join(F.broadcast(c.runs.select("run_id", "acks")), "run_id", "left")
+    g = (g.join(_run_facts(c), "run_id", "left")
          .select("run_id", "key", "offset", F.least("r_lo", pick["lo"]).alias("lo"),
                  F.greatest("r_hi", pick["hi"]).alias("hi"), F.least("r_time", pick["time"]).alias("time"),
                  F.least("r_op_index", pick["op_index"]).alias("op_index"))
@@ -152,13 +151,13 @@ def inconsistent_offsets(c: Corpus) -> DataFrame:
         "offset %d holds different values, %d to %d", F.col("offset"), F.col("lo"), F.col("hi")))
 
 
-def values(obs: DataFrame, c: Corpus) -> DataFrame:
+def values(c: Corpus) -> DataFrame:
     """duplicate and lost-write from one aggregation per (run, key, value) over
     :func:`observed` (the two share their grouping: one pass instead of two); the run's final
     read facts are joined to the few groups that can hold a lost write."""
     ok_read = (F.col("kind") == "poll") & (F.col("type") == "ok")
     acked = F.col("kind") == "send"  # observed() keeps only the vouched-for sends
-    g = (obs.where(F.col("value").isNotNull()).groupBy("run_id", "key", "value")
+    g = (observed(c).where(F.col("value").isNotNull()).groupBy("run_id", "key", "value")
          .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.min("time").alias("time"),
               F.min("op_index").alias("op_index"), F.max(ok_read.cast("int")).alias("ok_read"),
               F.min(F.when(acked, F.col("time"))).alias("a_time"),
@@ -179,8 +178,8 @@ def values(obs: DataFrame, c: Corpus) -> DataFrame:
             "value %d at different offsets, %d to %d", F.col("value"), F.col("lo"), F.col("hi")))),
         F.when(lost, found("lost-write", "a_op", "a_time", F.format_string(
             "value %d acknowledged at offset %d, never read", F.col("value"), F.col("a_offset")))))).alias("x"))
-    return _out(rows.where(F.col("x").isNotNull()), "", op_index="x.op_index", time="x.time",
-                detail=F.col("x.detail"), anomaly_col=F.col("x.anomaly"))
+    return _out(rows.where(F.col("x").isNotNull()), F.col("x.anomaly"), op_index="x.op_index", time="x.time",
+                detail=F.col("x.detail"))
 
 
 def _few_runs(c: Corpus, found: DataFrame) -> Corpus:
@@ -242,12 +241,10 @@ def poll_order(c: Corpus) -> DataFrame:
          .agg(F.count("known").alias("between"))
          .where((F.col("offset") <= F.col("prev_offset")) | (F.col("between") > 0)))
     back = F.col("offset") <= F.col("prev_offset")
-    return _out(r.withColumn("anomaly", F.when(back, "nonmonotonic-poll").otherwise("poll-skip")),
-                "", detail=F.when(back, F.format_string(
+    return _out(r, F.when(back, "nonmonotonic-poll").otherwise("poll-skip"), detail=F.when(back, F.format_string(
                     "process %s read offset %d after %d", F.col("process"), F.col("offset"), F.col("prev_offset")))
                 .otherwise(F.format_string("process %s read offset %d after %d, skipping known offsets",
-                                           F.col("process"), F.col("offset"), F.col("prev_offset"))),
-                anomaly_col=F.col("anomaly"))
+                                           F.col("process"), F.col("offset"), F.col("prev_offset"))))
 
 
 _REBALANCE = T.StructType([T.StructField("rebalance_log", T.ArrayType(T.StructType([
@@ -317,10 +314,9 @@ DETECTORS = ("inconsistent-offsets", "values", "aborted-read", "poll-order",
 def detect(c: Corpus, only: tuple[str, ...] = DETECTORS) -> dict[str, DataFrame]:
     """Each detector's rows. Building them runs the small preliminary jobs some detectors
     use to narrow their work (failed sends, jumping reads); the big work waits for an action."""
-    obs = observed(c)
     jobs = {
         "inconsistent-offsets": lambda: inconsistent_offsets(c),
-        "values": lambda: values(obs, c),
+        "values": lambda: values(c),
         "aborted-read": lambda: aborted_reads(c),
         "poll-order": lambda: poll_order(c),
         "double-ownership": lambda: double_ownership(c),
