@@ -280,6 +280,32 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("run_id", help="the run's id (the runs table's run_id)")
     ext.add_argument("--out", metavar="DIR", required=True, help="the run directory to write")
 
+    srv = sub.add_parser(
+        "serve", help="run the reference broker cluster on real sockets (Kafka wire protocol)",
+        description="Start a reference cluster that Kafka clients talk to: a controller and --brokers "
+                    "brokers, one process each (or one process with --single-process), storing their "
+                    "logs under --data-dir. Broker i listens on 127.0.0.1:PORT+i-1. A cluster stopped "
+                    "or killed (kill -9) restarts from its data directory: torn tails are cut, nothing "
+                    "acknowledged with acks=all is lost. Prints the bootstrap address; Ctrl-C stops it.")
+    srv.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    srv.add_argument("--port", type=int, default=9092,
+                     help="port of broker 1; broker i gets PORT+i-1 (default 9092; 0: free ports)")
+    srv.add_argument("--data-dir", required=True, metavar="DIR", help="where the logs live (created if missing)")
+    srv.add_argument("--min-insync-replicas", type=int, default=None,
+                     help="min.insync.replicas (default min(2, replication factor))")
+    srv.add_argument("--default-replication-factor", type=int, default=None,
+                     help="replication factor of auto-created topics and of -1 in CreateTopics "
+                          "(default min(3, brokers))")
+    srv.add_argument("--unclean-leader-election", action="store_true",
+                     help="unclean.leader.election.enable=true")
+    srv.add_argument("--flush-ms", type=int, default=None, metavar="MS",
+                     help="fsync every MS milliseconds (default: never, as Kafka; replication keeps data)")
+    srv.add_argument("--single-process", action="store_true",
+                     help="all brokers and the controller in one process (process faults then hit them all)")
+    srv.add_argument("--ready-timeout", type=float, default=30.0, metavar="S",
+                     help="how long to wait for the cluster to be ready (default 30)")
+    srv.add_argument("--verbose", action="store_true", help="log broker events (leaders, fencing) to the logs")
+
     ana = sub.add_parser(
         "analyze", help="analyse a corpus with Spark: anomalies, rates, time to anomaly, agreement",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -321,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "extract":
             from kafkacheck.corpus import cmd_extract
             return cmd_extract(args)
+        if args.command == "serve":
+            from kafkacheck.serve import cmd_serve
+            return cmd_serve(args)
         if args.command == "analyze":
             from kafkacheck.analyze import cmd_analyze
             return cmd_analyze(args)

@@ -355,6 +355,9 @@ class Broker(Node):
             return
         self.metadata = image
         self._topic_configs = dict(image.topic_configs)
+        deleted = set(image.deleted_topics)
+        for tp in [tp for tp in self.partitions if tp.topic in deleted]:
+            self._delete_partition(tp)
         for tp, p in self.partitions.items():
             p.log.config = self._log_config(tp.topic)
             p.log.bugs = self.bugs
@@ -395,6 +398,15 @@ class Broker(Node):
         self._leaders = None
         self._sync_fetchers(now_ms)
         self.txn.leaders_changed(now_ms)
+
+    def _delete_partition(self, tp: TopicPartition) -> None:
+        """The topic was deleted: drop the replica and its files."""
+        p = self.partitions.pop(tp)
+        for d in self.delayed_produce.pop(tp, []):
+            self._answer_produce(d, Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        for name in self.storage.list(p.log.directory + "/"):
+            self.storage.delete(name)
+        self.event("partition-deleted", key=tp.key)
 
     def _after_leader_change(self, now_ms: int, p: Partition) -> None:
         """Answer what the old role left pending: parked produces can no longer complete."""

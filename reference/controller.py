@@ -36,6 +36,8 @@ from reference.messages import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
     CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     CreateTopicsResponse,
     MetadataImage,
     MetadataUpdate,
@@ -80,6 +82,7 @@ class Controller(Node):
         self.registrations: dict[int, int] = {}  # broker id -> incarnation registered
         self.next_producer_id = 0  # the start of the next block of producer ids to hand out
         self.topic_configs: dict[str, tuple[tuple[str, str], ...]] = {}
+        self.deleted_topics: set[str] = set()
 
     # ------------------------------------------------------------ durability
 
@@ -98,6 +101,7 @@ class Controller(Node):
         self.partitions = {}
         self.registrations = {}
         self.topic_configs = {}
+        self.deleted_topics = set()
         self.next_broker_epoch = 1
         self.next_producer_id = 0
         self.metadata_version = 0
@@ -135,10 +139,16 @@ class Controller(Node):
                 self.next_broker_epoch = max(self.next_broker_epoch, r["epoch"] + 1)
             case "topic":
                 self.topic_configs[r["name"]] = tuple((k, v) for k, v in r["configs"])
+            case "delete-topic":
+                self.deleted_topics.add(r["name"])
+                self.topic_configs.pop(r["name"], None)
+                for tp in [tp for tp in self.partitions if tp.topic == r["name"]]:
+                    del self.partitions[tp]
             case "producer-ids":
                 self.next_producer_id = max(self.next_producer_id, r["next"])
             case "partition":
                 tp = TopicPartition(r["topic"], r["partition"])
+                self.deleted_topics.discard(tp.topic)
                 self.partitions[tp] = PartitionState(
                     tp, tuple(r["replicas"]), tuple(r["isr"]), r["leader"],
                     r["leader_epoch"], r["partition_epoch"], tuple(r.get("elr", ())))
@@ -156,6 +166,7 @@ class Controller(Node):
 
     def _commit_partition(self, s: PartitionState) -> None:
         self.partitions[s.tp] = s
+        self.deleted_topics.discard(s.tp.topic)
         self._commit({"type": "partition", "topic": s.tp.topic, "partition": s.tp.partition,
                       "replicas": list(s.replicas), "isr": list(s.isr), "leader": s.leader,
                       "leader_epoch": s.leader_epoch, "partition_epoch": s.partition_epoch,
@@ -170,7 +181,7 @@ class Controller(Node):
         live = tuple(sorted(i for i, b in self.brokers.items() if not b.fenced))
         parts = tuple(self.partitions[tp] for tp in sorted(self.partitions))
         configs = tuple(sorted(self.topic_configs.items()))
-        return MetadataImage(self.metadata_version, live, parts, configs)
+        return MetadataImage(self.metadata_version, live, parts, configs, tuple(sorted(self.deleted_topics)))
 
     def _push(self) -> None:
         image = self.image()
@@ -202,6 +213,8 @@ class Controller(Node):
                 self._on_create_topics(src, message)
             case AllocateProducerIdsRequest():
                 self._on_allocate_producer_ids(src, message)
+            case DeleteTopicsRequest():
+                self._on_delete_topics(src, message)
             case _:
                 pass
 
@@ -393,4 +406,20 @@ class Controller(Node):
             self._commit_partition(PartitionState(TopicPartition(req.name, i), replicas, isr,
                                                   leader, 0, 0))
         self.send(src, CreateTopicsResponse(req.correlation_id, req.name, Errors.NONE))
+        self._push()
+
+    def _on_delete_topics(self, src: int, req: DeleteTopicsRequest) -> None:
+        """Remove a topic from the metadata; each replica deletes its log when the image
+        without it arrives (a broker that was down deletes it on its next image)."""
+        if not any(tp.topic == req.name for tp in self.partitions):
+            self.send(src, DeleteTopicsResponse(req.correlation_id, req.name,
+                                                Errors.UNKNOWN_TOPIC_OR_PARTITION))
+            return
+        self._commit({"type": "delete-topic", "name": req.name})
+        self.deleted_topics.add(req.name)
+        self.topic_configs.pop(req.name, None)
+        for tp in [tp for tp in self.partitions if tp.topic == req.name]:
+            del self.partitions[tp]
+        self.event("topic-deleted", topic=req.name)
+        self.send(src, DeleteTopicsResponse(req.correlation_id, req.name, Errors.NONE))
         self._push()

@@ -54,6 +54,8 @@ class MetadataImage:
     partitions: tuple[PartitionState, ...]
     # topic -> its configs (Kafka's names: cleanup.policy, retention.ms, ...)
     topic_configs: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    # topics deleted by DeleteTopics (and not created again): replicas delete their logs
+    deleted_topics: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- broker <-> controller
@@ -125,6 +127,19 @@ class CreateTopicsRequest:
 
 @dataclass(frozen=True, slots=True)
 class CreateTopicsResponse:
+    correlation_id: int
+    name: str
+    error: Errors
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequest:
+    correlation_id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponse:
     correlation_id: int
     name: str
     error: Errors

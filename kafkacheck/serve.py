@@ -1,0 +1,197 @@
+"""``kafkacheck serve``: the reference cluster on real sockets, and its launcher.
+
+:class:`ReferenceCluster` starts one process per node (``python -m reference.server``:
+node 0 the controller, 1..N the brokers) with the data directory's ``cluster.json`` telling
+each process where the others are, waits until the cluster answers Metadata with every
+broker and the internal topics, and can kill -9, pause, resume and restart a broker (what
+``kafkacheck conform`` does to it). With ``single_process`` the whole cluster runs in one
+process instead (one listener per broker).
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from fault_injection.processes import LocalProcess, ProcessGroup
+from reference.server.cluster import SERVER_TIMINGS, ClusterLayout, ServerOptions
+
+
+class ClusterNotReady(RuntimeError):
+    pass
+
+
+def metadata_probe(host: str, port: int, timeout_s: float = 2.0) -> tuple[list[int], dict[str, list[int]]]:
+    """One Metadata v1 round trip: (broker ids, topic -> leaders of its partitions)."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    req = MetadataRequest[1](topics=None)
+    req.with_header(correlation_id=1, client_id="kafkacheck-probe")
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.sendall(bytes(req.encode(header=True, framed=True)))
+        size = int.from_bytes(_read(s, 4), "big")
+        resp = MetadataResponse.decode(_read(s, size), version=1, header=True)
+    topics = {t.name: [p.leader_id for p in t.partitions] for t in resp.topics}
+    return sorted(b.node_id for b in resp.brokers), topics
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+class ReferenceCluster:
+    def __init__(self, options: ServerOptions, single_process: bool = False, log_level: str = "WARNING") -> None:
+        self.options = options
+        self.single_process = single_process
+        self.layout = ClusterLayout.load_or_create(options)
+        self.bootstrap = self.layout.bootstrap(options.host)
+        self.group = ProcessGroup()
+        self.log_dir = options.data_dir / "logs"
+        nodes = [list(range(0, options.brokers + 1))] if single_process else \
+            [[n] for n in range(0, options.brokers + 1)]
+        for ids in nodes:
+            name = "cluster" if single_process else ("controller" if ids == [0] else f"broker-{ids[0]}")
+            argv = [sys.executable, "-m", "reference.server", "--data-dir", str(options.data_dir),
+                    "--brokers", str(options.brokers),
+                    "--min-insync-replicas", str(options.min_insync_replicas),
+                    "--default-replication-factor", str(options.default_replication_factor),
+                    "--log-level", log_level]
+            for n in ids:
+                argv += ["--node", str(n)]
+            if options.unclean_leader_election:
+                argv.append("--unclean-leader-election")
+            if options.flush_ms is not None:
+                argv += ["--flush-ms", str(options.flush_ms)]
+            if options.bugs:
+                argv += ["--bugs", ",".join(sorted(options.bugs))]
+            self.group.add(name, argv, self.log_dir / f"{name}.log")
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        self.group.start_all()
+        self.wait_ready(timeout_s)
+
+    def ready(self) -> bool:
+        for broker, port in sorted(self.layout.client_ports.items()):
+            proc = self.process_of(broker)
+            if proc is not None and (not proc.alive or proc.paused):
+                continue
+            try:
+                brokers, topics = metadata_probe(self.options.host, port, 1.0)
+            except (OSError, ValueError):
+                return False
+            live = [b for b in self.layout.client_ports if self._up(b)]
+            internal = ("__consumer_offsets", "__transaction_state")
+            return sorted(live) == brokers and all(
+                name in topics and topics[name] and all(leader >= 0 for leader in topics[name])
+                for name in internal)
+        return False
+
+    def _up(self, broker: int) -> bool:
+        p = self.process_of(broker)
+        return p is None or (p.alive and not p.paused)
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        end = time.monotonic() + timeout_s
+        while not self.ready():
+            dead = [p.name for p in self.group.processes.values() if p.starts and not p.alive]
+            if dead:
+                raise ClusterNotReady(f"{', '.join(dead)} exited; see {self.log_dir}")
+            if time.monotonic() > end:
+                raise ClusterNotReady(f"the cluster did not become ready in {timeout_s:.0f} s; see {self.log_dir}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.group.stop_all()
+
+    def __enter__(self) -> ReferenceCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ process faults
+
+    def process_of(self, broker: int) -> LocalProcess | None:
+        """The process of a broker (None in single-process mode: faults hit the whole cluster)."""
+        if self.single_process:
+            return None
+        return self.group.processes.get(f"broker-{broker}")
+
+    def processes(self) -> dict[str, LocalProcess]:
+        return self.group.processes
+
+    @property
+    def pids(self) -> dict[str, int | None]:
+        return {name: p.pid for name, p in self.group.processes.items()}
+
+
+def describe_timings() -> str:
+    return ", ".join(f"{k}={v}" for k, v in SERVER_TIMINGS.items())
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_serve(args) -> int:
+    from kafkacheck.cli import UsageError
+
+    if args.brokers < 1:
+        raise UsageError("--brokers must be at least 1")
+    if not 0 <= args.port <= 65535 - args.brokers:
+        raise UsageError("--port must be 0 (free ports) or a port with room for one per broker")
+    rf = args.default_replication_factor if args.default_replication_factor is not None else min(3, args.brokers)
+    min_isr = args.min_insync_replicas if args.min_insync_replicas is not None else min(2, rf)
+    if not 1 <= rf <= args.brokers or not 1 <= min_isr <= rf:
+        raise UsageError("need 1 <= --min-insync-replicas <= --default-replication-factor <= --brokers")
+    data_dir = Path(args.data_dir)
+    options = ServerOptions(data_dir=data_dir, brokers=args.brokers, port=args.port,
+                            min_insync_replicas=min_isr, default_replication_factor=rf,
+                            unclean_leader_election=args.unclean_leader_election, flush_ms=args.flush_ms)
+    try:
+        cluster = ReferenceCluster(options, single_process=args.single_process,
+                                   log_level="INFO" if args.verbose else "WARNING")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    mode = "one process" if args.single_process else f"{args.brokers + 1} processes"
+    print(f"starting {args.brokers} brokers and a controller ({mode}), data in {data_dir}", flush=True)
+    try:
+        cluster.start(timeout_s=args.ready_timeout)
+    except ClusterNotReady as e:
+        cluster.stop()
+        print(f"kafkacheck: error: {e}", file=sys.stderr)
+        return 2
+    print(f"bootstrap {cluster.bootstrap}", flush=True)
+    print("pids " + " ".join(f"{n}={p}" for n, p in cluster.pids.items()), flush=True)
+    print(f"timings: {describe_timings()}", flush=True)
+    print("Ctrl-C stops the cluster", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # kill PID stops the brokers too
+    try:
+        while True:
+            time.sleep(0.5)
+            dead = [p.name for p in cluster.processes().values() if not p.alive]
+            if dead:
+                print(f"{', '.join(dead)} exited (see {cluster.log_dir}); stopping", file=sys.stderr)
+                cluster.stop()
+                return 2
+    except KeyboardInterrupt:
+        print("stopping", flush=True)
+    finally:
+        cluster.stop()
+    return 0

@@ -1,0 +1,341 @@
+"""A served reference cluster: the controller and brokers on real sockets and real files.
+
+Layout of the data directory::
+
+    DIR/controller/metadata.log         the controller's metadata log
+    DIR/broker-1/<topic>-<p>/...         broker 1's partition logs (segments, checkpoints)
+    DIR/cluster.json                    ports and the cluster id, written at first start
+
+Node ids are the engine's: the controller is node 0, brokers are 1..N (the ids clients
+see). Broker ``i`` listens for Kafka clients on ``port + i - 1`` (or on a free port when
+``port`` is 0). :class:`ServerProcess` hosts any subset of the nodes: all of them
+(``--single-process``), or one each, with the others reached through
+:mod:`reference.server.peers`.
+
+Timings are shorter than Kafka's defaults (a broker is fenced 3 s after its last
+heartbeat rather than 9 s) so that a conformance run sees failover within its budget; they
+are listed in ``SERVER_TIMINGS`` and printed by ``kafkacheck serve``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reference.broker import Broker, BrokerConfig
+from reference.controller import Controller, ControllerConfig
+from reference.errors import Errors
+from reference.messages import CreateTopicsRequest
+from reference.node import Event
+from reference.server import gateway
+from reference.server.host import Host, now_ms
+from reference.server.peers import Peers, client_base
+from reference.server.storage import FileStorage
+from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
+
+log = logging.getLogger("kafkacheck.server")
+
+CONTROLLER_ID = 0
+CLUSTER_ID = "kafkacheck-reference"
+
+SERVER_TIMINGS = {
+    "replica_lag_time_max_ms": 5_000,
+    "replica_fetch_wait_max_ms": 200,
+    "replica_fetch_backoff_ms": 100,
+    "replica_fetch_timeout_ms": 3_000,
+    "heartbeat_interval_ms": 500,
+    "registration_retry_ms": 500,
+    "alter_partition_timeout_ms": 3_000,
+    "high_watermark_checkpoint_interval_ms": 2_000,
+    "session_timeout_ms": 3_000,
+    "log_cleaner_backoff_ms": 2_000,
+}
+
+
+@dataclass
+class ServerOptions:
+    data_dir: Path
+    brokers: int = 3
+    port: int = 9092  # broker i listens on port + i - 1; 0: free ports
+    host: str = "127.0.0.1"
+    min_insync_replicas: int = 2
+    default_replication_factor: int = 3
+    default_partitions: int = 1
+    unclean_leader_election: bool = False
+    flush_ms: int | None = None
+    flush_messages: int | None = None
+    auto_create_topics: bool = True
+    bugs: frozenset[str] = field(default_factory=frozenset)
+
+    def broker_config(self) -> BrokerConfig:
+        t = SERVER_TIMINGS
+        return BrokerConfig(
+            min_insync_replicas=self.min_insync_replicas,
+            replica_lag_time_max_ms=t["replica_lag_time_max_ms"],
+            replica_fetch_wait_max_ms=t["replica_fetch_wait_max_ms"],
+            replica_fetch_backoff_ms=t["replica_fetch_backoff_ms"],
+            replica_fetch_timeout_ms=t["replica_fetch_timeout_ms"],
+            heartbeat_interval_ms=t["heartbeat_interval_ms"],
+            registration_retry_ms=t["registration_retry_ms"],
+            alter_partition_timeout_ms=t["alter_partition_timeout_ms"],
+            high_watermark_checkpoint_interval_ms=t["high_watermark_checkpoint_interval_ms"],
+            flush_ms=self.flush_ms, flush_messages=self.flush_messages,
+            coordinator_lease_ms=t["session_timeout_ms"],
+            log_cleaner_backoff_ms=t["log_cleaner_backoff_ms"],
+            offsets_partitions=3, transaction_state_partitions=3,
+        )
+
+    def controller_config(self) -> ControllerConfig:
+        return ControllerConfig(session_timeout_ms=SERVER_TIMINGS["session_timeout_ms"],
+                                unclean_leader_election_enable=self.unclean_leader_election,
+                                min_insync_replicas=self.min_insync_replicas)
+
+    def broker_configs(self) -> dict[str, str]:
+        """What DescribeConfigs shows for a broker (Kafka's names)."""
+        return {
+            "min.insync.replicas": str(self.min_insync_replicas),
+            "default.replication.factor": str(self.default_replication_factor),
+            "num.partitions": str(self.default_partitions),
+            "unclean.leader.election.enable": str(self.unclean_leader_election).lower(),
+            "auto.create.topics.enable": str(self.auto_create_topics).lower(),
+            "log.flush.interval.ms": str(self.flush_ms) if self.flush_ms is not None else "9223372036854775807",
+            "log.flush.interval.messages": str(self.flush_messages)
+            if self.flush_messages is not None else "9223372036854775807",
+            "replica.lag.time.max.ms": str(SERVER_TIMINGS["replica_lag_time_max_ms"]),
+            "offsets.topic.num.partitions": "3",
+            "transaction.state.log.num.partitions": "3",
+        }
+
+
+class ClusterLayout:
+    """Ports of every node, fixed at the first start and kept in ``cluster.json`` so that a
+    restarted process listens where clients and peers expect it."""
+
+    def __init__(self, options: ServerOptions) -> None:
+        self.path = options.data_dir / "cluster.json"
+        self.client_ports: dict[int, int] = {}
+        self.peer_ports: dict[int, int] = {}
+
+    @classmethod
+    def load_or_create(cls, options: ServerOptions) -> ClusterLayout:
+        layout = cls(options)
+        options.data_dir.mkdir(parents=True, exist_ok=True)
+        if layout.path.exists():
+            d = json.loads(layout.path.read_text())
+            if d.get("brokers") != options.brokers:
+                raise ValueError(f"{options.data_dir} holds a cluster of {d.get('brokers')} brokers, "
+                                 f"not {options.brokers}")
+            layout.client_ports = {int(k): v for k, v in d["client_ports"].items()}
+            layout.peer_ports = {int(k): v for k, v in d["peer_ports"].items()}
+            if options.port and layout.client_ports.get(1) != options.port:
+                raise ValueError(f"{options.data_dir} was served on port {layout.client_ports.get(1)}, "
+                                 f"not {options.port}")
+            return layout
+        ports = free_ports(2 * options.brokers + 1, options.host)
+        for b in range(1, options.brokers + 1):
+            layout.client_ports[b] = options.port + b - 1 if options.port else ports.pop()
+        for n in range(0, options.brokers + 1):
+            layout.peer_ports[n] = ports.pop()
+        layout.save(options.brokers)
+        return layout
+
+    def save(self, brokers: int) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"cluster_id": CLUSTER_ID, "brokers": brokers,
+                                   "client_ports": self.client_ports,
+                                   "peer_ports": self.peer_ports}, indent=2))
+        os.replace(tmp, self.path)
+
+    def bootstrap(self, host: str) -> str:
+        return ",".join(f"{host}:{p}" for _, p in sorted(self.client_ports.items()))
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    import socket
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class ServerProcess:
+    """The nodes of one process: ``nodes`` is a subset of 0 (controller) and 1..N."""
+
+    def __init__(self, options: ServerOptions, layout: ClusterLayout, nodes: list[int]) -> None:
+        self.options = options
+        self.layout = layout
+        self.node_ids = nodes
+        self.host: Host | None = None
+        self.servers: list[asyncio.AbstractServer] = []
+        self.peers: Peers | None = None
+        self.storages: list[FileStorage] = []
+        self.connections: set[asyncio.Task] = set()
+        self.events: list[tuple[int, Event]] = []
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.host = host = Host(loop)
+        host._next_client = client_base(min(self.node_ids))
+        host.on_event = self._on_event
+        o = self.options
+        everything = set(range(0, o.brokers + 1))
+        if set(self.node_ids) != everything:
+            remote = {n: (o.host, self.layout.peer_ports[n]) for n in everything - set(self.node_ids)}
+            self.peers = Peers(remote, host.deliver)
+            await self.peers.listen(o.host, self.layout.peer_ports[min(self.node_ids)])
+            host.remote = self.peers.send
+        info = gateway.ClusterInfo(
+            cluster_id=CLUSTER_ID, controller_id=CONTROLLER_ID,
+            endpoints={b: (o.host, p) for b, p in self.layout.client_ports.items()},
+            default_partitions=o.default_partitions,
+            default_replication_factor=o.default_replication_factor,
+            auto_create_topics=o.auto_create_topics, broker_configs=o.broker_configs())
+        incarnation = now_ms()
+        for n in sorted(self.node_ids):
+            if n == CONTROLLER_ID:
+                storage = FileStorage(o.data_dir / "controller")
+                node = Controller(CONTROLLER_ID, storage, o.controller_config(), o.bugs)
+            else:
+                storage = FileStorage(o.data_dir / f"broker-{n}")
+                node = Broker(n, storage, o.broker_config(), CONTROLLER_ID, incarnation, o.bugs)
+            self.storages.append(storage)
+            host.add(node)
+            if n != CONTROLLER_ID:
+                server = await asyncio.start_server(
+                    lambda r, w, node=node: self._serve(info, node, r, w),
+                    o.host, self.layout.client_ports[n], reuse_address=True)
+                self.servers.append(server)
+        if CONTROLLER_ID in self.node_ids:
+            loop.create_task(self._create_internal_topics())
+
+    async def _serve(self, info: gateway.ClusterInfo, broker: Broker, reader, writer) -> None:
+        assert self.host is not None
+        task = asyncio.current_task()
+        if task is not None:
+            self.connections.add(task)
+            task.add_done_callback(self.connections.discard)
+        with contextlib.suppress(asyncio.CancelledError):  # the server is stopping
+            await gateway.Connection(self.host, info, broker, reader, writer).serve()
+
+    def _on_event(self, node_id: int, event: Event) -> None:
+        if event.kind in ("recover", "broker-registered", "broker-fenced", "leader-elected",
+                          "topic-deleted", "partition-deleted", "storage-error"):
+            log.info("node %d: %s %s", node_id, event.kind, json.dumps(event.fields, default=str))
+
+    async def _create_internal_topics(self) -> None:
+        """Kafka creates ``__consumer_offsets`` and ``__transaction_state`` on first use; the
+        reference cluster creates them once enough brokers are up."""
+        assert self.host is not None
+        host = self.host
+        o = self.options
+        rf = min(3, o.brokers)
+        pending = {OFFSETS_TOPIC, TXN_TOPIC}
+        answers: asyncio.Queue = asyncio.Queue()
+        me = host.register_client(lambda src, msg: answers.put_nowait(msg))
+        corr = 0
+        while pending:
+            for name in sorted(pending):
+                corr += 1
+                host.deliver(me, CONTROLLER_ID, CreateTopicsRequest(corr, name, 3, rf))
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    msg = await asyncio.wait_for(answers.get(), 0.5)
+                    if msg.error in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+                        pending.discard(msg.name)
+        host.unregister_client(me)
+
+    async def stop(self) -> None:
+        for s in self.servers:
+            s.close()
+        for t in list(self.connections):
+            t.cancel()
+        await asyncio.gather(*self.connections, return_exceptions=True)
+        if self.peers is not None:
+            await self.peers.close()
+        for s in self.servers:
+            with contextlib.suppress(Exception):
+                await s.wait_closed()
+        if self.host is not None:
+            for node in list(self.host.nodes.values()):
+                if isinstance(node, Broker):
+                    for p in node.partitions.values():
+                        with contextlib.suppress(Exception):
+                            p.log.checkpoint()
+                            p.log.flush()
+            self.host.nodes.clear()
+        for s in self.storages:
+            s.close()
+
+
+class InThreadCluster:
+    """A whole cluster in one background thread of this process (tests, benchmarks)::
+
+        with InThreadCluster(ServerOptions(data_dir=d, port=0)) as cluster:
+            KafkaProducer(bootstrap_servers=cluster.bootstrap)
+    """
+
+    def __init__(self, options: ServerOptions, ready_timeout_s: float = 20.0) -> None:
+        self.options = options
+        self.layout = ClusterLayout.load_or_create(options)
+        self.bootstrap = self.layout.bootstrap(options.host)
+        self.process = ServerProcess(options, self.layout, list(range(0, options.brokers + 1)))
+        self.ready_timeout_s = ready_timeout_s
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread = None
+
+    def __enter__(self) -> InThreadCluster:
+        import threading
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        def run() -> None:
+            assert self.loop is not None
+            asyncio.set_event_loop(self.loop)
+            self.loop.run_until_complete(self.process.start())
+            started.set()
+            self.loop.run_forever()
+            self.loop.run_until_complete(self.process.stop())
+            self.loop.close()
+
+        self._thread = threading.Thread(target=run, name="kafkacheck-server", daemon=True)
+        self._thread.start()
+        if not started.wait(self.ready_timeout_s):
+            raise TimeoutError("the reference cluster did not start")
+        self.wait_ready()
+        return self
+
+    def ready(self) -> bool:
+        """Every broker registered and the internal topics have leaders."""
+        host = self.process.host
+        if host is None:
+            return False
+        brokers = [n for n in host.nodes.values() if isinstance(n, Broker)]
+        if not brokers or any(b.broker_epoch < 0 for b in brokers):
+            return False
+        image = brokers[0].metadata
+        topics = {s.tp.topic for s in image.partitions if s.leader >= 0}
+        return {OFFSETS_TOPIC, TXN_TOPIC} <= topics and len(image.live_brokers) == len(brokers)
+
+    def wait_ready(self) -> None:
+        import time
+        end = time.monotonic() + self.ready_timeout_s
+        while not self.ready():
+            if time.monotonic() > end:
+                raise TimeoutError("the reference cluster did not become ready")
+            time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.loop is not None and self._thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(30)

@@ -1,0 +1,153 @@
+"""The Kafka wire protocol through kafka-python's ``kafka.protocol`` classes.
+
+kafka-python generates a class per API from Kafka's own JSON message schemas; each class
+encodes and decodes every version of its message, requests as well as responses. This
+module finds the request and response class of each API key, states which versions the
+reference broker serves (``SUPPORTED``), and builds response objects from plain dicts
+(:func:`build`), so that the gateway's handlers read like the schema.
+
+Framing: every request is ``int32 size`` + header (api key, api version, correlation id,
+client id, and tagged fields in flexible versions) + body; a response is ``int32 size`` +
+header (correlation id, tagged fields in flexible versions except for ApiVersions) + body.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from typing import Any
+
+import kafka.protocol.admin
+import kafka.protocol.consumer
+import kafka.protocol.metadata
+import kafka.protocol.producer  # noqa: F401  (importing the modules registers their classes)
+from kafka.protocol.api_message import ApiMessage
+
+# api key -> (min, max) version served. The upper ends stop before versions whose meaning the
+# engine does not have: topic ids instead of names in Produce/Fetch/OffsetCommit (v13, v13,
+# v10), batched OffsetFetch groups (v8), the KIP-890 part 2 transaction protocol
+# (Produce v12, InitProducerId v5, EndTxn v4+ ... served as transaction version 1), and
+# share groups in FindCoordinator (v5+).
+SUPPORTED: dict[int, tuple[int, int]] = {
+    0: (3, 11),   # Produce
+    1: (4, 12),   # Fetch
+    2: (1, 7),    # ListOffsets
+    3: (0, 12),   # Metadata
+    8: (2, 8),    # OffsetCommit
+    9: (1, 7),    # OffsetFetch
+    10: (0, 4),   # FindCoordinator
+    11: (0, 9),   # JoinGroup
+    12: (0, 4),   # Heartbeat
+    13: (0, 5),   # LeaveGroup
+    14: (0, 5),   # SyncGroup
+    15: (0, 5),   # DescribeGroups
+    16: (0, 4),   # ListGroups
+    18: (0, 3),   # ApiVersions
+    19: (2, 7),   # CreateTopics
+    20: (1, 5),   # DeleteTopics
+    21: (0, 2),   # DeleteRecords
+    22: (0, 4),   # InitProducerId
+    23: (2, 4),   # OffsetForLeaderEpoch
+    24: (0, 3),   # AddPartitionsToTxn
+    25: (0, 3),   # AddOffsetsToTxn
+    26: (0, 3),   # EndTxn
+    28: (0, 3),   # TxnOffsetCommit
+    32: (1, 4),   # DescribeConfigs
+    60: (0, 1),   # DescribeCluster
+}
+
+API_VERSIONS_KEY = 18
+REQUEST_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+SIZE = struct.Struct(">i")
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_subclasses(sub))
+    return out
+
+
+def _registry() -> tuple[dict[int, type], dict[int, type]]:
+    requests: dict[int, type] = {}
+    responses: dict[int, type] = {}
+    for cls in _subclasses(ApiMessage):
+        if getattr(cls, "_class_version", None) is not None or getattr(cls, "_json", None) is None:
+            continue  # a versioned wrapper, or an abstract base
+        (requests if cls.is_request() else responses)[cls.API_KEY] = cls
+    return requests, responses
+
+
+REQUESTS, RESPONSES = _registry()
+API_NAMES = {key: REQUESTS[key].__name__.removesuffix("Request") for key in SUPPORTED}
+_missing = [k for k in SUPPORTED if k not in REQUESTS or k not in RESPONSES]
+if _missing:  # pragma: no cover - a kafka-python without these schemas
+    raise ImportError(f"kafka-python lacks the message classes of API keys {_missing}")
+
+
+class BadRequest(Exception):
+    """A frame that cannot be answered: Kafka closes the connection."""
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) of a request frame (without its size)."""
+    if len(frame) < REQUEST_HEADER.size:
+        raise BadRequest(f"a request of {len(frame)} bytes has no header")
+    return REQUEST_HEADER.unpack_from(frame)
+
+
+def decode_request(frame: bytes) -> tuple[Any, int, int, int]:
+    """Decode a request frame; returns (request, api key, version, correlation id)."""
+    key, version, corr = peek_header(frame)
+    cls = REQUESTS.get(key)
+    if cls is None or key not in SUPPORTED:
+        raise BadRequest(f"unsupported API key {key}")
+    low, high = SUPPORTED[key]
+    if not low <= version <= high:
+        raise BadRequest(f"{API_NAMES[key]} version {version} is outside {low}-{high}")
+    try:
+        return cls.decode(frame, version=version, header=True), key, version, corr
+    except Exception as e:  # noqa: BLE001 - any decoding failure means a malformed frame
+        raise BadRequest(f"malformed {API_NAMES[key]} v{version}: {type(e).__name__}: {e}") from e
+
+
+def build(cls: type, values: dict) -> Any:
+    """A message object of ``cls`` (a message or one of its nested structs) from a dict
+    whose nested structs are dicts and struct arrays are lists of dicts."""
+    fields = cls.fields
+    kwargs = {}
+    for name, value in values.items():
+        f = fields[name]
+        if value is not None and f.is_struct_array():
+            value = [build(f.data_class, v) for v in value]
+        elif value is not None and f.is_struct():
+            value = build(f.data_class, value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def encode_response(key: int, version: int, correlation_id: int, values: dict) -> bytes:
+    """The framed bytes of a response (size, header, body)."""
+    cls = RESPONSES[key]
+    msg = build(cls[version], values)
+    msg.with_header(correlation_id=correlation_id)
+    return bytes(msg.encode(header=True, framed=True))
+
+
+def api_versions_error(correlation_id: int, error_code: int) -> bytes:
+    """ApiVersions v0 with an error and the supported ranges: what a broker answers to an
+    ApiVersions request of a version it does not know (KIP-511)."""
+    return encode_response(API_VERSIONS_KEY, 0, correlation_id, {
+        "error_code": error_code,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                     for k, (lo, hi) in sorted(SUPPORTED.items())],
+    })
+
+
+_TOPIC_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
+
+
+def topic_id(topic: str) -> uuid.UUID:
+    """A stable topic id (Metadata v10+) derived from the name: the engine names topics."""
+    return uuid.uuid5(_TOPIC_NAMESPACE, topic)
