@@ -17,13 +17,16 @@ Header layout (big-endian)::
 
 ``batch_length`` counts the bytes after itself (total size - 12).
 
-Attributes: bits 0-2 compression (only 0 = none is produced here), bit 3 timestamp type,
+Attributes: bits 0-2 compression (only 0 = none is produced here; gzip and, where the wire
+server registers them, snappy, lz4 and zstd are decoded), bit 3 timestamp type,
 bit 4 transactional, bit 5 control, bit 6 delete-horizon present.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import crc32c
@@ -372,28 +375,59 @@ def control_is_commit(batch: bytes) -> bool:
 # ---------------------------------------------------------------- full decoding (clients)
 
 
+MAX_DECOMPRESSED = 64 << 20  # a batch that inflates beyond this is refused (a zip bomb)
+
+
+def _gunzip(data: bytes) -> bytes:
+    out = bytearray()
+    while data:  # a gzip stream may hold several members
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out += d.decompress(data, MAX_DECOMPRESSED - len(out) + 1)
+        if len(out) > MAX_DECOMPRESSED or d.unconsumed_tail:
+            raise CorruptRecordError(f"the batch inflates to more than {MAX_DECOMPRESSED} bytes")
+        if not d.eof:
+            raise CorruptRecordError("truncated gzip data")
+        data = d.unused_data
+    return bytes(out)
+
+
+# compression codec (attributes bits 0-2) -> decompressor of the records section. gzip is
+# built in; the wire server adds snappy, lz4 and zstd when their libraries are installed.
+DECOMPRESSORS: dict[int, Callable[[bytes], bytes]] = {1: _gunzip}
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
 def decode_records(batch: bytes) -> list[Record]:
-    """Decode every record of a validated batch (compression none only)."""
+    """Decode every record of a validated batch (compressed ones through DECOMPRESSORS)."""
     h = validate(batch)
     if h.compression != 0:
-        raise CorruptRecordError(f"compression codec {h.compression} is not supported here")
-    pos = HEADER_SIZE
+        decompress = DECOMPRESSORS.get(h.compression)
+        if decompress is None:
+            name = CODEC_NAMES.get(h.compression, str(h.compression))
+            raise CorruptRecordError(f"compression codec {name} is not available here")
+        try:
+            buf = decompress(batch[HEADER_SIZE:])
+        except Exception as e:  # noqa: BLE001 - any codec failure is a corrupt batch
+            raise CorruptRecordError(f"cannot decompress the batch: {e}") from e
+        pos = 0
+    else:
+        buf, pos = batch, HEADER_SIZE
     out: list[Record] = []
     for _ in range(h.records_count):
-        length, pos = _read_varint(batch, pos)
+        length, pos = _read_varint(buf, pos)
         end = pos + length
-        if length < 0 or end > len(batch):
+        if length < 0 or end > len(buf):
             raise CorruptRecordError("record length runs past the end of the batch")
         p = pos + 1  # skip record attributes
-        ts_delta, p = _read_varint(batch, p)
-        off_delta, p = _read_varint(batch, p)
-        key, p = _read_bytes(batch, p)
-        value, p = _read_bytes(batch, p)
-        n_headers, p = _read_varint(batch, p)
+        ts_delta, p = _read_varint(buf, p)
+        off_delta, p = _read_varint(buf, p)
+        key, p = _read_bytes(buf, p)
+        value, p = _read_bytes(buf, p)
+        n_headers, p = _read_varint(buf, p)
         headers = []
         for _ in range(n_headers):
-            hk, p = _read_bytes(batch, p)
-            hv, p = _read_bytes(batch, p)
+            hk, p = _read_bytes(buf, p)
+            hv, p = _read_bytes(buf, p)
             headers.append(Header((hk or b"").decode(errors="replace"), hv))
         if p != end:
             raise CorruptRecordError("record fields do not fill the record's length")
@@ -401,6 +435,6 @@ def decode_records(batch: bytes) -> list[Record]:
             Record(h.base_offset + off_delta, h.base_timestamp + ts_delta, key, value, tuple(headers))
         )
         pos = end
-    if pos != len(batch):
+    if pos != len(buf):
         raise CorruptRecordError("bytes left over after the last record")
     return out

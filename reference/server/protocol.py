@@ -21,7 +21,10 @@ import kafka.protocol.admin
 import kafka.protocol.consumer
 import kafka.protocol.metadata
 import kafka.protocol.producer  # noqa: F401  (importing the modules registers their classes)
+from kafka import codec
 from kafka.protocol.api_message import ApiMessage
+
+from reference import records as rec
 
 # api key -> (min, max) version served. The upper ends stop before versions whose meaning the
 # engine does not have: topic ids instead of names in Produce/Fetch/OffsetCommit (v13, v13,
@@ -80,6 +83,13 @@ def _registry() -> tuple[dict[int, type], dict[int, type]]:
 
 
 REQUESTS, RESPONSES = _registry()
+
+# the engine decodes gzip itself; the other codecs come from kafka-python where their
+# libraries (python-snappy or cramjam, lz4, zstandard) are installed
+for _codec, _has, _decode in ((2, codec.has_snappy, codec.snappy_decode), (3, codec.has_lz4, codec.lz4_decode),
+                              (4, codec.has_zstd, codec.zstd_decode)):
+    if _has():
+        rec.DECOMPRESSORS.setdefault(_codec, _decode)
 API_NAMES = {key: REQUESTS[key].__name__.removesuffix("Request") for key in SUPPORTED}
 _missing = [k for k in SUPPORTED if k not in REQUESTS or k not in RESPONSES]
 if _missing:  # pragma: no cover - a kafka-python without these schemas
