@@ -143,13 +143,14 @@ class _Fetcher:
 class Broker(Node):
     def __init__(self, broker_id: int, storage: Storage, config: BrokerConfig,
                  controller_id: int, incarnation: int = 0,
-                 bugs: frozenset[str] = frozenset()) -> None:
+                 bugs: frozenset[str] = frozenset(), storage_intact: bool = False) -> None:
         super().__init__(broker_id)
         self.storage = storage
         self.config = config
         self.controller_id = controller_id
         self.incarnation = incarnation
         self.bugs = bugs
+        self.storage_intact = storage_intact  # see BrokerRegistrationRequest
         self.broker_epoch = -1
         self.metadata = MetadataImage(-1, (), ())
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -192,7 +193,8 @@ class Broker(Node):
         self.set_timer(self.config.log_cleaner_backoff_ms, "cleaner")
 
     def _register(self) -> None:
-        self.send(self.controller_id, BrokerRegistrationRequest(self.node_id, self.incarnation))
+        self.send(self.controller_id, BrokerRegistrationRequest(self.node_id, self.incarnation,
+                                                                    self.storage_intact))
         self.set_timer(self.config.registration_retry_ms, "register")
 
     def _corr(self) -> int:

@@ -245,10 +245,14 @@ class Controller(Node):
         self._commit_broker(req.broker_id)
         self.event("broker-registered", broker=req.broker_id, broker_epoch=epoch,
                    restarted=restarted)
-        if restarted:
+        if restarted and not req.storage_intact:
             # a restart may have lost unflushed records: the broker leaves every ISR (even as
             # its last member) and every ELR, and catches up before it may lead again
             self._remove_from_isrs(req.broker_id, reelect_if_leader=True, unclean=True)
+        elif restarted:
+            # nothing was lost, but the old process's leaderships are gone: a new leader epoch
+            # for every partition it led (it may be chosen again)
+            self._remove_from_isrs(req.broker_id, reelect_if_leader=True)
         self._elect_offline(req.broker_id)
         self.send(src, BrokerRegistrationResponse(req.incarnation, Errors.NONE, epoch))
         self._push()

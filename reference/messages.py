@@ -65,6 +65,10 @@ class MetadataImage:
 class BrokerRegistrationRequest:
     broker_id: int
     incarnation: int  # a fresh number per process start
+    # the broker's storage kept every write across whatever stopped it (a process kill with
+    # the operating system still up, or a clean shutdown): a restart lost nothing, so the
+    # broker keeps its place in the ISRs. False (the simulator's power loss): it leaves them.
+    storage_intact: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,7 +208,11 @@ class ServerProcess:
                 node = Controller(CONTROLLER_ID, storage, o.controller_config(), o.bugs)
             else:
                 storage = FileStorage(o.data_dir / f"broker-{n}")
-                node = Broker(n, storage, o.broker_config(), CONTROLLER_ID, incarnation, o.bugs)
+                # appends are written through to the operating system before they are
+                # acknowledged, so a killed process loses none of them (a power loss could:
+                # use --flush-ms to bound that)
+                node = Broker(n, storage, o.broker_config(), CONTROLLER_ID, incarnation, o.bugs,
+                              storage_intact=True)
             self.storages.append(storage)
             host.add(node)
             if n != CONTROLLER_ID:

@@ -230,7 +230,9 @@ class Connection:
     async def _handle(self, request: Any, key: int, version: int, corr: int) -> Any:
         handler = HANDLERS[key]
         try:
+            log.debug("%s v%d corr %d from %s", protocol.API_NAMES[key], version, corr, self.peer)
             values = await handler(self, request, version)
+            log.debug("%s v%d corr %d answered", protocol.API_NAMES[key], version, corr)
             if values is None:
                 return None  # acks=0: no response
             return protocol.encode_response(key, version, corr, values)

@@ -114,8 +114,8 @@ class Peers:
                     log.warning("dropping an undecodable peer message: %s", e)
                     continue
                 self.deliver(src, dst, message)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, asyncio.CancelledError):
+            pass  # the peer went away, or this process is stopping
         finally:
             writer.close()
 

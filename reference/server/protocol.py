@@ -117,9 +117,36 @@ def decode_request(frame: bytes) -> tuple[Any, int, int, int]:
     if not low <= version <= high:
         raise BadRequest(f"{API_NAMES[key]} version {version} is outside {low}-{high}")
     try:
-        return cls.decode(frame, version=version, header=True), key, version, corr
+        request = cls.decode(frame, version=version, header=True)
     except Exception as e:  # noqa: BLE001 - any decoding failure means a malformed frame
         raise BadRequest(f"malformed {API_NAMES[key]} v{version}: {type(e).__name__}: {e}") from e
+    missing = _null_where_required(request, version)
+    if missing:
+        raise BadRequest(f"malformed {API_NAMES[key]} v{version}: {missing} is null")
+    return request, key, version, corr
+
+
+def _null_where_required(obj: Any, version: int, path: str = "") -> str | None:
+    """The first field that is null although the schema does not allow it (a compact
+    array or string of length 0 decodes to None whatever the schema says)."""
+    for f in obj.fields.values():
+        if not f.for_version_q(version):
+            continue
+        value = getattr(obj, f.name, None)
+        where = f"{path}{f.name}"
+        if value is None:
+            if not f.nullable_for_version_q(version) and f._tag is None:
+                return where
+        elif f.is_struct_array():
+            for item in value:
+                bad = _null_where_required(item, version, where + "[].")
+                if bad:
+                    return bad
+        elif f.is_struct():
+            bad = _null_where_required(value, version, where + ".")
+            if bad:
+                return bad
+    return None
 
 
 def build(cls: type, values: dict) -> Any:

@@ -7,6 +7,7 @@ every test of this module; each test uses its own topics and groups.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 import uuid
 
@@ -126,14 +127,25 @@ def test_kafka_python_group_gives_each_partition_to_one_member(cluster):
     consumers = [KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
                                auto_offset_reset="earliest", session_timeout_ms=6_000,
                                heartbeat_interval_ms=500) for _ in range(2)]
+    stop = threading.Event()
+
+    def poll(c):  # each consumer polls in its own thread, as an application would
+        while not stop.is_set():
+            c.poll(500)
+
+    threads = [threading.Thread(target=poll, args=(c,)) for c in consumers]
+    for t in threads:
+        t.start()
     end = time.monotonic() + 40
+    owned = []
     while time.monotonic() < end:
-        for c in consumers:
-            c.poll(200)
-        owned = [c.assignment() for c in consumers]
+        owned = [set(c.assignment()) for c in consumers]
         if all(owned) and sum(len(a) for a in owned) == 4:
             break
-    owned = [c.assignment() for c in consumers]
+        time.sleep(0.2)
+    stop.set()
+    for t in threads:
+        t.join()
     for c in consumers:
         c.close()
     assert all(owned), owned
