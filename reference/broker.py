@@ -347,6 +347,11 @@ class Broker(Node):
         if msg.metadata is not None:
             self._apply_metadata(now_ms, msg.metadata)
 
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's min.insync.replicas if it sets one, else the broker's."""
+        value = dict(self._topic_configs.get(topic, ())).get("min.insync.replicas")
+        return int(value) if value is not None and value.isdigit() else self.config.min_insync_replicas
+
     def _log_config(self, topic: str) -> LogConfig:
         configs = dict(self._topic_configs.get(topic, ()))
         base = self.config.log_config()
@@ -362,6 +367,7 @@ class Broker(Node):
             self._delete_partition(tp)
         for tp, p in self.partitions.items():
             p.log.config = self._log_config(tp.topic)
+            p.min_insync_replicas = self.min_insync_replicas(tp.topic)
             p.log.bugs = self.bugs
         for state in image.partitions:
             if self.node_id not in state.replicas:
@@ -373,7 +379,7 @@ class Broker(Node):
                 log.bugs = self.bugs
                 p = self.partitions[state.tp] = Partition(
                     state.tp, log, self.node_id, self.bugs,
-                    min_insync_replicas=self.config.min_insync_replicas)
+                    min_insync_replicas=self.min_insync_replicas(state.tp.topic))
             before_leo = p.log.log_end_offset
             change = p.apply_state(state, now_ms)
             if change == "leader":
@@ -527,7 +533,7 @@ class Broker(Node):
             return Errors.INVALID_REQUIRED_ACKS
         if req.tp.topic in (TXN_TOPIC, OFFSETS_TOPIC):
             return Errors.INVALID_TOPIC_EXCEPTION  # internal topics are written by coordinators
-        if req.acks == -1 and len(p.isr) < self.config.min_insync_replicas:
+        if req.acks == -1 and len(p.isr) < self.min_insync_replicas(req.tp.topic):
             return Errors.NOT_ENOUGH_REPLICAS
         try:
             rec.validate(req.records)

@@ -407,7 +407,7 @@ def decode_records(batch: bytes) -> list[Record]:
             raise CorruptRecordError(f"compression codec {name} is not available here")
         try:
             buf = decompress(batch[HEADER_SIZE:])
-        except Exception as e:  # noqa: BLE001 - any codec failure is a corrupt batch
+        except Exception as e:
             raise CorruptRecordError(f"cannot decompress the batch: {e}") from e
         pos = 0
     else:

@@ -181,7 +181,7 @@ class ServerProcess:
         self.peers: Peers | None = None
         self.storages: list[FileStorage] = []
         self.connections: set[asyncio.Task] = set()
-        self.events: list[tuple[int, Event]] = []
+        self.setup_task: asyncio.Task | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -221,7 +221,7 @@ class ServerProcess:
                     o.host, self.layout.client_ports[n], reuse_address=True)
                 self.servers.append(server)
         if CONTROLLER_ID in self.node_ids:
-            loop.create_task(self._create_internal_topics())
+            self.setup_task = loop.create_task(self._create_internal_topics())
 
     async def _serve(self, info: gateway.ClusterInfo, broker: Broker, reader, writer) -> None:
         assert self.host is not None
@@ -260,6 +260,8 @@ class ServerProcess:
         host.unregister_client(me)
 
     async def stop(self) -> None:
+        if self.setup_task is not None:
+            self.setup_task.cancel()
         for s in self.servers:
             s.close()
         for t in list(self.connections):

@@ -81,10 +81,10 @@ _CLOSE = object()
 # topic configs the engine applies, and those it accepts without acting on them
 TOPIC_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes",
                  "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
-                 "delete.retention.ms")
+                 "delete.retention.ms", "min.insync.replicas")
 IGNORED_TOPIC_CONFIGS = ("segment.ms", "compression.type", "message.timestamp.type",
                          "max.message.bytes", "file.delete.delay.ms", "flush.messages", "flush.ms",
-                         "unclean.leader.election.enable", "min.insync.replicas",
+                         "unclean.leader.election.enable",
                          "message.downconversion.enable", "index.interval.bytes",
                          "segment.index.bytes", "segment.jitter.ms", "preallocate")
 
@@ -116,6 +116,8 @@ def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
             return f"config {name} has no value"
     if "cleanup.policy" in configs and not set(configs["cleanup.policy"].split(",")) <= {"delete", "compact"}:
         return f"cleanup.policy must be delete, compact or both, not {configs['cleanup.policy']!r}"
+    if "min.insync.replicas" in configs and not (configs["min.insync.replicas"] or "").isdigit():
+        return "min.insync.replicas must be a positive integer"
     try:
         LogConfig.from_topic(LogConfig(), {k: v for k, v in configs.items() if k in TOPIC_CONFIGS})
     except (TypeError, ValueError) as e:
@@ -199,7 +201,7 @@ class Connection:
             try:
                 self.queue.put_nowait(_CLOSE)
                 await writer_task
-            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - shutting down
+            except (Exception, asyncio.CancelledError):
                 writer_task.cancel()
             self.host.unregister_client(self.node_id)
             for fut in self.pending.values():
@@ -215,7 +217,7 @@ class Connection:
                 return
             try:
                 data = await item if isinstance(item, asyncio.Task) else item
-            except (Exception, asyncio.CancelledError):  # noqa: BLE001
+            except (Exception, asyncio.CancelledError):
                 data = _CLOSE
             if data is _CLOSE:
                 self.writer.close()
@@ -236,7 +238,7 @@ class Connection:
             if values is None:
                 return None  # acks=0: no response
             return protocol.encode_response(key, version, corr, values)
-        except Exception:  # noqa: BLE001 - a handler bug closes this connection only
+        except Exception:
             log.exception("%s v%d from %s failed", protocol.API_NAMES[key], version, self.peer)
             return _CLOSE
 
@@ -540,6 +542,8 @@ def _topic_config_entries(configs: dict[str, str]) -> list[tuple[str, str | None
         "max.compaction.lag.ms": "-1" if base.max_compaction_lag_ms is None else str(base.max_compaction_lag_ms),
         "delete.retention.ms": str(base.delete_retention_ms),
     }
+    if "min.insync.replicas" in configs:
+        defaults["min.insync.replicas"] = configs["min.insync.replicas"]
     return [(name, configs.get(name, default), SOURCE_TOPIC if name in configs else SOURCE_DEFAULT)
             for name, default in defaults.items()]
 

@@ -49,7 +49,7 @@ class Host:
     def _call(self, node: Node, what: str, fn: Callable, *args: Any) -> None:
         try:
             fn(*args)
-        except Exception:  # noqa: BLE001 - see the module docstring
+        except Exception:
             self.errors += 1
             log.exception("node %s failed in %s%r", node.node_id, what, args[1:])
         self._route(node)

@@ -118,7 +118,7 @@ def decode_request(frame: bytes) -> tuple[Any, int, int, int]:
         raise BadRequest(f"{API_NAMES[key]} version {version} is outside {low}-{high}")
     try:
         request = cls.decode(frame, version=version, header=True)
-    except Exception as e:  # noqa: BLE001 - any decoding failure means a malformed frame
+    except Exception as e:
         raise BadRequest(f"malformed {API_NAMES[key]} v{version}: {type(e).__name__}: {e}") from e
     missing = _null_where_required(request, version)
     if missing:
@@ -127,15 +127,17 @@ def decode_request(frame: bytes) -> tuple[Any, int, int, int]:
 
 
 def _null_where_required(obj: Any, version: int, path: str = "") -> str | None:
-    """The first field that is null although the schema does not allow it (a compact
-    array or string of length 0 decodes to None whatever the schema says)."""
+    """The first array, struct, string or bytes field that is null although the schema does
+    not allow it (a length of -1 decodes to None whatever the schema says). A zero uuid also
+    decodes to None; that is a legal value."""
     for f in obj.fields.values():
         if not f.for_version_q(version):
             continue
         value = getattr(obj, f.name, None)
         where = f"{path}{f.name}"
         if value is None:
-            if not f.nullable_for_version_q(version) and f._tag is None:
+            nullable_kind = f.is_array() or f.is_struct() or getattr(f, "type_str", "") in ("string", "bytes")
+            if nullable_kind and not f.nullable_for_version_q(version) and f._tag is None:
                 return where
         elif f.is_struct_array():
             for item in value:

@@ -294,7 +294,7 @@ def test_confluent_admin_calls(cluster):
     info = admin.describe_cluster().result(10)
     assert sorted(n.id for n in info.nodes) == [1, 2, 3]
     bad = admin.create_topics([NewTopic(name("cf-bad"), 1, 7)])
-    with pytest.raises(KafkaException, match="REPLICATION_FACTOR|replication"):
+    with pytest.raises(KafkaException, match=r"REPLICATION_FACTOR|replication"):
         next(iter(bad.values())).result(10)
     for f in admin.delete_topics([topic]).values():
         f.result(20)
