@@ -326,6 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
     con.add_argument("--cases", metavar="A,B", help="run only these cases (default: all)")
     con.add_argument("--profile", choices=["full", "short"], default="full",
                      help="short: every case but the two slowest (compaction, cooperative group); default full")
+    con.add_argument("--workload", choices=["queue", "none"], default="queue",
+                     help="after the cases, run this workload with real client threads and check its "
+                          "history with the simulator's checker (default queue; none skips it)")
+    con.add_argument("--workload-seconds", type=float, default=20.0, metavar="S",
+                     help="how long the workload runs before healing and the final read (default 20)")
+    con.add_argument("--faults", default="kill,pause", metavar="F,G",
+                     help="faults during the workload, when kafkacheck started the broker: kill (kill -9 and "
+                          "restart a broker process), pause (SIGSTOP/SIGCONT); '' for none (default kill,pause)")
     con.add_argument("--timeout", type=float, default=20.0, metavar="S",
                      help="timeout of every client call in seconds (default 20)")
     con.add_argument("--out", metavar="DIR", default="runs/conform", help="report directory (default runs/conform)")

