@@ -331,9 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "history with the simulator's checker (default queue; none skips it)")
     con.add_argument("--workload-seconds", type=float, default=20.0, metavar="S",
                      help="how long the workload runs before healing and the final read (default 20)")
-    con.add_argument("--faults", default="kill,pause", metavar="F,G",
+    con.add_argument("--faults", default="kill,pause,partition,delay", metavar="F,G",
                      help="faults during the workload, when kafkacheck started the broker: kill (kill -9 and "
-                          "restart a broker process), pause (SIGSTOP/SIGCONT); '' for none (default kill,pause)")
+                          "restart a broker process), pause (SIGSTOP/SIGCONT); through a TCP fault proxy in front "
+                          "of each broker: partition (clients cut off both ways), one-way (one direction), delay "
+                          "(300 ms), drop (open connections reset); '' for none (default kill,pause,partition,delay)")
     con.add_argument("--timeout", type=float, default=20.0, metavar="S",
                      help="timeout of every client call in seconds (default 20)")
     con.add_argument("--out", metavar="DIR", default="runs/conform", help="report directory (default runs/conform)")

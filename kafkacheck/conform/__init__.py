@@ -34,9 +34,11 @@ def cmd_conform(args) -> int:
         except TargetError as e:
             raise UsageError(str(e)) from None
     faults = [f.strip() for f in (args.faults or "").split(",") if f.strip()]
-    bad = [f for f in faults if f not in ("kill", "pause")]
+    from kafkacheck.conform.workload import NETWORK_FAULTS, PROCESS_FAULTS
+
+    bad = [f for f in faults if f not in PROCESS_FAULTS + NETWORK_FAULTS]
     if bad:
-        raise UsageError(f"unknown --faults {', '.join(bad)}: kill, pause")
+        raise UsageError(f"unknown --faults {', '.join(bad)}: {', '.join(PROCESS_FAULTS + NETWORK_FAULTS)}")
     args.fault_list = faults
     if args.workload_seconds <= 0:
         raise UsageError("--workload-seconds must be positive")
@@ -61,7 +63,8 @@ def cmd_conform(args) -> int:
     console.print(f"target: {args.spawn or args.bootstrap}; starting..." if args.spawn else
                   f"target: {args.bootstrap}")
     try:
-        target = spawn(args.spawn, out / "broker", args.brokers) if args.spawn else external(args.bootstrap)
+        proxied = args.workload != "none" and any(f in NETWORK_FAULTS for f in faults)
+        target = spawn(args.spawn, out / "broker", args.brokers, proxied) if args.spawn else external(args.bootstrap)
     except TargetError as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return EXIT_UNKNOWN

