@@ -120,9 +120,20 @@ def write_html(report: Report, path: Path) -> None:
             f"<td>{e.seconds:.1f}</td><td>{html.escape(e.evidence)}{detail}</td></tr>")
     nemesis = ""
     if report.nemesis:
-        items = "".join(f"<li>{html.escape(json.dumps(n, default=str))}</li>" for n in report.nemesis)
-        nemesis = f"<h2>Faults injected</h2><ul>{items}</ul>"
-    apis = ", ".join(f"{k}: {v[0]}-{v[1]}" for k, v in sorted(report.apis.items(), key=lambda kv: int(kv[0])))
+        rows_n = "".join(
+            f"<tr><td>{n.get('at_s', '')}</td><td>{html.escape(str(n.get('f', '')))}</td>"
+            f"<td>{html.escape(str(n.get('node', '')))}</td><td>"
+            + html.escape(", ".join(f"{k} {v}" for k, v in n.items() if k not in ("at_s", "f", "node")))
+            + "</td></tr>" for n in report.nemesis)
+        nemesis = ("<h2>Faults injected during the workload</h2><table><tr><th>at (s)</th><th>fault</th>"
+                   f"<th>target</th><th></th></tr>{rows_n}</table>")
+    from reference.server.protocol import REQUESTS
+
+    def api_name(key: str) -> str:
+        cls = REQUESTS.get(int(key))
+        return cls.__name__.removesuffix("Request") if cls is not None else f"key {key}"
+
+    apis = ", ".join(f"{api_name(k)} {v[0]}-{v[1]}" for k, v in sorted(report.apis.items(), key=lambda kv: int(kv[0])))
     page = f"""<!doctype html><html><head><meta charset="utf-8">
 <title>kafkacheck conformance: {html.escape(report.target)}</title><style>{_CSS}</style></head><body>
 <h1>kafkacheck conformance: {html.escape(report.target)} &mdash; {report.verdict.upper()}</h1>
@@ -132,7 +143,7 @@ def write_html(report: Report, path: Path) -> None:
 <span class="error">{c['error']} errors</span><span class="skip">{c['skip']} skipped</span></p>
 <table><tr><th>kind</th><th>case / guarantee</th><th>result</th><th>s</th><th>evidence</th></tr>
 {''.join(rows)}</table>{nemesis}
-<p class="meta">APIs the broker advertises (key: versions): {html.escape(apis)}</p>
+<p class="meta">APIs the broker advertises (versions): {html.escape(apis)}</p>
 </body></html>
 """
     path.write_text(page)
