@@ -145,6 +145,12 @@ class FaultProxy:
     # ------------------------------------------------------------ forwarding
 
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            await self._forward(client_r, client_w)
+        except asyncio.CancelledError:  # the proxy is stopping: nothing to report
+            _abort(client_w)
+
+    async def _forward(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         if self.refusing:
             _abort(client_w)
             return

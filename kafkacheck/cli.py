@@ -326,9 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
     con.add_argument("--cases", metavar="A,B", help="run only these cases (default: all)")
     con.add_argument("--profile", choices=["full", "short"], default="full",
                      help="short: every case but the two slowest (compaction, cooperative group); default full")
-    con.add_argument("--workload", choices=["queue", "none"], default="queue",
+    con.add_argument("--workload", choices=["queue", "idempotent", "txn", "eos", "compaction", "none"],
+                     default="queue",
                      help="after the cases, run this workload with real client threads and check its "
-                          "history with the simulator's checker (default queue; none skips it)")
+                          "history with the simulator's checker: queue (acks=all sends, no retries), "
+                          "idempotent (enable.idempotence, retries), txn (transactions of 1-3 sends, a fifth "
+                          "aborted on purpose, read_committed consumers), eos (consume-transform-produce with "
+                          "sendOffsetsToTransaction), compaction (keyed updates and tombstones on a compacted "
+                          "topic); default queue; none skips it")
     con.add_argument("--workload-seconds", type=float, default=20.0, metavar="S",
                      help="how long the workload runs before healing and the final read (default 20)")
     con.add_argument("--faults", default="kill,pause,partition,delay", metavar="F,G",

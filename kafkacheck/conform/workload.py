@@ -1,20 +1,38 @@
-"""The ``queue`` workload with real clients against a real broker, recorded as a history.
+"""The simulator's workloads with real clients against a real broker, recorded as a history.
 
 Theory of operation
 -------------------
-Producer threads send unique integers to the keys (partitions) of one topic, one send per
-op, with an idempotent acks=all producer; consumer threads are assigned every key and poll.
-Each op is recorded as an invoke and its completion in TRACE_FORMAT.md (time: wall-clock
-nanoseconds since the start): ``ok`` with the offset, ``fail`` when the broker certainly
-refused, ``info`` when the outcome is unknown (a timeout, a lost connection), after which
-the client is rebuilt under a new process id. A nemesis thread, when kafkacheck started the
-broker, kills (kill -9) and restarts, or pauses (SIGSTOP) and resumes, broker processes,
-recorded as nemesis ops; with a fault proxy in front of each broker it also cuts clients off
-(both ways or one), delays or resets their connections. At the end every fault is healed, the cluster is waited for, and a
-final reader reads every key from the beginning up to its end offset. The history is
-written as a run directory and judged by the same checker as the simulator's runs
-(:func:`properties.queue.check`): lost acknowledged writes, duplicates, reordering, reads
-of values never written...
+Client threads run ops against one topic of :data:`PARTITIONS` partitions (the keys of the
+history); every op is recorded as an invoke and its completion in TRACE_FORMAT.md (time:
+wall-clock nanoseconds since the start): ``ok`` with offsets, ``fail`` when the broker
+certainly refused, ``info`` when the outcome is unknown (a timeout, a lost connection), after
+which the client is rebuilt under a new process id. The workloads:
+
+* ``queue``: producer threads send unique integers, one send per op, acks=all and no retries
+  (a send whose outcome is unknown is never retried); consumer threads are assigned every
+  partition and poll;
+* ``idempotent``: the same with ``enable.idempotence`` (the client retries, up to 5 batches
+  in flight): no duplicate may appear;
+* ``txn``: transactional producers; one op is a transaction of 1-3 sends, about one in five
+  aborted on purpose; consumers read with read_committed;
+* ``eos``: consume-transform-produce: idempotent producers write an input topic; processor
+  ``j`` of ``m`` owns the input partitions ``p % m == j``, polls them (read_committed, from
+  the group's committed offsets), copies every record to the same partition of an output
+  topic as ``input * 2**24 + attempt`` and commits the input offsets with the output in one
+  transaction (``sendOffsetsToTransaction``); after an abort or an unknown outcome it rewinds
+  to the committed offsets. At the end a ``committed`` op reads the group's offsets;
+* ``compaction``: keyed updates (a few record keys per partition, about one in eight a
+  tombstone) to a compacted topic with small segments; consumers sometimes seek back to the
+  beginning to see what the cleaner left.
+
+A nemesis thread, when kafkacheck started the broker, kills (kill -9) and restarts, or
+pauses (SIGSTOP) and resumes, broker processes, recorded as nemesis ops; with a fault proxy in
+front of each broker it also cuts clients off (both ways or one), delays or resets their
+connections. At the end every fault is healed, the cluster is waited for, and a final reader
+reads every partition from the beginning up to its end offset. The history is written as a
+run directory and judged by the same checker as the simulator's runs
+(:func:`properties.queue.check`, with the transaction, exactly-once and compaction checks the
+config enables).
 """
 
 from __future__ import annotations
@@ -34,6 +52,19 @@ from traces.history import Recorder, write_jsonl
 PARTITIONS = 4
 PROCESS_FAULTS = ["kill", "pause"]
 NETWORK_FAULTS = ["partition", "one-way", "delay", "drop"]
+WORKLOADS = {
+    "queue": "acknowledged sends are read back, once, in order",
+    "idempotent": "an idempotent producer's retries never duplicate or reorder a send",
+    "txn": "committed transactions are read whole, aborted ones never (read_committed)",
+    "eos": "consume-transform-produce copies every input record to the output exactly once",
+    "compaction": "a compacted topic keeps the newest value of every record key",
+}
+EOS_GROUP = "kafkacheck-eos"
+SOURCE_SHIFT = 1 << 24  # an eos output value: input * SOURCE_SHIFT + attempt
+RECORD_KEYS = 6  # compaction: record keys per partition
+TOMBSTONE_P = 0.125
+COMPACTED_CONFIGS = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "2048",
+                     "segment.ms": "100", "delete.retention.ms": "600000"}
 
 
 class History:
@@ -58,30 +89,45 @@ class History:
             return self.next_process
 
 
+def _encode(value: int | None) -> bytes | None:
+    return None if value is None else str(value).encode()
+
+
+def _decode(data: bytes | None) -> int | None:
+    return None if data is None else int(data)
+
+
 # ---------------------------------------------------------------- client handles
 
 
 class _Sender:
-    def __init__(self, kind: str, bootstrap: str, timeout_s: float) -> None:
+    """A producer; ``idempotent`` False means acks=all without retries."""
+
+    def __init__(self, kind: str, bootstrap: str, timeout_s: float, idempotent: bool = True) -> None:
         self.kind, self.timeout_s = kind, timeout_s
         if kind == "confluent":
             from confluent_kafka import Producer
-            self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                               "message.timeout.ms": int(timeout_s * 1000), "log_level": 2})
+            conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
+                    "message.timeout.ms": int(timeout_s * 1000), "log_level": 2}
+            if not idempotent:
+                conf["retries"] = 0
+            self.p = Producer(conf)
         else:
             from kafka import KafkaProducer
-            self.p = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", enable_idempotence=True,
+            self.p = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", enable_idempotence=idempotent,
+                                   retries=2**31 - 1 if idempotent else 0,
                                    request_timeout_ms=int(timeout_s * 1000),
                                    delivery_timeout_ms=int(timeout_s * 1000) + 1000,
                                    max_block_ms=int(timeout_s * 1000))
 
-    def send(self, topic: str, partition: int, value: int) -> tuple[int | None, str | None]:
+    def send(self, topic: str, partition: int, value: int | None,
+             key: str | None = None) -> tuple[int | None, str | None]:
         """(offset, None) when acknowledged; (None, error) otherwise."""
-        data = str(value).encode()
+        data, kdata = _encode(value), key.encode() if key is not None else None
         if self.kind == "confluent":
             result: list = []
             try:
-                self.p.produce(topic, value=data, partition=partition,
+                self.p.produce(topic, value=data, key=kdata, partition=partition,
                                on_delivery=lambda e, m: result.append((m.offset(), None) if e is None
                                                                       else (None, str(e))))
                 self.p.flush(self.timeout_s + 2)
@@ -89,46 +135,169 @@ class _Sender:
                 return None, str(e)
             return result[0] if result else (None, "timeout")
         try:
-            return self.p.send(topic, value=data, partition=partition).get(self.timeout_s + 2).offset, None
+            return self.p.send(topic, value=data, key=kdata, partition=partition).get(self.timeout_s + 2).offset, None
         except Exception as e:
             return None, type(e).__name__
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             if self.kind == "confluent":
                 self.p.flush(1)
             else:
                 self.p.close(timeout=1)
-        except Exception:
-            pass
+
+
+class _TxnSender:
+    """A transactional producer."""
+
+    def __init__(self, kind: str, bootstrap: str, txn_id: str, timeout_s: float) -> None:
+        self.kind, self.timeout_s = kind, timeout_s
+        if kind == "confluent":
+            from confluent_kafka import Producer
+            self.p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "log_level": 2,
+                               "message.timeout.ms": int(timeout_s * 1000),
+                               "transaction.timeout.ms": int(timeout_s * 3000)})
+            self.p.init_transactions(timeout_s)
+        else:
+            from kafka import KafkaProducer
+            self.p = KafkaProducer(bootstrap_servers=bootstrap.split(","), transactional_id=txn_id,
+                                   request_timeout_ms=int(timeout_s * 1000), max_block_ms=int(timeout_s * 1000),
+                                   transaction_timeout_ms=int(timeout_s * 3000))
+            self.p.init_transactions()
+
+    def begin(self) -> None:
+        self.p.begin_transaction()
+
+    def send(self, topic: str, partition: int, value: int) -> int:
+        """The offset; raises when the send failed."""
+        data = str(value).encode()
+        if self.kind == "confluent":
+            result: list = []
+            self.p.produce(topic, value=data, partition=partition,
+                           on_delivery=lambda e, m: result.append(e if e is not None else m.offset()))
+            self.p.flush(self.timeout_s)
+            if not result or not isinstance(result[0], int):
+                raise RuntimeError(str(result[0]) if result else "timeout")
+            return result[0]
+        return self.p.send(topic, value=data, partition=partition).get(self.timeout_s).offset
+
+    def send_many(self, topic: str, sends: list[tuple[int, int]]) -> list[int | str]:
+        """Send (partition, value) pairs together, then wait: an offset or an error each."""
+        if self.kind == "confluent":
+            out: list[int | str] = ["timeout"] * len(sends)
+
+            def done(i: int):
+                def cb(e, m) -> None:
+                    out[i] = m.offset() if e is None else str(e)
+                return cb
+
+            for i, (p, v) in enumerate(sends):
+                self.p.produce(topic, value=str(v).encode(), partition=p, on_delivery=done(i))
+            self.p.flush(self.timeout_s)
+            return out
+        futures = [self.p.send(topic, value=str(v).encode(), partition=p) for p, v in sends]
+        results: list[int | str] = []
+        for f in futures:
+            try:
+                results.append(f.get(self.timeout_s).offset)
+            except Exception as e:
+                results.append(type(e).__name__)
+        return results
+
+    def send_offsets(self, offsets: dict[tuple[str, int], int], poller: _Poller) -> None:
+        """Add the consumer group's next offsets to the transaction."""
+        if self.kind == "confluent":
+            from confluent_kafka import TopicPartition
+            self.p.send_offsets_to_transaction([TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+                                               poller.c.consumer_group_metadata(), self.timeout_s)
+        else:
+            from kafka import TopicPartition
+            from kafka.structs import OffsetAndMetadata
+            self.p.send_offsets_to_transaction(
+                {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in sorted(offsets.items())},
+                poller.c.group_metadata())
+
+    def commit(self) -> None:
+        if self.kind == "confluent":
+            self.p.commit_transaction(self.timeout_s)
+        else:
+            self.p.commit_transaction()
+
+    def abort(self) -> None:
+        if self.kind == "confluent":
+            self.p.abort_transaction(self.timeout_s)
+        else:
+            self.p.abort_transaction()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.kind == "confluent":
+                self.p.flush(1)
+            else:
+                self.p.close(timeout=1)
 
 
 class _Poller:
-    def __init__(self, kind: str, bootstrap: str, topic: str, timeout_s: float) -> None:
-        self.kind, self.topic = kind, topic
+    """A consumer assigned to ``tps``: from the beginning, or (``group`` given) from the
+    group's committed offsets. ``keyed`` polls return ``[offset, value, record key]``."""
+
+    def __init__(self, kind: str, bootstrap: str, tps: list[tuple[str, int]], timeout_s: float,
+                 isolation: str = "read_uncommitted", group: str | None = None, keyed: bool = False) -> None:
+        self.kind, self.tps, self.keyed = kind, tps, keyed
         if kind == "confluent":
-            from confluent_kafka import Consumer, TopicPartition
-            self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"kafkacheck-q-{time.monotonic_ns()}",
-                               "enable.auto.commit": False, "log_level": 2,
+            from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+            self.c = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False, "log_level": 2,
+                               "group.id": group or f"kafkacheck-q-{time.monotonic_ns()}",
+                               "isolation.level": isolation, "auto.offset.reset": "earliest",
                                "socket.timeout.ms": int(timeout_s * 1000)})
-            self.c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+            self.c.assign([TopicPartition(t, p) if group else TopicPartition(t, p, OFFSET_BEGINNING)
+                           for t, p in tps])
         else:
             from kafka import KafkaConsumer, TopicPartition
-            self.c = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False,
+            self.c = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False, group_id=group,
+                                   auto_offset_reset="earliest", isolation_level=isolation,
                                    request_timeout_ms=int(timeout_s * 1000) + 1000)
-            tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-            self.c.assign(tps)
-            self.c.seek_to_beginning(*tps)
+            self.c.assign([TopicPartition(t, p) for t, p in tps])
+            if group is None:
+                self.c.seek_to_beginning()
 
-    def poll(self) -> dict[str, list[list[int]]]:
-        out: dict[str, list[list[int]]] = {}
+    def seek_to_beginning(self) -> None:
         if self.kind == "confluent":
-            for m in self.c.consume(500, 0.5):
-                if m.error() is None:
-                    out.setdefault(f"{self.topic}:{m.partition()}", []).append([m.offset(), int(m.value())])
+            from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+            for t, p in self.tps:
+                self.c.seek(TopicPartition(t, p, OFFSET_BEGINNING))
         else:
-            for tp, msgs in self.c.poll(500, max_records=500).items():
-                out.setdefault(f"{tp.topic}:{tp.partition}", []).extend([m.offset, int(m.value)] for m in msgs)
+            self.c.seek_to_beginning()
+
+    def poll(self, max_records: int = 500) -> dict[str, list[list]]:
+        out: dict[str, list[list]] = {}
+
+        def add(topic: str, partition: int, offset: int, value: bytes | None, key: bytes | None) -> None:
+            entry = [offset, _decode(value)] + ([key.decode() if key is not None else None] if self.keyed else [])
+            out.setdefault(f"{topic}:{partition}", []).append(entry)
+
+        if self.kind == "confluent":
+            for m in self.c.consume(max_records, 0.5):
+                if m.error() is None:
+                    add(m.topic(), m.partition(), m.offset(), m.value(), m.key())
+        else:
+            for tp, msgs in self.c.poll(500, max_records=max_records).items():
+                for m in msgs:
+                    add(tp.topic, tp.partition, m.offset, m.value, m.key)
+        return out
+
+    def positions(self, last: dict[str, int]) -> dict[str, int]:
+        """Each partition's next offset to read (the previous value where unknown)."""
+        out = dict(last)
+        if self.kind == "confluent":
+            for tp in self.c.position(self.c.assignment()):
+                if tp.offset >= 0:
+                    out[f"{tp.topic}:{tp.partition}"] = tp.offset
+        else:
+            for tp in self.c.assignment():
+                pos = self.c.position(tp, timeout_ms=1000)
+                if pos is not None:
+                    out[f"{tp.topic}:{tp.partition}"] = pos
         return out
 
     def close(self) -> None:
@@ -136,53 +305,221 @@ class _Poller:
             self.c.close()
 
 
-# ---------------------------------------------------------------- the workload
+# ---------------------------------------------------------------- the workloads
 
 
-def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: float, faults: list[str],
-              timeout_s: float = 10.0, producers: int = 3, consumers: int = 2, seed: int = 0, log=print) -> dict:
-    """Run the workload; returns the checker's result with ``run_dir`` added."""
-    rng = random.Random(seed)
-    topic = f"conform-queue-{int(time.time())}"
-    rf = min(3, target.brokers)
-    error = create_topic(topic, PARTITIONS, rf)
-    if error:
-        raise RuntimeError(f"could not create the workload topic: {error}")
-    time.sleep(1)
-    h = History()
-    stop = threading.Event()
-    counters = [0] * PARTITIONS
-    counter_lock = threading.Lock()
+class _Run:
+    """One workload run: its topics, history, counters and client loops."""
 
-    def producer_loop() -> None:
+    def __init__(self, workload: str, target, kind: str, timeout_s: float, seed: int) -> None:
+        self.workload, self.target, self.kind, self.timeout_s = workload, target, kind, timeout_s
+        self.rng = random.Random(seed)
+        self.h = History()
+        self.stop = threading.Event()
+        self.counters: dict[str, int] = {}
+        self.lock = threading.Lock()
+        stamp = int(time.time())
+        self.topic = f"conform-{workload}-{stamp}"
+        self.output = f"conform-{workload}-out-{stamp}" if workload == "eos" else None
+        self.isolation = "read_committed" if workload in ("txn", "eos") else "read_uncommitted"
+        self.keyed = workload == "compaction"
+
+    def next_value(self, key: str) -> int:
+        with self.lock:
+            self.counters[key] = self.counters.get(key, 0) + 1
+            return self.counters[key]
+
+    def keys(self, topic: str | None = None) -> list[str]:
+        return [f"{topic or self.topic}:{p}" for p in range(PARTITIONS)]
+
+    # ------------------------------------------------------------ producers
+
+    def producer_loop(self) -> None:
+        """queue, idempotent, compaction, and the eos input: one send per op."""
+        h, rng, topic = self.h, self.rng, self.topic
+        idempotent = self.workload != "queue"
         process = h.new_process()
-        sender = _Sender(client_kind, target.bootstrap, timeout_s)
-        while not stop.is_set():
+        sender = _Sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
+        while not self.stop.is_set():
             p = rng.randrange(PARTITIONS)
-            with counter_lock:
-                counters[p] += 1
-                value = counters[p]
             key = f"{topic}:{p}"
-            h.op(process, "invoke", "send", [["send", key, value]])
-            offset, err = sender.send(topic, p, value)
+            value = self.next_value(key)
+            rk = None
+            if self.keyed:
+                rk = f"k{rng.randrange(RECORD_KEYS)}"
+                if rng.random() < TOMBSTONE_P:
+                    value = None
+            tail = [rk] if self.keyed else []
+            h.op(process, "invoke", "send", [["send", key, value, *tail]])
+            offset, err = sender.send(topic, p, value, rk)
             if err is None:
-                h.op(process, "ok", "send", [["send", key, [offset, value]]])
-            else:
-                definite = "NOT_ENOUGH_REPLICAS" in err.upper().replace(" ", "_") and "AFTER" not in err.upper()
-                h.op(process, "fail" if definite else "info", "send", [["send", key, [None, value]]], error=err[:80])
-                if not definite:  # unknown outcome: a new client under a new process
-                    sender.close()
-                    process = h.new_process()
-                    sender = _Sender(client_kind, target.bootstrap, timeout_s)
+                h.op(process, "ok", "send", [["send", key, [offset, value], *tail]])
+                continue
+            definite = "NOT_ENOUGH_REPLICAS" in err.upper().replace(" ", "_") and "AFTER" not in err.upper()
+            h.op(process, "fail" if definite else "info", "send", [["send", key, [None, value], *tail]],
+                 error=err[:80])
+            if not definite:  # unknown outcome: a new client under a new process
+                sender.close()
+                process = h.new_process()
+                sender = _Sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
         sender.close()
 
-    def consumer_loop() -> None:
+    def _txn_sender(self, txn_id: str) -> _TxnSender | None:
+        try:
+            return _TxnSender(self.kind, self.target.bootstrap, txn_id, self.timeout_s)
+        except Exception:
+            time.sleep(0.5)
+            return None
+
+    def txn_loop(self) -> None:
+        """txn: one op is a transaction of 1-3 sends."""
+        h, rng, topic = self.h, self.rng, self.topic
         process = h.new_process()
-        keys = [f"{topic}:{p}" for p in range(PARTITIONS)]
-        poller = _Poller(client_kind, target.bootstrap, topic, timeout_s)
-        h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
-        h.op(process, "ok", "assign", keys, seek_to_beginning=True)
-        while not stop.is_set():
+        txn_id = f"kafkacheck-{topic}-{process}"
+        sender = None
+        while not self.stop.is_set():
+            if sender is None:
+                sender = self._txn_sender(txn_id)
+                continue
+            sends = [(p, self.next_value(f"{topic}:{p}"))
+                     for p in (rng.randrange(PARTITIONS) for _ in range(rng.randint(1, 3)))]
+            h.op(process, "invoke", "txn", [["send", f"{topic}:{p}", v] for p, v in sends])
+            done: list = []
+            abort_on_purpose = rng.random() < 0.2
+            try:
+                sender.begin()
+                for p, v in sends:
+                    done.append(["send", f"{topic}:{p}", [sender.send(topic, p, v), v]])
+            except Exception as e:
+                rest = [["send", f"{topic}:{p}", [None, v]] for p, v in sends[len(done):]]
+                sender = self._abort(sender)
+                h.op(process, "fail", "txn", done + rest, error=str(e)[:80])
+                continue
+            if abort_on_purpose:
+                sender = self._abort(sender)
+                h.op(process, "fail", "txn", done, error="aborted on purpose")
+                continue
+            try:
+                sender.commit()
+                h.op(process, "ok", "txn", done)
+            except Exception as e:
+                h.op(process, "info", "txn", done, error=str(e)[:80])
+                sender.close()
+                sender = None
+                process = h.new_process()
+        if sender is not None:
+            sender.close()
+
+    @staticmethod
+    def _abort(sender: _TxnSender) -> _TxnSender | None:
+        """Abort; a producer that cannot abort is closed (None: build a new one, which fences
+        and aborts the old transaction)."""
+        try:
+            sender.abort()
+            return sender
+        except Exception:
+            sender.close()
+            return None
+
+    def eos_loop(self, j: int, m: int) -> None:
+        """eos processor ``j`` of ``m``."""
+        h, rng = self.h, self.rng
+        assert self.output is not None
+        inputs = [(self.topic, p) for p in range(PARTITIONS) if p % m == j]
+        in_keys = [f"{t}:{p}" for t, p in inputs]
+        process = h.new_process()
+        sender: _TxnSender | None = None
+        poller: _Poller | None = None
+        seq = 0
+        while not self.stop.is_set():
+            if sender is None:
+                sender = self._txn_sender(f"kafkacheck-{self.output}-{j}")  # fences its predecessor
+                continue
+            if poller is None:  # (re)start at the group's committed offsets
+                try:
+                    poller = _Poller(self.kind, self.target.bootstrap, inputs, self.timeout_s, "read_committed",
+                                     group=EOS_GROUP)
+                except Exception:
+                    time.sleep(0.5)
+                    continue
+                h.op(process, "invoke", "assign", in_keys)
+                h.op(process, "ok", "assign", in_keys)
+            seq += 1
+            attempt = seq * m + j
+            abort_on_purpose = rng.random() < 0.1
+            h.op(process, "invoke", "txn", [["poll"]])
+            got: dict = {}
+            done: list = []
+            planned: list = []
+            nxt: dict[tuple[str, int], int] = {}
+            try:
+                sender.begin()
+                got = poller.poll(100)
+                for key, pairs in got.items():
+                    p = int(key.rsplit(":", 1)[1])
+                    for off, v in pairs:
+                        nxt[(self.topic, p)] = off + 1
+                        if v is not None:
+                            planned.append((p, v * SOURCE_SHIFT + attempt))
+                results = sender.send_many(self.output, planned) if planned else []
+                for (p, w), r in zip(planned, results, strict=True):
+                    done.append(["send", f"{self.output}:{p}", [r if isinstance(r, int) else None, w]])
+                failed = [r for r in results if not isinstance(r, int)]
+                if failed:
+                    raise RuntimeError(failed[0])
+                if nxt:
+                    sender.send_offsets(nxt, poller)
+            except Exception as e:
+                rest = [["send", f"{self.output}:{p}", [None, w]] for p, w in planned[len(done):]]
+                sender = self._abort(sender)
+                h.op(process, "fail", "txn", [["poll", got], *done, *rest], error=str(e)[:80],
+                     offsets={f"{t}:{p}": o for (t, p), o in sorted(nxt.items())})
+                poller.close()
+                poller = None
+                continue
+            offsets = {f"{t}:{p}": o for (t, p), o in sorted(nxt.items())}
+            if abort_on_purpose:
+                sender = self._abort(sender)
+                h.op(process, "fail", "txn", [["poll", got], *done], error="intentional-abort", offsets=offsets)
+                poller.close()
+                poller = None
+                continue
+            try:
+                sender.commit()
+                h.op(process, "ok", "txn", [["poll", got], *done], offsets=offsets)
+            except Exception as e:
+                h.op(process, "info", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets)
+                sender.close()
+                sender = None
+                poller.close()
+                poller = None
+                process = h.new_process()
+        if sender is not None:
+            sender.close()
+        if poller is not None:
+            poller.close()
+
+    # ------------------------------------------------------------ consumers
+
+    def consumer_loop(self) -> None:
+        h, rng = self.h, self.rng
+        topics = [self.topic] if self.output is None else [self.topic, self.output]
+        tps = [(t, p) for t in topics for p in range(PARTITIONS)]
+        keys = [f"{t}:{p}" for t, p in tps]
+        process = h.new_process()
+
+        def fresh() -> _Poller:
+            poller = _Poller(self.kind, self.target.bootstrap, tps, self.timeout_s, self.isolation, keyed=self.keyed)
+            h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
+            h.op(process, "ok", "assign", keys, seek_to_beginning=True)
+            return poller
+
+        poller = fresh()
+        while not self.stop.is_set():
+            if self.keyed and rng.random() < 0.2:  # compaction: see what the cleaner left
+                poller.seek_to_beginning()
+                h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
+                h.op(process, "ok", "assign", keys, seek_to_beginning=True)
             h.op(process, "invoke", "poll", [["poll"]])
             try:
                 got = poller.poll()
@@ -190,85 +527,54 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
                 h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
                 poller.close()
                 process = h.new_process()
-                poller = _Poller(client_kind, target.bootstrap, topic, timeout_s)
-                h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
-                h.op(process, "ok", "assign", keys, seek_to_beginning=True)
+                poller = fresh()
                 continue
             h.op(process, "ok", "poll", [["poll", got]])
         poller.close()
 
+    def threads(self, producers: int, consumers: int) -> list[threading.Thread]:
+        loops: list = []
+        if self.workload == "txn":
+            loops += [self.txn_loop] * producers
+        elif self.workload == "eos":
+            m = max(1, min(PARTITIONS, producers))
+            loops += [self.producer_loop] * producers
+            loops += [lambda j=j: self.eos_loop(j, m) for j in range(m)]
+        else:
+            loops += [self.producer_loop] * producers
+        loops += [self.consumer_loop] * consumers
+        return [threading.Thread(target=f, daemon=True) for f in loops]
+
+
+def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: float, faults: list[str],
+              timeout_s: float = 10.0, producers: int = 3, consumers: int = 2, seed: int = 0, log=print,
+              workload: str = "queue") -> dict:
+    """Run ``workload`` (a key of :data:`WORKLOADS`) for ``seconds`` under ``faults``, heal,
+    read everything back, and judge the history; returns the checker's result with
+    ``summary`` and ``run_dir`` added."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
+    run = _Run(workload, target, client_kind, timeout_s, seed)
+    h, rng = run.h, run.rng
+    rf = min(3, target.brokers)
+    for topic in [run.topic] + ([run.output] if run.output else []):
+        configs = COMPACTED_CONFIGS if workload == "compaction" else None
+        error = create_topic(topic, PARTITIONS, rf, configs)
+        if error:
+            raise RuntimeError(f"could not create the workload topic {topic}: {error}")
+    time.sleep(1)
     nemesis_log: list[dict] = []
-
-    def note(f: str, name: str, **extra: Any) -> None:
-        nemesis_log.append({"at_s": round(h.now() / 1e9, 2), "f": f, "node": name, **extra})
-
-    def nemesis_loop() -> None:
-        procs = {name: p for name, p in target.processes.items() if name != "controller"}
-        usable = [f for f in faults if (f in PROCESS_FAULTS and procs) or (f in NETWORK_FAULTS and target.proxies)]
-        if not usable:
-            return
-        while not stop.wait(rng.uniform(2.0, 4.0)):
-            fault = rng.choice(usable)
-            if fault in NETWORK_FAULTS:
-                name = rng.choice(sorted(target.proxies))
-                proxy = target.proxies[name]
-                value: dict = {"nodes": [name]}
-                if fault == "one-way":
-                    value["direction"] = rng.choice(["in", "out"])
-                h.op("nemesis", "invoke", fault, value)
-                if fault == "partition":
-                    proxy.blackhole("both")
-                elif fault == "one-way":
-                    proxy.blackhole(value["direction"])
-                elif fault == "delay":
-                    value["ms"] = 300
-                    proxy.delay(300)
-                else:
-                    proxy.drop()
-                h.op("nemesis", "info", fault, value)
-                note(fault, name, **{k: v for k, v in value.items() if k != "nodes"})
-                if fault != "drop":
-                    if stop.wait(rng.uniform(2.0, 4.0)):
-                        break
-                    h.op("nemesis", "invoke", "heal", {"nodes": [name]})
-                    proxy.heal()
-                    h.op("nemesis", "info", "heal", {"nodes": [name]})
-                    note("heal", name)
-                continue
-            name = rng.choice(sorted(procs))
-            proc = procs[name]
-            h.op("nemesis", "invoke", fault, {"nodes": [name]})
-            if fault == "kill":
-                proc.kill()
-                h.op("nemesis", "info", fault, {"nodes": [name]})
-                note("kill", name)
-                if stop.wait(rng.uniform(2.0, 4.0)):
-                    break
-                h.op("nemesis", "invoke", "restart", {"nodes": [name]})
-                proc.start()
-                h.op("nemesis", "info", "restart", {"nodes": [name]})
-                note("restart", name)
-            elif fault == "pause":
-                proc.pause()
-                h.op("nemesis", "info", fault, {"nodes": [name]})
-                note("pause", name)
-                if stop.wait(rng.uniform(2.0, 4.0)):
-                    break
-                h.op("nemesis", "invoke", "resume", {"nodes": [name]})
-                proc.resume()
-                h.op("nemesis", "info", "resume", {"nodes": [name]})
-                note("resume", name)
-
-    threads = [threading.Thread(target=producer_loop, daemon=True) for _ in range(producers)]
-    threads += [threading.Thread(target=consumer_loop, daemon=True) for _ in range(consumers)]
-    nemesis = threading.Thread(target=nemesis_loop, daemon=True)
+    threads = run.threads(producers, consumers)
+    nemesis = threading.Thread(target=_nemesis_loop, args=(target, faults, h, rng, run.stop, nemesis_log),
+                               daemon=True)
     for t in [*threads, nemesis]:
         t.start()
     time.sleep(seconds)
-    stop.set()
+    run.stop.set()
     nemesis.join(30)
+    deadline = time.monotonic() + timeout_s * 3  # one deadline for all: a hung client is reported, not waited on
     for t in threads:
-        t.join(timeout_s * 3)
+        t.join(max(0.0, deadline - time.monotonic()))
     hung = sum(t.is_alive() for t in threads)
     # heal: every process running and unpaused, the cluster ready
     heal_ns = h.now()
@@ -281,39 +587,28 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
         target.wait_ready(60)
     except Exception as e:
         log(f"the broker did not come back after healing: {e}")
-    # the final read
     start_ns = h.now()
-    process = h.new_process()
-    keys = [f"{topic}:{p}" for p in range(PARTITIONS)]
-    end_offsets = _end_offsets(client_kind, target.bootstrap, topic, timeout_s)
-    reader = _Poller(client_kind, target.bootstrap, topic, timeout_s)
-    h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
-    h.op(process, "ok", "assign", keys, seek_to_beginning=True)
-    seen = {k: -1 for k in keys}
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and any(seen[k] + 1 < end_offsets.get(k, 0) for k in keys):
-        h.op(process, "invoke", "poll", [["poll"]])
-        try:
-            got = reader.poll()
-        except Exception as e:
-            h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
-            break
-        h.op(process, "ok", "poll", [["poll", got]])
-        for k, pairs in got.items():
-            if pairs:
-                seen[k] = max(seen[k], pairs[-1][0])
-    reader.close()
-    reached = all(seen[k] + 1 >= end_offsets.get(k, 0) for k in keys)
+    topics = [run.topic] + ([run.output] if run.output else [])
+    if workload == "eos":
+        _final_committed(run, client_kind, target.bootstrap, timeout_s)
+    end_offsets: dict[str, int] = {}
+    for t in topics:
+        end_offsets.update(_end_offsets(client_kind, target.bootstrap, t, timeout_s, run.isolation))
+    reached = _final_read(run, [(t, p) for t in topics for p in range(PARTITIONS)], end_offsets)
     config = {
-        "acks": "all", "idempotence": True, "isolation_level": "read_uncommitted", "txn": False,
-        "sub_via": ["assign"], "replication_factor": rf, "partitions": PARTITIONS, "brokers": target.brokers,
-        "compacted": False, "client": client_kind, "seconds": seconds,
-        "staleness_bound_ms": 60_000,
+        "acks": "all", "idempotence": workload != "queue", "isolation_level": run.isolation,
+        "txn": workload in ("txn", "eos"), "sub_via": ["assign"], "replication_factor": rf,
+        "partitions": PARTITIONS, "brokers": target.brokers, "compacted": workload == "compaction",
+        "client": client_kind, "seconds": seconds, "staleness_bound_ms": 60_000,
         "final_read": {"performed": True, "start_ns": start_ns, "heal_ns": heal_ns, "reached_end": reached,
                        "took_ms": (h.now() - start_ns) // 1_000_000, "staleness_bound_ms": 60_000,
                        "end_offsets": end_offsets},
     }
-    run_meta = {"format": 1, "run_id": out_dir.name, "seed": seed, "target": target.name, "workload": "queue",
+    if workload == "eos":
+        config["eos"] = {"input": run.topic, "output": run.output, "group": EOS_GROUP, "source_shift": SOURCE_SHIFT}
+    if workload == "compaction":
+        config["topic_configs"] = dict(COMPACTED_CONFIGS)
+    run_meta = {"format": 1, "run_id": out_dir.name, "seed": seed, "target": target.name, "workload": workload,
                 "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "config": config, "faults": faults,
                 "versions": {"kafkacheck": kafkacheck.__version__, "broker": target.name}}
@@ -324,20 +619,122 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
 
     result = check(h.recorder.ops, config)
     (out_dir / "results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    acked = sum(1 for op in h.recorder.ops if op["f"] == "send" and op["type"] == "ok")
+    acked = sum(1 for op in h.recorder.ops if op["f"] in ("send", "txn") and op["type"] == "ok"
+                for mop in op["value"] if mop[0] == "send")
     result["summary"] = {"ops": len(h.recorder.ops), "acknowledged_sends": acked, "hung_clients": hung,
                          "final_read_reached_end": reached, "nemesis": nemesis_log}
     result["run_dir"] = str(out_dir)
     return result
 
 
-def _end_offsets(kind: str, bootstrap: str, topic: str, timeout_s: float) -> dict[str, int]:
+def _final_committed(run: _Run, kind: str, bootstrap: str, timeout_s: float) -> None:
+    """eos: the group's committed input offsets, as a ``committed`` op."""
+    from kafkacheck.conform.clients import CLIENTS
+
+    h = run.h
+    process = h.new_process()
+    keys = run.keys()
+    h.op(process, "invoke", "committed", keys)
+    client = CLIENTS[kind](bootstrap, timeout_s)
+    got: dict[str, int | None] = {}
+    for p in range(PARTITIONS):
+        off = client.committed(EOS_GROUP, run.topic, p)
+        if isinstance(off, str):
+            h.op(process, "fail", "committed", keys, error=off[:80])
+            return
+        got[f"{run.topic}:{p}"] = off if off >= 0 else None
+    h.op(process, "ok", "committed", got)
+
+
+def _final_read(run: _Run, tps: list[tuple[str, int]], end_offsets: dict[str, int]) -> bool:
+    """Read every partition from the beginning up to its end offset; True when it got there."""
+    h = run.h
+    process = h.new_process()
+    keys = [f"{t}:{p}" for t, p in tps]
+    reader = _Poller(run.kind, run.target.bootstrap, tps, run.timeout_s, run.isolation, keyed=run.keyed)
+    h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
+    h.op(process, "ok", "assign", keys, seek_to_beginning=True)
+    positions = {k: 0 for k in keys}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(positions[k] < end_offsets.get(k, 0) for k in keys):
+        h.op(process, "invoke", "poll", [["poll"]])
+        try:
+            got = reader.poll()
+            positions = reader.positions(positions)
+        except Exception as e:
+            h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
+            break
+        h.op(process, "ok", "poll", [["poll", got]])
+    reader.close()
+    # positions, not the last offset read: transaction markers take offsets too
+    return all(positions[k] >= end_offsets.get(k, 0) for k in keys)
+
+
+def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop: threading.Event,
+                  nemesis_log: list[dict]) -> None:
+    def note(f: str, name: str, **extra: Any) -> None:
+        nemesis_log.append({"at_s": round(h.now() / 1e9, 2), "f": f, "node": name, **extra})
+
+    def hold_then(undo: str, name: str, action) -> bool:
+        """Wait 2-4 s, then undo; False when the run ended first."""
+        if stop.wait(rng.uniform(2.0, 4.0)):
+            return False
+        h.op("nemesis", "invoke", undo, {"nodes": [name]})
+        action()
+        h.op("nemesis", "info", undo, {"nodes": [name]})
+        note(undo, name)
+        return True
+
+    procs = {name: p for name, p in target.processes.items() if name != "controller"}
+    usable = [f for f in faults if (f in PROCESS_FAULTS and procs) or (f in NETWORK_FAULTS and target.proxies)]
+    if not usable:
+        return
+    while not stop.wait(rng.uniform(2.0, 4.0)):
+        fault = rng.choice(usable)
+        if fault in NETWORK_FAULTS:
+            name = rng.choice(sorted(target.proxies))
+            proxy = target.proxies[name]
+            value: dict = {"nodes": [name]}
+            if fault == "one-way":
+                value["direction"] = rng.choice(["in", "out"])
+            elif fault == "delay":
+                value["ms"] = 300
+            h.op("nemesis", "invoke", fault, value)
+            if fault == "partition":
+                proxy.blackhole("both")
+            elif fault == "one-way":
+                proxy.blackhole(value["direction"])
+            elif fault == "delay":
+                proxy.delay(300)
+            else:
+                proxy.drop()
+            h.op("nemesis", "info", fault, value)
+            note(fault, name, **{k: v for k, v in value.items() if k != "nodes"})
+            if fault != "drop" and not hold_then("heal", name, proxy.heal):
+                break
+            continue
+        name = rng.choice(sorted(procs))
+        proc = procs[name]
+        h.op("nemesis", "invoke", fault, {"nodes": [name]})
+        if fault == "kill":
+            proc.kill()
+        else:
+            proc.pause()
+        h.op("nemesis", "info", fault, {"nodes": [name]})
+        note(fault, name)
+        undo, action = ("restart", proc.start) if fault == "kill" else ("resume", proc.resume)
+        if not hold_then(undo, name, action):
+            break
+
+
+def _end_offsets(kind: str, bootstrap: str, topic: str, timeout_s: float,
+                 isolation: str = "read_uncommitted") -> dict[str, int]:
     from kafkacheck.conform.clients import CLIENTS
 
     client = CLIENTS[kind](bootstrap, timeout_s)
     out = {}
     for p in range(PARTITIONS):
-        offs = client.offsets(topic, p)
+        offs = client.offsets(topic, p, isolation)
         if not isinstance(offs, str):
             out[f"{topic}:{p}"] = offs[1]
     return out

@@ -692,13 +692,17 @@ async def offset_fetch(c: Connection, req: Any, v: int) -> dict:
                       require_stable=bool(req.require_stable) if v >= 7 else False)
     error = Errors.REQUEST_TIMED_OUT if r is None else r.error
     committed = dict(r.offsets) if r is not None else {}
+    # pending transactional offsets (KIP-447) are a partition's error, as Kafka answers them;
+    # a client that only looks at the top-level code would take -1 for "nothing committed"
+    # and reset to the earliest offset
+    partition_error = error if v < 2 or error is Errors.UNSTABLE_OFFSET_COMMIT else Errors.NONE
+    group_error = Errors.NONE if error is Errors.UNSTABLE_OFFSET_COMMIT else error
     by_topic: dict[str, list[dict]] = {}
     for tp in tps:
         by_topic.setdefault(tp.topic, []).append({
             "partition_index": tp.partition, "committed_offset": committed.get(tp, -1),
-            "committed_leader_epoch": -1, "metadata": "",
-            "error_code": _e(error) if v < 2 else 0})
-    return {"throttle_time_ms": 0, "error_code": _e(error),
+            "committed_leader_epoch": -1, "metadata": "", "error_code": _e(partition_error)})
+    return {"throttle_time_ms": 0, "error_code": _e(group_error),
             "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
 
 

@@ -36,12 +36,43 @@ def test_conform_spawn_reference_passes_every_case(tmp_path):
     assert main(["check", str(out / "queue")]) == 0
 
 
+def _ops(run_dir):
+    return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+
+
 def test_conform_kafka_python_client_on_the_reference(tmp_path):
     out = tmp_path / "kp"
     code = main(["conform", "--spawn", "reference", "--brokers", "3", "--out", str(out), "--cases",
                  "produce-offsets-dense,read-committed-skips-aborted,fenced-producer,offset-commit-fetch",
-                 "--workload-seconds", "5", "--faults", "kill"])
+                 "--workload", "txn", "--workload-seconds", "6", "--faults", "kill"])
     assert code == 0, _report(out)["entries"]
+    ops = _ops(out / "txn")
+    done = [o for o in ops if o["f"] == "txn" and o["type"] != "invoke"]
+    assert any(o["type"] == "ok" for o in done) and any(o.get("error") == "aborted on purpose" for o in done)
+    assert main(["check", str(out / "txn")]) == 0
+
+
+@pytest.mark.parametrize("workload", ["idempotent", "eos", "compaction"])
+def test_conform_workloads_on_the_reference(tmp_path, workload):
+    out = tmp_path / workload
+    code = main(["conform", "--spawn", "reference", "--client", "confluent", "--cases", "produce-offsets-dense",
+                 "--workload", workload, "--workload-seconds", "6", "--faults", "kill,delay", "--out", str(out)])
+    entry = _report(out)["entries"][-1]
+    assert code == 0 and entry["name"] == workload and entry["status"] == "pass", entry
+    config = json.loads((out / workload / "run.json").read_text())["config"]
+    ops = _ops(out / workload)
+    if workload == "eos":
+        # processors committed transactions that carried their input offsets, and the group's
+        # final committed offsets were read
+        assert any(o["f"] == "txn" and o["type"] == "ok" and o.get("offsets") for o in ops)
+        assert any(o["f"] == "committed" and o["type"] == "ok" for o in ops)
+        assert config["eos"]["output"] in json.dumps(ops)
+    elif workload == "compaction":
+        assert config["compacted"] and any(len(m) == 4 and m[2][1] is None for o in ops
+                                           if o["f"] == "send" and o["type"] == "ok" for m in o["value"])
+    else:
+        assert config["idempotence"] is True
+    assert main(["check", str(out / workload)]) == 0
 
 
 def test_conform_spawn_tansu_gives_a_verdict_for_every_case(tmp_path):

@@ -44,6 +44,15 @@ def create(bootstrap: str, topic: str, partitions: int = 3, rf: int = 3, configs
     futures[topic].result(20)
 
 
+def create_seeded(bootstrap: str, topic: str, n: int) -> None:
+    """A one-partition topic holding the values 0..n-1."""
+    create(bootstrap, topic, partitions=1)
+    seed = Producer({"bootstrap.servers": bootstrap})
+    for i in range(n):
+        seed.produce(topic, value=b"%d" % i)
+    seed.flush(20)
+
+
 def drain_confluent(consumer: Consumer, want: int, timeout_s: float = 30.0) -> list:
     got = []
     end = time.monotonic() + timeout_s
@@ -208,12 +217,8 @@ def test_confluent_produce_consume_compressed(cluster, codec):
 
 def test_confluent_transactions_send_offsets_and_fencing(cluster):
     src, dst = name("cf-src"), name("cf-dst")
-    create(cluster.bootstrap, src, partitions=1)
+    create_seeded(cluster.bootstrap, src, 10)
     create(cluster.bootstrap, dst, partitions=1)
-    seed = Producer({"bootstrap.servers": cluster.bootstrap})
-    for i in range(10):
-        seed.produce(src, value=b"%d" % i)
-    seed.flush(20)
     group = name("eos")
     txn_id = name("tx")
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
@@ -253,6 +258,33 @@ def test_confluent_transactions_send_offsets_and_fencing(cluster):
         zombie.begin_transaction()
         zombie.produce(dst, value=b"zombie")
         zombie.commit_transaction(20)
+
+
+def test_confluent_new_member_waits_for_pending_transactional_offsets(cluster):
+    """KIP-447: while a transaction holds offsets for the group, OffsetFetch (require_stable)
+    answers UNSTABLE_OFFSET_COMMIT per partition, so a new member waits for the commit rather
+    than taking "nothing committed" and starting again from the beginning (found by the eos
+    conformance workload)."""
+    src = name("cf-pending")
+    create_seeded(cluster.bootstrap, src, 10)
+    group = name("eos-pending")
+    owner = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": name("tx")})
+    producer.init_transactions(20)
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([CTP(src, 0, 7)], owner.consumer_group_metadata(), 20)
+    owner.close()
+    newcomer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    newcomer.assign([CTP(src, 0)])
+    committer = threading.Timer(1.5, lambda: producer.commit_transaction(20))
+    committer.start()
+    try:
+        [first] = drain_confluent(newcomer, 1, timeout_s=20)
+    finally:
+        committer.join()
+        newcomer.close()
+    assert first.offset() == 7
 
 
 def test_confluent_cooperative_rebalance(cluster):
