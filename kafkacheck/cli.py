@@ -326,14 +326,15 @@ def build_parser() -> argparse.ArgumentParser:
     con.add_argument("--cases", metavar="A,B", help="run only these cases (default: all)")
     con.add_argument("--profile", choices=["full", "short"], default="full",
                      help="short: every case but the two slowest (compaction, cooperative group); default full")
-    con.add_argument("--workload", choices=["queue", "idempotent", "txn", "eos", "compaction", "none"],
+    con.add_argument("--workload", choices=["queue", "idempotent", "txn", "eos", "compaction", "groups", "none"],
                      default="queue",
                      help="after the cases, run this workload with real client threads and check its "
                           "history with the simulator's checker: queue (acks=all sends, no retries), "
                           "idempotent (enable.idempotence, retries), txn (transactions of 1-3 sends, a fifth "
                           "aborted on purpose, read_committed consumers), eos (consume-transform-produce with "
                           "sendOffsetsToTransaction), compaction (keyed updates and tombstones on a compacted "
-                          "topic); default queue; none skips it")
+                          "topic), groups (consumer-group members that poll, commit, leave and rejoin); "
+                          "default queue; none skips it")
     con.add_argument("--workload-seconds", type=float, default=20.0, metavar="S",
                      help="how long the workload runs before healing and the final read (default 20)")
     con.add_argument("--faults", default="kill,pause,partition,delay", metavar="F,G",
@@ -341,6 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "restart a broker process), pause (SIGSTOP/SIGCONT); through a TCP fault proxy in front "
                           "of each broker: partition (clients cut off both ways), one-way (one direction), delay "
                           "(300 ms), drop (open connections reset); '' for none (default kill,pause,partition,delay)")
+    con.add_argument("--bug", metavar="NAME[,NAME]",
+                     help="with --spawn reference: switch on bugs of the reference broker (the names of "
+                          "kafkacheck run --bug), to see the cases and the workload catch them over the wire")
     con.add_argument("--timeout", type=float, default=20.0, metavar="S",
                      help="timeout of every client call in seconds (default 20)")
     con.add_argument("--out", metavar="DIR", default="runs/conform", help="report directory (default runs/conform)")

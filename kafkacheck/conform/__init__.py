@@ -40,6 +40,15 @@ def cmd_conform(args) -> int:
     if bad:
         raise UsageError(f"unknown --faults {', '.join(bad)}: {', '.join(PROCESS_FAULTS + NETWORK_FAULTS)}")
     args.fault_list = faults
+    bugs: frozenset[str] = frozenset()
+    if args.bug:
+        if args.spawn != "reference":
+            raise UsageError("--bug switches on a bug of the reference broker: use it with --spawn reference")
+        from reference.bugs import parse_bugs
+        try:
+            bugs = parse_bugs([b.strip() for b in args.bug.split(",") if b.strip()])
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if args.workload_seconds <= 0:
         raise UsageError("--workload-seconds must be positive")
     if args.brokers < 1 or args.timeout <= 0:
@@ -64,7 +73,8 @@ def cmd_conform(args) -> int:
                   f"target: {args.bootstrap}")
     try:
         proxied = args.workload != "none" and any(f in NETWORK_FAULTS for f in faults)
-        target = spawn(args.spawn, out / "broker", args.brokers, proxied) if args.spawn else external(args.bootstrap)
+        target = (spawn(args.spawn, out / "broker", args.brokers, proxied, bugs) if args.spawn
+                  else external(args.bootstrap))
     except TargetError as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return EXIT_UNKNOWN

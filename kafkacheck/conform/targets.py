@@ -133,9 +133,11 @@ def tansu_binary() -> Path:
     return path
 
 
-def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = False) -> Target:
+def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = False,
+          bugs: frozenset[str] = frozenset()) -> Target:
     """Start a broker; with ``proxied`` every broker is reached through a :class:`FaultProxy`
-    (it advertises the proxy's port), so network faults can be injected."""
+    (it advertises the proxy's port), so network faults can be injected. ``bugs``: the
+    reference broker's bug switches (reference/bugs.py)."""
     from reference.server.cluster import ServerOptions, free_ports
 
     if work_dir is None:
@@ -150,7 +152,8 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
 
         cluster = ReferenceCluster(ServerOptions(data_dir=tmp / "data", brokers=brokers, port=0,
                                                  min_insync_replicas=min(2, brokers),
-                                                 default_replication_factor=min(3, brokers), proxied=proxied))
+                                                 default_replication_factor=min(3, brokers), proxied=proxied,
+                                                 bugs=frozenset(bugs)))
         target = Target("reference", cluster.bootstrap, brokers, dict(cluster.processes()), cluster, cleanup)
         try:
             if proxied:

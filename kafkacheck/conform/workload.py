@@ -23,7 +23,13 @@ which the client is rebuilt under a new process id. The workloads:
   to the committed offsets. At the end a ``committed`` op reads the group's offsets;
 * ``compaction``: keyed updates (a few record keys per partition, about one in eight a
   tombstone) to a compacted topic with small segments; consumers sometimes seek back to the
-  beginning to see what the cleaner left.
+  beginning to see what the cleaner left;
+* ``groups``: a producer writes every partition while members of one consumer group
+  (subscribe, the range assignor) poll, commit the positions they reached (with the
+  generation they hold) and sometimes leave and join again; every poll's completion carries
+  the member's ``rebalance_log`` (revocations and assignments with their generation, taken
+  from the client's rebalance callbacks). After healing the members poll until they agree
+  on one generation that covers every partition.
 
 A nemesis thread, when kafkacheck started the broker, kills (kill -9) and restarts, or
 pauses (SIGSTOP) and resumes, broker processes, recorded as nemesis ops; with a fault proxy in
@@ -41,6 +47,7 @@ import contextlib
 import datetime
 import json
 import random
+import sys
 import threading
 import time
 from pathlib import Path
@@ -58,6 +65,7 @@ WORKLOADS = {
     "txn": "committed transactions are read whole, aborted ones never (read_committed)",
     "eos": "consume-transform-produce copies every input record to the output exactly once",
     "compaction": "a compacted topic keeps the newest value of every record key",
+    "groups": "a consumer group gives each partition to one member per generation and refuses fenced commits",
 }
 EOS_GROUP = "kafkacheck-eos"
 SOURCE_SHIFT = 1 << 24  # an eos output value: input * SOURCE_SHIFT + attempt
@@ -305,6 +313,125 @@ class _Poller:
             self.c.close()
 
 
+def confluent_generation(metadata: bytes) -> int:
+    """The generation in librdkafka's serialised consumer group metadata ("CGMDv2:" and an
+    int32 copied in the host's byte order); -1 when unknown."""
+    if isinstance(metadata, bytes) and metadata.startswith(b"CGMDv2:") and len(metadata) >= 11:
+        return int.from_bytes(metadata[7:11], sys.byteorder, signed=True)
+    return -1
+
+
+class _Member:
+    """A consumer-group member: subscribe, poll, commit; rebalance callbacks go to ``log``."""
+
+    def __init__(self, kind: str, bootstrap: str, topic: str, group: str, timeout_s: float) -> None:
+        self.kind, self.topic, self.timeout_s = kind, topic, timeout_s
+        self.log: list[dict] = []
+        self.owned: set[str] = set()
+        self.positions: dict[str, int] = {}
+        self.generation = -1
+        if kind == "confluent":
+            from confluent_kafka import Consumer
+            self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                               "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+                               "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "log_level": 2,
+                               "socket.timeout.ms": int(timeout_s * 1000)})
+            self.c.subscribe([topic], on_assign=lambda c, tps: self._assigned(tps),
+                             on_revoke=lambda c, tps: self._revoked(tps, False),
+                             on_lost=lambda c, tps: self._revoked(tps, True))
+        else:
+            from kafka import KafkaConsumer
+            from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+            member = self
+
+            class Listener(ConsumerRebalanceListener):
+                def on_partitions_revoked(self, revoked):
+                    member._revoked(revoked, False)
+
+                def on_partitions_assigned(self, assigned):
+                    member._assigned(assigned)
+
+                def on_partitions_lost(self, lost):
+                    member._revoked(lost, True)
+
+            self.c = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=group, enable_auto_commit=False,
+                                   auto_offset_reset="earliest", session_timeout_ms=6000,
+                                   heartbeat_interval_ms=500, request_timeout_ms=int(timeout_s * 1000) + 1000)
+            self.c.subscribe([topic], listener=Listener())
+
+    def _current_generation(self) -> int:
+        with contextlib.suppress(Exception):
+            if self.kind == "confluent":
+                return confluent_generation(self.c.consumer_group_metadata())
+            return int(self.c.group_metadata().generation_id)
+        return -1
+
+    def _assigned(self, tps) -> None:
+        keys = {f"{tp.topic}:{tp.partition}" for tp in tps}
+        self.generation = self._current_generation()
+        self.owned = keys  # eager (range): the whole assignment
+        self.log.append({"type": "assigned", "keys": sorted(keys), "generation": self.generation,
+                         "owned": sorted(self.owned)})
+
+    def _revoked(self, tps, lost: bool) -> None:
+        keys = {f"{tp.topic}:{tp.partition}" for tp in tps}
+        entry: dict = {"type": "revoked", "keys": sorted(keys), "generation": self.generation}
+        if lost:
+            entry["lost"] = "lost"
+        self.log.append(entry)
+        self.owned -= keys
+        for k in keys:
+            self.positions.pop(k, None)
+
+    def take_log(self) -> list[dict]:
+        out, self.log = self.log, []
+        return out
+
+    def poll(self) -> dict[str, list[list]]:
+        out: dict[str, list[list]] = {}
+        if self.kind == "confluent":
+            msgs = [(m.topic(), m.partition(), m.offset(), m.value()) for m in self.c.consume(200, 0.5)
+                    if m.error() is None]
+        else:
+            msgs = [(tp.topic, tp.partition, m.offset, m.value)
+                    for tp, ms in self.c.poll(500, max_records=200).items() for m in ms]
+        for t, p, off, v in msgs:
+            key = f"{t}:{p}"
+            out.setdefault(key, []).append([off, _decode(v)])
+            if key in self.owned:
+                self.positions[key] = off + 1
+        return out
+
+    def commit(self) -> tuple[dict[str, int], int, str | None, bool]:
+        """(offsets, generation, error, definite): commit the positions reached."""
+        offsets = {k: o for k, o in sorted(self.positions.items()) if k in self.owned}
+        generation = self._current_generation()
+        if not offsets:
+            return offsets, generation, None, True
+        try:
+            if self.kind == "confluent":
+                from confluent_kafka import TopicPartition
+                self.c.commit(offsets=[TopicPartition(k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1]), o)
+                                       for k, o in offsets.items()], asynchronous=False)
+            else:
+                from kafka import TopicPartition
+                from kafka.structs import OffsetAndMetadata
+                self.c.commit({TopicPartition(k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1])): OffsetAndMetadata(o, "", -1)
+                               for k, o in offsets.items()})
+        except Exception as e:
+            text = str(e)
+            fenced = any(w in text.upper().replace(" ", "_") for w in
+                         ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER", "REBALANCE_IN_PROGRESS", "FENCED_INSTANCE",
+                          "COMMITFAILED")) or type(e).__name__ in ("CommitFailedError", "IllegalGenerationError")
+            return offsets, generation, (text or type(e).__name__)[:80], fenced
+        return offsets, generation, None, True
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.c.close()
+
+
 # ---------------------------------------------------------------- the workloads
 
 
@@ -323,6 +450,10 @@ class _Run:
         self.output = f"conform-{workload}-out-{stamp}" if workload == "eos" else None
         self.isolation = "read_committed" if workload in ("txn", "eos") else "read_uncommitted"
         self.keyed = workload == "compaction"
+        self.group = f"kafkacheck-groups-{stamp}"
+        self.healed = threading.Event()  # groups: faults healed, members converge
+        self.done = threading.Event()  # groups: members stop
+        self.member_state: dict[int, tuple[int, int, frozenset]] = {}  # member -> (process, generation, owned)
 
     def next_value(self, key: str) -> int:
         with self.lock:
@@ -532,8 +663,80 @@ class _Run:
             h.op(process, "ok", "poll", [["poll", got]])
         poller.close()
 
+    def member_loop(self, i: int) -> None:
+        """groups: member ``i`` polls, commits, sometimes leaves and joins again."""
+        h, rng, keys = self.h, self.rng, self.keys()
+        process = h.new_process()
+
+        def join() -> _Member | None:
+            try:
+                member = _Member(self.kind, self.target.bootstrap, self.topic, self.group, self.timeout_s)
+            except Exception:
+                time.sleep(0.5)
+                return None
+            h.op(process, "invoke", "subscribe", keys)
+            h.op(process, "ok", "subscribe", keys)
+            return member
+
+        m = join()
+        while not self.done.is_set():
+            if m is None:
+                m = join()
+                continue
+            healed = self.healed.is_set()
+            r = rng.random()
+            if not healed and r < 0.02:  # leave cleanly and join again
+                h.op(process, "invoke", "subscribe", keys)
+                m.close()
+                log = m.take_log()
+                h.op(process, "ok", "subscribe", keys, **({"rebalance_log": log} if log else {}))
+                m = join()
+                continue
+            if not healed and r < 0.2 and any(k in m.owned for k in m.positions):
+                offsets = {k: o for k, o in sorted(m.positions.items()) if k in m.owned}
+                generation = m._current_generation()
+                h.op(process, "invoke", "commit", offsets, generation=generation)
+                _, _, err, definite = m.commit()
+                log = m.take_log()
+                extra = {"rebalance_log": log} if log else {}
+                if err is None:
+                    h.op(process, "ok", "commit", offsets, generation=generation, **extra)
+                    continue
+                h.op(process, "fail" if definite else "info", "commit", offsets, generation=generation,
+                     error=err, **extra)
+                if not definite:  # unknown outcome: a new member under a new process
+                    m.close()
+                    process = h.new_process()
+                    m = None
+                continue
+            h.op(process, "invoke", "poll", [["poll"]])
+            try:
+                got = m.poll()
+            except Exception as e:
+                h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
+                m.close()
+                process = h.new_process()
+                m = None
+                continue
+            log = m.take_log()
+            h.op(process, "ok", "poll", [["poll", got]], **({"rebalance_log": log} if log else {}))
+            with self.lock:
+                self.member_state[i] = (process, m.generation, frozenset(m.owned))
+        if m is not None:
+            m.close()
+
+    def converged(self) -> bool:
+        """groups: every member polled after healing, all in one generation covering every partition."""
+        with self.lock:
+            states = list(self.member_state.values())
+        gens = {g for _p, g, _o in states}
+        owned = set().union(*(o for _p, _g, o in states)) if states else set()
+        return len(gens) == 1 and min(gens) >= 0 and owned == set(self.keys())
+
     def threads(self, producers: int, consumers: int) -> list[threading.Thread]:
         loops: list = []
+        if self.workload == "groups":
+            return [threading.Thread(target=self.producer_loop, daemon=True)]
         if self.workload == "txn":
             loops += [self.txn_loop] * producers
         elif self.workload == "eos":
@@ -565,9 +768,11 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
     time.sleep(1)
     nemesis_log: list[dict] = []
     threads = run.threads(producers, consumers)
+    members = ([threading.Thread(target=run.member_loop, args=(i,), daemon=True) for i in range(3)]
+               if workload == "groups" else [])
     nemesis = threading.Thread(target=_nemesis_loop, args=(target, faults, h, rng, run.stop, nemesis_log),
                                daemon=True)
-    for t in [*threads, nemesis]:
+    for t in [*threads, *members, nemesis]:
         t.start()
     time.sleep(seconds)
     run.stop.set()
@@ -587,6 +792,26 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
         target.wait_ready(60)
     except Exception as e:
         log(f"the broker did not come back after healing: {e}")
+    converged = None
+    if members:  # members poll on until the group settles (or 60 s pass)
+        with run.lock:
+            run.member_state.clear()
+        run.healed.set()
+        settle = time.monotonic() + 60
+        stable_since = None
+        while time.monotonic() < settle:
+            if run.converged() and len(run.member_state) == len(members):
+                stable_since = stable_since or time.monotonic()
+                if time.monotonic() - stable_since >= 2:
+                    break
+            else:
+                stable_since = None
+            time.sleep(0.2)
+        converged = stable_since is not None
+        run.done.set()
+        for t in members:
+            t.join(max(1.0, timeout_s))
+        hung += sum(t.is_alive() for t in members)
     start_ns = h.now()
     topics = [run.topic] + ([run.output] if run.output else [])
     if workload == "eos":
@@ -608,6 +833,10 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
         config["eos"] = {"input": run.topic, "output": run.output, "group": EOS_GROUP, "source_shift": SOURCE_SHIFT}
     if workload == "compaction":
         config["topic_configs"] = dict(COMPACTED_CONFIGS)
+    if workload == "groups":
+        config["sub_via"] = ["subscribe"]
+        config["groups"] = {"group": run.group, "assignor": "range", "static": False, "keys": run.keys(),
+                            "final_polls": True}
     run_meta = {"format": 1, "run_id": out_dir.name, "seed": seed, "target": target.name, "workload": workload,
                 "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "config": config, "faults": faults,
@@ -623,6 +852,8 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
                 for mop in op["value"] if mop[0] == "send")
     result["summary"] = {"ops": len(h.recorder.ops), "acknowledged_sends": acked, "hung_clients": hung,
                          "final_read_reached_end": reached, "nemesis": nemesis_log}
+    if converged is not None:
+        result["summary"]["group_converged"] = converged
     result["run_dir"] = str(out_dir)
     return result
 

@@ -52,7 +52,7 @@ def test_conform_kafka_python_client_on_the_reference(tmp_path):
     assert main(["check", str(out / "txn")]) == 0
 
 
-@pytest.mark.parametrize("workload", ["idempotent", "eos", "compaction"])
+@pytest.mark.parametrize("workload", ["idempotent", "eos", "compaction", "groups"])
 def test_conform_workloads_on_the_reference(tmp_path, workload):
     out = tmp_path / workload
     code = main(["conform", "--spawn", "reference", "--client", "confluent", "--cases", "produce-offsets-dense",
@@ -70,9 +70,27 @@ def test_conform_workloads_on_the_reference(tmp_path, workload):
     elif workload == "compaction":
         assert config["compacted"] and any(len(m) == 4 and m[2][1] is None for o in ops
                                            if o["f"] == "send" and o["type"] == "ok" for m in o["value"])
+    elif workload == "groups":
+        # members reported assignments with real generations, and converged after healing
+        gens = [e["generation"] for o in ops for e in o.get("rebalance_log") or [] if e["type"] == "assigned"]
+        assert gens and min(gens) >= 1 and config["groups"]["final_polls"]
+        assert entry["details"]["summary"]["group_converged"] is True
     else:
         assert config["idempotence"] is True
     assert main(["check", str(out / workload)]) == 0
+
+
+def test_conform_workload_catches_a_reference_bug_over_the_wire(tmp_path):
+    """The txn workload with real clients against a reference broker whose last stable offset
+    is one too far: read_committed consumers get records of open transactions, some of which
+    then abort (G1a)."""
+    out = tmp_path / "bug"
+    code = main(["conform", "--spawn", "reference", "--client", "confluent", "--cases", "produce-offsets-dense",
+                 "--workload", "txn", "--workload-seconds", "6", "--faults", "", "--bug", "lso-off-by-one",
+                 "--out", str(out)])
+    entry = _report(out)["entries"][-1]
+    assert code == 1 and entry["status"] == "fail", entry
+    assert "G1a" in json.loads((out / "txn" / "results.json").read_text())["anomaly_types"]
 
 
 def test_conform_spawn_tansu_gives_a_verdict_for_every_case(tmp_path):
@@ -94,5 +112,7 @@ def test_conform_usage_errors(tmp_path, capsys):
     assert main(["conform", "--bootstrap", "nonsense", "--out", str(tmp_path)]) == 3
     assert main(["conform", "--spawn", "reference", "--cases", "nope", "--out", str(tmp_path)]) == 3
     assert main(["conform", "--spawn", "reference", "--faults", "meteor", "--out", str(tmp_path)]) == 3
+    assert main(["conform", "--spawn", "tansu", "--bug", "lso-off-by-one", "--out", str(tmp_path)]) == 3
+    assert main(["conform", "--spawn", "reference", "--bug", "nope", "--out", str(tmp_path)]) == 3
     err = capsys.readouterr().err
     assert "Traceback" not in err and "unknown case" in err
