@@ -706,7 +706,7 @@ class _Run:
                      error=err, **extra)
                 if not definite:  # unknown outcome: a new member under a new process
                     m.close()
-                    process = h.new_process()
+                    process = self._abandon(process)
                     m = None
                 continue
             h.op(process, "invoke", "poll", [["poll"]])
@@ -715,7 +715,7 @@ class _Run:
             except Exception as e:
                 h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
                 m.close()
-                process = h.new_process()
+                process = self._abandon(process)
                 m = None
                 continue
             log = m.take_log()
@@ -724,6 +724,13 @@ class _Run:
                 self.member_state[i] = (process, m.generation, frozenset(m.owned))
         if m is not None:
             m.close()
+
+    def _abandon(self, process: int) -> int:
+        """A member client given up on: its process ends (a crash, for the group checker, so
+        it is not counted among the members after healing); the next one is a new process."""
+        self.h.op(process, "invoke", "crash", None)
+        self.h.op(process, "info", "crash", None)
+        return self.h.new_process()
 
     def converged(self) -> bool:
         """groups: every member polled after healing, all in one generation covering every partition."""
