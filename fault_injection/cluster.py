@@ -40,23 +40,9 @@ CLUSTER_TIMINGS = {
 
 def broker_config(min_insync_replicas: int = 2, flush_messages: int | None = None,
                   flush_ms: int | None = None, transaction_version: int = 1) -> BrokerConfig:
-    t = CLUSTER_TIMINGS
-    return BrokerConfig(
-        min_insync_replicas=min_insync_replicas,
-        replica_lag_time_max_ms=t["replica_lag_time_max_ms"],
-        replica_fetch_wait_max_ms=t["replica_fetch_wait_max_ms"],
-        replica_fetch_backoff_ms=t["replica_fetch_backoff_ms"],
-        replica_fetch_timeout_ms=t["replica_fetch_timeout_ms"],
-        heartbeat_interval_ms=t["heartbeat_interval_ms"],
-        registration_retry_ms=t["registration_retry_ms"],
-        alter_partition_timeout_ms=t["alter_partition_timeout_ms"],
-        high_watermark_checkpoint_interval_ms=t["high_watermark_checkpoint_interval_ms"],
-        flush_messages=flush_messages,
-        flush_ms=flush_ms,
-        transaction_version=transaction_version,
-        coordinator_lease_ms=t["session_timeout_ms"],
-        log_cleaner_backoff_ms=t["log_cleaner_backoff_ms"],
-    )
+    return BrokerConfig.from_timings(CLUSTER_TIMINGS, min_insync_replicas=min_insync_replicas,
+                                     flush_messages=flush_messages, flush_ms=flush_ms,
+                                     transaction_version=transaction_version)
 
 
 def controller_config(min_insync_replicas: int = 2, unclean: bool = False) -> ControllerConfig:

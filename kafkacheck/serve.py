@@ -11,7 +11,6 @@ process instead (one listener per broker).
 from __future__ import annotations
 
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -28,24 +27,11 @@ def metadata_probe(host: str, port: int, timeout_s: float = 2.0) -> tuple[list[i
     """One Metadata v1 round trip: (broker ids, topic -> leaders of its partitions)."""
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-    req = MetadataRequest[1](topics=None)
-    req.with_header(correlation_id=1, client_id="kafkacheck-probe")
-    with socket.create_connection((host, port), timeout=timeout_s) as s:
-        s.sendall(bytes(req.encode(header=True, framed=True)))
-        size = int.from_bytes(_read(s, 4), "big")
-        resp = MetadataResponse.decode(_read(s, size), version=1, header=True)
+    from reference.server.protocol import round_trip
+
+    resp = round_trip(host, port, MetadataRequest[1](topics=None), MetadataResponse, "kafkacheck-probe", timeout_s)
     topics = {t.name: [p.leader_id for p in t.partitions] for t in resp.topics}
     return sorted(b.node_id for b in resp.brokers), topics
-
-
-def _read(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        buf += chunk
-    return bytes(buf)
 
 
 class ReferenceCluster:

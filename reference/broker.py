@@ -103,6 +103,19 @@ class BrokerConfig:
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, flush_messages=self.flush_messages)
 
+    @classmethod
+    def from_timings(cls, timings: dict[str, int], **settings) -> BrokerConfig:
+        """A config whose timers come from a timings table (the simulated cluster's or the
+        served one's): each of :data:`TIMER_FIELDS`, and the coordinator lease from its
+        ``session_timeout_ms``; ``settings`` set the other fields."""
+        return cls(**{f: timings[f] for f in TIMER_FIELDS}, coordinator_lease_ms=timings["session_timeout_ms"],
+                   **settings)
+
+
+TIMER_FIELDS = ("replica_lag_time_max_ms", "replica_fetch_wait_max_ms", "replica_fetch_backoff_ms",
+                "replica_fetch_timeout_ms", "heartbeat_interval_ms", "registration_retry_ms",
+                "alter_partition_timeout_ms", "high_watermark_checkpoint_interval_ms", "log_cleaner_backoff_ms")
+
 
 @dataclass(slots=True)
 class _DelayedProduce:

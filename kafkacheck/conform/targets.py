@@ -14,7 +14,6 @@ advertise is skipped with that reason.
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -28,25 +27,12 @@ class TargetError(RuntimeError):
     pass
 
 
-def _read(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
 def api_versions(host: str, port: int, timeout_s: float = 3.0) -> dict[int, tuple[int, int]]:
     from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-    req = ApiVersionsRequest[0]()
-    req.with_header(correlation_id=1, client_id="kafkacheck-conform")
-    with socket.create_connection((host, port), timeout=timeout_s) as s:
-        s.sendall(bytes(req.encode(header=True, framed=True)))
-        size = int.from_bytes(_read(s, 4), "big")
-        resp = ApiVersionsResponse.decode(_read(s, size), version=0, header=True)
+    from reference.server.protocol import round_trip
+
+    resp = round_trip(host, port, ApiVersionsRequest[0](), ApiVersionsResponse, "kafkacheck-conform", timeout_s)
     return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
 

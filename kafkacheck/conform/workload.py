@@ -108,7 +108,22 @@ def _decode(data: bytes | None) -> int | None:
 # ---------------------------------------------------------------- client handles
 
 
-class _Sender:
+class _Producer:
+    """What both producer handles share: ``kind``, ``timeout_s`` and the client ``p``."""
+
+    kind: str
+    timeout_s: float
+    p: Any
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.kind == "confluent":
+                self.p.flush(1)
+            else:
+                self.p.close(timeout=1)
+
+
+class _Sender(_Producer):
     """A producer; ``idempotent`` False means acks=all without retries."""
 
     def __init__(self, kind: str, bootstrap: str, timeout_s: float, idempotent: bool = True) -> None:
@@ -147,15 +162,9 @@ class _Sender:
         except Exception as e:
             return None, type(e).__name__
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self.kind == "confluent":
-                self.p.flush(1)
-            else:
-                self.p.close(timeout=1)
 
 
-class _TxnSender:
+class _TxnSender(_Producer):
     """A transactional producer."""
 
     def __init__(self, kind: str, bootstrap: str, txn_id: str, timeout_s: float) -> None:
@@ -178,16 +187,10 @@ class _TxnSender:
 
     def send(self, topic: str, partition: int, value: int) -> int:
         """The offset; raises when the send failed."""
-        data = str(value).encode()
-        if self.kind == "confluent":
-            result: list = []
-            self.p.produce(topic, value=data, partition=partition,
-                           on_delivery=lambda e, m: result.append(e if e is not None else m.offset()))
-            self.p.flush(self.timeout_s)
-            if not result or not isinstance(result[0], int):
-                raise RuntimeError(str(result[0]) if result else "timeout")
-            return result[0]
-        return self.p.send(topic, value=data, partition=partition).get(self.timeout_s).offset
+        [result] = self.send_many(topic, [(partition, value)])
+        if not isinstance(result, int):
+            raise RuntimeError(result)
+        return result
 
     def send_many(self, topic: str, sends: list[tuple[int, int]]) -> list[int | str]:
         """Send (partition, value) pairs together, then wait: an offset or an error each."""
@@ -209,7 +212,7 @@ class _TxnSender:
             try:
                 results.append(f.get(self.timeout_s).offset)
             except Exception as e:
-                results.append(type(e).__name__)
+                results.append(str(e) or type(e).__name__)
         return results
 
     def send_offsets(self, offsets: dict[tuple[str, int], int], poller: _Poller) -> None:
@@ -237,12 +240,6 @@ class _TxnSender:
         else:
             self.p.abort_transaction()
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self.kind == "confluent":
-                self.p.flush(1)
-            else:
-                self.p.close(timeout=1)
 
 
 class _Poller:
@@ -403,12 +400,12 @@ class _Member:
                 self.positions[key] = off + 1
         return out
 
-    def commit(self) -> tuple[dict[str, int], int, str | None, bool]:
-        """(offsets, generation, error, definite): commit the positions reached."""
-        offsets = {k: o for k, o in sorted(self.positions.items()) if k in self.owned}
-        generation = self._current_generation()
-        if not offsets:
-            return offsets, generation, None, True
+    def reached(self) -> dict[str, int]:
+        """The positions reached in the partitions the member owns: what a commit sends."""
+        return {k: o for k, o in sorted(self.positions.items()) if k in self.owned}
+
+    def commit(self, offsets: dict[str, int]) -> tuple[str | None, bool]:
+        """(error, definite): commit ``offsets``; definite when the outcome is certain."""
         try:
             if self.kind == "confluent":
                 from confluent_kafka import TopicPartition
@@ -424,8 +421,8 @@ class _Member:
             fenced = any(w in text.upper().replace(" ", "_") for w in
                          ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER", "REBALANCE_IN_PROGRESS", "FENCED_INSTANCE",
                           "COMMITFAILED")) or type(e).__name__ in ("CommitFailedError", "IllegalGenerationError")
-            return offsets, generation, (text or type(e).__name__)[:80], fenced
-        return offsets, generation, None, True
+            return (text or type(e).__name__)[:80], fenced
+        return None, True
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -692,11 +689,11 @@ class _Run:
                 h.op(process, "ok", "subscribe", keys, **({"rebalance_log": log} if log else {}))
                 m = join()
                 continue
-            if not healed and r < 0.2 and any(k in m.owned for k in m.positions):
-                offsets = {k: o for k, o in sorted(m.positions.items()) if k in m.owned}
+            offsets = m.reached()
+            if not healed and r < 0.2 and offsets:
                 generation = m._current_generation()
                 h.op(process, "invoke", "commit", offsets, generation=generation)
-                _, _, err, definite = m.commit()
+                err, definite = m.commit(offsets)
                 log = m.take_log()
                 extra = {"rebalance_log": log} if log else {}
                 if err is None:

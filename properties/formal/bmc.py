@@ -91,3 +91,44 @@ def k_induction(model, k: int) -> bool:
 def as_dict(r: Result) -> dict[str, Any]:
     return {"variant": r.variant, "depth": r.depth, "violated": r.violated, "steps": r.steps,
             "seconds": round(r.seconds, 3), "checked_depth": r.checked_depth, "induction": r.induction}
+
+
+def relation(choice, options: list[tuple[Any, dict]], s: Any, t: Any, fields: tuple[str, ...]) -> Any:
+    """The constraint that state ``t`` follows ``s`` by option number ``choice`` of
+    ``options`` (each a guard and the next value of every field, a scalar or nested lists of
+    them). Every scalar of ``t`` is one if-then-else chain over the options that change it,
+    which keeps the frame conditions shared (and the solver fast)."""
+    sels = [choice == i for i in range(len(options))]
+    c = [choice >= 0, choice < len(options)]
+    c += [z3.Implies(sel, guard) for sel, (guard, _nxt) in zip(sels, options, strict=True)]
+    for key in fields:
+        for path, old_v, new_v in _leaves(getattr(s, key), getattr(t, key)):
+            expr = old_v
+            for sel, (_guard, nxt) in reversed(list(zip(sels, options, strict=True))):
+                val = _at(nxt[key], path)
+                if not (z3.is_expr(val) and val.eq(old_v)):
+                    expr = z3.If(sel, val, expr)
+            c.append(new_v == expr)
+    return z3.And(c)
+
+
+def replaced(values: list, i: int, v) -> list:
+    """A copy of ``values`` with item ``i`` set to ``v`` (a next-state field)."""
+    out = list(values)
+    out[i] = v
+    return out
+
+
+def _leaves(cur, nxt, path=()):
+    """(path, current value, next-state variable) for every scalar of a state field."""
+    if isinstance(cur, list):
+        for i, (a, b) in enumerate(zip(cur, nxt, strict=True)):
+            yield from _leaves(a, b, (*path, i))
+    else:
+        yield path, cur, nxt
+
+
+def _at(value, path):
+    for i in path:
+        value = value[i]
+    return value

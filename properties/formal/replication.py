@@ -56,6 +56,8 @@ from typing import Any
 
 import z3
 
+from properties.formal.bmc import relation, replaced
+
 VARIANTS: dict[str, str] = {
     "fixed": "today's protocol: truncation by leader epoch (KIP-101, KIP-279), epoch-checked "
              "high watermark (KIP-320), clean elections only",
@@ -71,10 +73,8 @@ BUG_SWITCH: dict[str, str | None] = {
     "fixed": None, "kip101": "truncate-to-high-watermark", "kip279-hole": "truncate-to-high-watermark",
     "no-epoch-hw": "hw-without-epoch-check", "unclean": "unclean-election",
 }
-ACTIONS = ["append", "fetch", "stale-fetch", "truncate", "advance-hw", "shrink", "expand", "crash",
-           "restart", "elect"]
-INVARIANTS = ["leader-completeness", "log-matching", "leader-in-isr", "one-leader-per-epoch",
-              "epochs-monotonic"]
+FIELDS = ("alive", "leo", "log", "lep", "hw", "known", "pos", "isr", "leader", "epoch", "nid", "cn", "cid",
+          "epoch_leader")
 
 
 @dataclass
@@ -94,9 +94,6 @@ class State:
     cid: list
     epoch_leader: list = field(default_factory=list)  # ghost: who led each epoch (-1: nobody yet)
 
-    def names(self) -> dict[str, Any]:
-        return {"leader": self.leader, "epoch": self.epoch, "cn": self.cn}
-
 
 def _select(values: list, index) -> Any:
     """values[index] for a symbolic index."""
@@ -104,21 +101,6 @@ def _select(values: list, index) -> Any:
     for i in range(len(values) - 2, -1, -1):
         out = z3.If(index == i, values[i], out)
     return out
-
-
-def _leaves(cur, nxt, path=()):
-    """(path, current value, next-state variable) for every scalar of a state field."""
-    if isinstance(cur, list):
-        for i, (a, b) in enumerate(zip(cur, nxt, strict=True)):
-            yield from _leaves(a, b, (*path, i))
-    else:
-        yield path, cur, nxt
-
-
-def _at(value, path):
-    for i in path:
-        value = value[i]
-    return value
 
 
 def _min(a, b):
@@ -172,24 +154,14 @@ class Model:
     # ------------------------------------------------------------ actions
 
     def _copy(self, s: State, **changes) -> dict:
-        d = {k: getattr(s, k) for k in ("alive", "leo", "log", "lep", "hw", "known", "pos", "isr", "leader",
-                                         "epoch", "nid", "cn", "cid", "epoch_leader")}
+        d = {k: getattr(s, k) for k in FIELDS}
         d.update(changes)
         return d
 
-    @staticmethod
-    def _set(values: list, r: int, v) -> list:
-        out = list(values)
-        out[r] = v
-        return out
-
-    def _leader_view(self, s: State, values: list) -> Any:
-        return _select(values, s.leader)
-
     def _common_prefix(self, s: State, f: int) -> Any:
         """How many leading records the follower shares with the leader (by record id)."""
-        lead_log = [self._leader_view(s, [s.log[r][i] for r in self.R]) for i in range(self.L)]
-        lead_leo = self._leader_view(s, s.leo)
+        lead_log = [_select([s.log[r][i] for r in self.R], s.leader) for i in range(self.L)]
+        lead_leo = _select(s.leo, s.leader)
         out = z3.IntVal(self.L)
         for i in range(self.L - 1, -1, -1):
             match = z3.And(i < s.leo[f], i < lead_leo, s.log[f][i] == lead_log[i])
@@ -202,34 +174,34 @@ class Model:
         out: dict[str, tuple[Any, dict]] = {}
         is_leader = s.leader == r
         leader_alive = z3.And(s.leader >= 0, _select(s.alive, s.leader))
-        lead_leo = self._leader_view(s, s.leo)
-        lead_hw = self._leader_view(s, s.hw)
+        lead_leo = _select(s.leo, s.leader)
+        lead_hw = _select(s.hw, s.leader)
 
         # append
         log_r = [z3.If(s.leo[r] == i, s.nid, s.log[r][i]) for i in range(L)]
         lep_r = [z3.If(s.leo[r] == i, s.epoch, s.lep[r][i]) for i in range(L)]
         out["append"] = (z3.And(is_leader, s.alive[r], s.leo[r] < L),
-                         self._copy(s, log=self._set(s.log, r, log_r), lep=self._set(s.lep, r, lep_r),
-                                    leo=self._set(s.leo, r, s.leo[r] + 1), nid=s.nid + 1))
+                         self._copy(s, log=replaced(s.log, r, log_r), lep=replaced(s.lep, r, lep_r),
+                                    leo=replaced(s.leo, r, s.leo[r] + 1), nid=s.nid + 1))
 
         # fetch: report the position, copy the leader's next record, learn its high watermark
         follower = z3.And(z3.Not(is_leader), s.alive[r], leader_alive)
         more = s.leo[r] < lead_leo
-        nxt_log = [z3.If(z3.And(more, s.leo[r] == i), self._leader_view(s, [s.log[x][i] for x in self.R]),
+        nxt_log = [z3.If(z3.And(more, s.leo[r] == i), _select([s.log[x][i] for x in self.R], s.leader),
                          s.log[r][i]) for i in range(L)]
-        nxt_lep = [z3.If(z3.And(more, s.leo[r] == i), self._leader_view(s, [s.lep[x][i] for x in self.R]),
+        nxt_lep = [z3.If(z3.And(more, s.leo[r] == i), _select([s.lep[x][i] for x in self.R], s.leader),
                          s.lep[r][i]) for i in range(L)]
         new_leo = z3.If(more, s.leo[r] + 1, s.leo[r])
         out["fetch"] = (z3.And(follower, s.known[r] == s.epoch),
-                        self._copy(s, log=self._set(s.log, r, nxt_log), lep=self._set(s.lep, r, nxt_lep),
-                                   leo=self._set(s.leo, r, new_leo), pos=self._set(s.pos, r, s.leo[r]),
-                                   hw=self._set(s.hw, r, _min(lead_hw, new_leo))))
+                        self._copy(s, log=replaced(s.log, r, nxt_log), lep=replaced(s.lep, r, nxt_lep),
+                                   leo=replaced(s.leo, r, new_leo), pos=replaced(s.pos, r, s.leo[r]),
+                                   hw=replaced(s.hw, r, _min(lead_hw, new_leo))))
 
         # stale fetch: a follower that has not truncated reports its log end, and (without the
         # KIP-320 check) the leader takes it
         if v == "no-epoch-hw":
             out["stale-fetch"] = (z3.And(follower, s.known[r] < s.epoch),
-                                  self._copy(s, pos=self._set(s.pos, r, s.leo[r])))
+                                  self._copy(s, pos=replaced(s.pos, r, s.leo[r])))
 
         # truncate on learning the current epoch
         cp = self._common_prefix(s, r)
@@ -238,15 +210,15 @@ class Model:
             target = to_hw
         elif v == "kip279-hole":
             last_epoch = _select([s.lep[r][i] for i in range(L)], s.leo[r] - 1)
-            lead_has = z3.Or([z3.And(i < lead_leo, self._leader_view(s, [s.lep[x][i] for x in self.R]) == last_epoch)
+            lead_has = z3.Or([z3.And(i < lead_leo, _select([s.lep[x][i] for x in self.R], s.leader) == last_epoch)
                               for i in range(L)])
             target = z3.If(z3.Or(s.leo[r] == 0, lead_has), cp, to_hw)
         else:
             target = cp
         out["truncate"] = (z3.And(follower, s.known[r] < s.epoch),
-                           self._copy(s, leo=self._set(s.leo, r, target),
-                                      hw=self._set(s.hw, r, _min(s.hw[r], target)),
-                                      known=self._set(s.known, r, s.epoch)))
+                           self._copy(s, leo=replaced(s.leo, r, target),
+                                      hw=replaced(s.hw, r, _min(s.hw[r], target)),
+                                      known=replaced(s.known, r, s.epoch)))
 
         # advance the high watermark to the smallest ISR position
         big = z3.IntVal(L + 1)
@@ -256,21 +228,21 @@ class Model:
                 hw_new = _min(hw_new, z3.If(s.isr[x], s.pos[x], big))
         new_cid = [z3.If(z3.And(i < hw_new, i >= s.cn), s.log[r][i], s.cid[i]) for i in range(L)]
         out["advance-hw"] = (z3.And(is_leader, s.alive[r], hw_new > s.hw[r]),
-                             self._copy(s, hw=self._set(s.hw, r, hw_new), cn=z3.If(hw_new > s.cn, hw_new, s.cn),
+                             self._copy(s, hw=replaced(s.hw, r, hw_new), cn=z3.If(hw_new > s.cn, hw_new, s.cn),
                                         cid=new_cid))
 
         # ISR changes
-        out["shrink"] = (z3.And(z3.Not(is_leader), s.isr[r]), self._copy(s, isr=self._set(s.isr, r, False)))
+        out["shrink"] = (z3.And(z3.Not(is_leader), s.isr[r]), self._copy(s, isr=replaced(s.isr, r, False)))
         out["expand"] = (z3.And(follower, z3.Not(s.isr[r]), s.known[r] == s.epoch, s.pos[r] >= lead_hw),
-                         self._copy(s, isr=self._set(s.isr, r, True)))
+                         self._copy(s, isr=replaced(s.isr, r, True)))
 
         # crash and restart
-        out["crash"] = (s.alive[r], self._copy(s, alive=self._set(s.alive, r, False),
+        out["crash"] = (s.alive[r], self._copy(s, alive=replaced(s.alive, r, False),
                                                leader=z3.If(is_leader, -1, s.leader)))
         restart_leo = to_hw if v == "kip101" else s.leo[r]
-        out["restart"] = (z3.Not(s.alive[r]), self._copy(s, alive=self._set(s.alive, r, True),
-                                                          known=self._set(s.known, r, -1),
-                                                          leo=self._set(s.leo, r, restart_leo)))
+        out["restart"] = (z3.Not(s.alive[r]), self._copy(s, alive=replaced(s.alive, r, True),
+                                                          known=replaced(s.known, r, -1),
+                                                          leo=replaced(s.leo, r, restart_leo)))
 
         # election
         eligible = z3.BoolVal(True) if v == "unclean" else s.isr[r]
@@ -282,7 +254,7 @@ class Model:
             new_isr = [z3.And(s.isr[x], s.alive[x]) for x in self.R]
         new_pos = s.pos if v == "no-epoch-hw" else [z3.IntVal(0) for _ in self.R]
         out["elect"] = (z3.And(s.alive[r], z3.Not(is_leader), eligible, s.epoch < self.E),
-                        self._copy(s, leader=z3.IntVal(r), epoch=new_epoch, known=self._set(s.known, r, new_epoch),
+                        self._copy(s, leader=z3.IntVal(r), epoch=new_epoch, known=replaced(s.known, r, new_epoch),
                                    isr=new_isr, pos=new_pos,
                                    epoch_leader=[z3.If(new_epoch == e, z3.If(s.epoch_leader[e] == -1, r, -2),
                                                        s.epoch_leader[e]) for e in range(self.E + 1)]))
@@ -295,25 +267,9 @@ class Model:
 
     def transition(self, s: State, t: State, choice) -> Any:
         """The constraint that ``t`` follows ``s`` by the action numbered ``choice`` (an index
-        of :meth:`choices`). Every field of ``t`` is one if-then-else chain over the actions
-        that change it, which keeps the frame conditions shared (and the solver fast)."""
-        options = []
-        for r in self.R:
-            for _name, (guard, nxt) in self.actions(s, r).items():
-                options.append((choice == len(options), guard, nxt))
-        c = [z3.And(choice >= 0, choice < len(options))]
-        c += [z3.Implies(sel, guard) for sel, guard, _ in options]
-        for key in ("alive", "leo", "log", "lep", "hw", "known", "pos", "isr", "leader", "epoch", "nid", "cn", "cid",
-                    "epoch_leader"):
-            cur, nxt_cur = getattr(s, key), getattr(t, key)
-            for path, old_v, new_v in _leaves(cur, nxt_cur):
-                expr = old_v
-                for sel, _guard, nxt in reversed(options):
-                    val = _at(nxt[key], path)
-                    if not (z3.is_expr(val) and val.eq(old_v)):
-                        expr = z3.If(sel, val, expr)
-                c.append(new_v == expr)
-        return z3.And(c)
+        of :meth:`choices`)."""
+        options = [(guard, nxt) for r in self.R for guard, nxt in self.actions(s, r).values()]
+        return relation(choice, options, s, t, FIELDS)
 
     # ------------------------------------------------------------ invariants
 

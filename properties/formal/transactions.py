@@ -33,6 +33,8 @@ from typing import Any
 
 import z3
 
+from properties.formal.bmc import relation, replaced
+
 VARIANTS: dict[str, str] = {
     "txn-17754": "KAFKA-17754: one producer epoch for every transaction, partitions append "
                  "without asking the coordinator",
@@ -40,7 +42,6 @@ VARIANTS: dict[str, str] = {
                   "the transaction with the coordinator",
 }
 BUG_SWITCH: dict[str, str | None] = {"txn-17754": "txn-unfenced-requests", "txn-kip890": None}
-INVARIANTS = ["txn-atomicity"]
 FIELDS = ("txn", "pepoch", "ongoing", "added", "outcome", "fl_on", "fl_txn", "fl_epoch", "part_epoch",
           "rec_txn", "rec_state", "nrec")
 
@@ -109,8 +110,8 @@ class TxnModel:
                     self._copy(s, txn=s.txn + 1, ongoing=z3.BoolVal(True), added=z3.BoolVal(False))))
         for j in range(self.M):
             out.append(("send", j, z3.And(s.ongoing, z3.Not(s.fl_on[j])),
-                        self._copy(s, fl_on=_set(s.fl_on, j, z3.BoolVal(True)), fl_txn=_set(s.fl_txn, j, s.txn),
-                                   fl_epoch=_set(s.fl_epoch, j, s.pepoch), added=z3.BoolVal(True))))
+                        self._copy(s, fl_on=replaced(s.fl_on, j, z3.BoolVal(True)), fl_txn=replaced(s.fl_txn, j, s.txn),
+                                   fl_epoch=replaced(s.fl_epoch, j, s.pepoch), added=z3.BoolVal(True))))
         for j in range(self.M):
             accept = s.fl_epoch[j] >= s.part_epoch
             if fix:  # KIP-890 part 1: the coordinator confirms the transaction is ongoing in that epoch
@@ -120,7 +121,7 @@ class TxnModel:
             rec_txn = [z3.If(z3.And(take, s.nrec == i), s.fl_txn[j], s.rec_txn[i]) for i in range(self.N)]
             rec_state = [z3.If(z3.And(take, s.nrec == i), 0, s.rec_state[i]) for i in range(self.N)]
             out.append(("deliver", j, s.fl_on[j],
-                        self._copy(s, fl_on=_set(s.fl_on, j, z3.BoolVal(False)), rec_txn=rec_txn,
+                        self._copy(s, fl_on=replaced(s.fl_on, j, z3.BoolVal(False)), rec_txn=rec_txn,
                                    rec_state=rec_state, nrec=z3.If(take, s.nrec + 1, s.nrec),
                                    part_epoch=z3.If(take, s.fl_epoch[j], s.part_epoch))))
         for name, decision in (("commit", 1), ("abort", 2)):
@@ -139,19 +140,7 @@ class TxnModel:
         return [(name, j) for name, j, _g, _n in self.actions(self.fresh(-1))]
 
     def transition(self, s: TxnState, t: TxnState, choice) -> Any:
-        options = [(choice == i, g, nxt) for i, (_n, _j, g, nxt) in enumerate(self.actions(s))]
-        c = [choice >= 0, choice < len(options)] + [z3.Implies(sel, g) for sel, g, _ in options]
-        for key in FIELDS:
-            cur, new = getattr(s, key), getattr(t, key)
-            pairs = list(zip(cur, new, strict=True)) if isinstance(cur, list) else [(cur, new)]
-            for idx, (old_v, new_v) in enumerate(pairs):
-                expr = old_v
-                for sel, _g, nxt in reversed(options):
-                    val = nxt[key][idx] if isinstance(cur, list) else nxt[key]
-                    if not val.eq(old_v):
-                        expr = z3.If(sel, val, expr)
-                c.append(new_v == expr)
-        return z3.And(c)
+        return relation(choice, [(g, nxt) for _n, _j, g, nxt in self.actions(s)], s, t, FIELDS)
 
     def invariants(self, s: TxnState, prev: TxnState | None = None) -> dict[str, Any]:
         ok = [z3.Implies(z3.And(i < s.nrec, s.rec_state[i] != 0), s.rec_state[i] == self._outcome_of(s, s.rec_txn[i]))
@@ -173,9 +162,3 @@ class TxnModel:
             "partition_epoch": num(s.part_epoch),
             "records": [f"T{num(s.rec_txn[i])}:{names[num(s.rec_state[i])]}" for i in range(num(s.nrec))],
         }
-
-
-def _set(values: list, i: int, v) -> list:
-    out = list(values)
-    out[i] = v
-    return out

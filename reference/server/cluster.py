@@ -75,22 +75,9 @@ class ServerOptions:
     proxied: bool = False
 
     def broker_config(self) -> BrokerConfig:
-        t = SERVER_TIMINGS
-        return BrokerConfig(
-            min_insync_replicas=self.min_insync_replicas,
-            replica_lag_time_max_ms=t["replica_lag_time_max_ms"],
-            replica_fetch_wait_max_ms=t["replica_fetch_wait_max_ms"],
-            replica_fetch_backoff_ms=t["replica_fetch_backoff_ms"],
-            replica_fetch_timeout_ms=t["replica_fetch_timeout_ms"],
-            heartbeat_interval_ms=t["heartbeat_interval_ms"],
-            registration_retry_ms=t["registration_retry_ms"],
-            alter_partition_timeout_ms=t["alter_partition_timeout_ms"],
-            high_watermark_checkpoint_interval_ms=t["high_watermark_checkpoint_interval_ms"],
-            flush_ms=self.flush_ms, flush_messages=self.flush_messages,
-            coordinator_lease_ms=t["session_timeout_ms"],
-            log_cleaner_backoff_ms=t["log_cleaner_backoff_ms"],
-            offsets_partitions=3, transaction_state_partitions=3,
-        )
+        return BrokerConfig.from_timings(SERVER_TIMINGS, min_insync_replicas=self.min_insync_replicas,
+                                         flush_ms=self.flush_ms, flush_messages=self.flush_messages,
+                                         offsets_partitions=3, transaction_state_partitions=3)
 
     def controller_config(self) -> ControllerConfig:
         return ControllerConfig(session_timeout_ms=SERVER_TIMINGS["session_timeout_ms"],

@@ -356,19 +356,16 @@ async def produce(c: Connection, req: Any, v: int) -> dict | None:
                 jobs.append((t.name, p.index, error))
     if acks == 0:
         return None
-    results = await asyncio.gather(*(j for _, _, j in jobs if not isinstance(j, Errors)))
-    it = iter(results)
-    by_topic: dict[str, list[dict]] = {}
-    for name, index, job in jobs:
-        r = job if isinstance(job, Errors) else next(it)
+
+    def entry(index: int, r: Any) -> dict:
         if isinstance(r, Errors) or r is None:
             error, base, start = (r if r is not None else Errors.REQUEST_TIMED_OUT), -1, -1
         else:
             error, base, start = r.error, r.base_offset, r.log_start_offset
-        by_topic.setdefault(name, []).append({
-            "index": index, "error_code": _e(error), "base_offset": base,
-            "log_append_time_ms": -1, "log_start_offset": start, "record_errors": [],
-            "error_message": None})
+        return {"index": index, "error_code": _e(error), "base_offset": base, "log_append_time_ms": -1,
+                "log_start_offset": start, "record_errors": [], "error_message": None}
+
+    by_topic = await _per_partition(jobs, entry)
     return {"throttle_time_ms": 0, "responses": [
         {"name": name, "partition_responses": parts} for name, parts in by_topic.items()]}
 
@@ -406,6 +403,17 @@ async def fetch(c: Connection, req: Any, v: int) -> dict:
             "responses": [{"topic": name, "partitions": ps} for name, ps in by_topic.items()]}
 
 
+async def _per_partition(jobs: list[tuple[str, int, Any]], entry: Callable[[int, Any], dict]) -> dict[str, list[dict]]:
+    """Await every partition's engine call at once and group the replies by topic. ``jobs``
+    are (topic, partition, an awaitable, or an Errors answered without the engine);
+    ``entry(partition, answer)`` builds a partition's reply (answer None: none came in time)."""
+    answers = iter(await asyncio.gather(*(j for *_, j in jobs if not isinstance(j, Errors))))
+    by_topic: dict[str, list[dict]] = {}
+    for name, index, job in jobs:
+        by_topic.setdefault(name, []).append(entry(index, job if isinstance(job, Errors) else next(answers)))
+    return by_topic
+
+
 async def list_offsets(c: Connection, req: Any, v: int) -> dict:
     jobs = []
     for t in req.topics:
@@ -414,16 +422,15 @@ async def list_offsets(c: Connection, req: Any, v: int) -> dict:
                 ListOffsetsRequest, 30.0, tp=TopicPartition(t.name, p.partition_index),
                 timestamp=p.timestamp, current_leader_epoch=p.current_leader_epoch if v >= 4 else -1,
                 isolation_level=req.isolation_level if v >= 2 else 0)))
-    results = await asyncio.gather(*(j for *_, j in jobs))
-    by_topic: dict[str, list[dict]] = {}
-    for (name, index, _), r in zip(jobs, results, strict=True):
+
+    def entry(index: int, r: Any) -> dict:
         if r is None:
-            entry = {"partition_index": index, "error_code": _e(Errors.REQUEST_TIMED_OUT),
-                     "timestamp": -1, "offset": -1, "leader_epoch": -1}
-        else:
-            entry = {"partition_index": index, "error_code": _e(r.error), "timestamp": r.timestamp,
-                     "offset": r.offset, "leader_epoch": r.leader_epoch}
-        by_topic.setdefault(name, []).append(entry)
+            return {"partition_index": index, "error_code": _e(Errors.REQUEST_TIMED_OUT),
+                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        return {"partition_index": index, "error_code": _e(r.error), "timestamp": r.timestamp,
+                "offset": r.offset, "leader_epoch": r.leader_epoch}
+
+    by_topic = await _per_partition(jobs, entry)
     return {"throttle_time_ms": 0,
             "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
 
@@ -436,12 +443,12 @@ async def offset_for_leader_epoch(c: Connection, req: Any, v: int) -> dict:
                 OffsetForLeaderEpochRequest, 30.0, replica_id=-1,
                 tp=TopicPartition(t.topic, p.partition),
                 current_leader_epoch=p.current_leader_epoch, leader_epoch=p.leader_epoch)))
-    results = await asyncio.gather(*(j for *_, j in jobs))
-    by_topic: dict[str, list[dict]] = {}
-    for (name, index, _), r in zip(jobs, results, strict=True):
+
+    def entry(index: int, r: Any) -> dict:
         error, epoch, end = (Errors.REQUEST_TIMED_OUT, -1, -1) if r is None else (r.error, r.leader_epoch, r.end_offset)
-        by_topic.setdefault(name, []).append({"error_code": _e(error), "partition": index,
-                                              "leader_epoch": epoch, "end_offset": end})
+        return {"error_code": _e(error), "partition": index, "leader_epoch": epoch, "end_offset": end}
+
+    by_topic = await _per_partition(jobs, entry)
     return {"throttle_time_ms": 0,
             "topics": [{"topic": n, "partitions": ps} for n, ps in by_topic.items()]}
 
@@ -517,12 +524,12 @@ async def delete_records(c: Connection, req: Any, v: int) -> dict:
         for p in t.partitions:
             jobs.append((t.name, p.partition_index, c.local(
                 DeleteRecordsRequest, 30.0, tp=TopicPartition(t.name, p.partition_index), offset=p.offset)))
-    results = await asyncio.gather(*(j for *_, j in jobs))
-    by_topic: dict[str, list[dict]] = {}
-    for (name, index, _), r in zip(jobs, results, strict=True):
+
+    def entry(index: int, r: Any) -> dict:
         error, low = (Errors.REQUEST_TIMED_OUT, -1) if r is None else (r.error, r.low_watermark)
-        by_topic.setdefault(name, []).append({"partition_index": index, "low_watermark": low,
-                                              "error_code": _e(error)})
+        return {"partition_index": index, "low_watermark": low, "error_code": _e(error)}
+
+    by_topic = await _per_partition(jobs, entry)
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
 
 

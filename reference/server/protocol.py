@@ -13,6 +13,7 @@ header (correlation id, tagged fields in flexible versions except for ApiVersion
 
 from __future__ import annotations
 
+import socket
 import struct
 import uuid
 from typing import Any
@@ -190,3 +191,24 @@ _TOPIC_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
 def topic_id(topic: str) -> uuid.UUID:
     """A stable topic id (Metadata v10+) derived from the name: the engine names topics."""
     return uuid.uuid5(_TOPIC_NAMESPACE, topic)
+
+
+def round_trip(host: str, port: int, request: Any, response_class: type, client_id: str,
+               timeout_s: float) -> Any:
+    """Send one request on a fresh blocking connection and decode its response (the probes of
+    kafkacheck serve and conform); ConnectionError when the broker closes first."""
+    request.with_header(correlation_id=1, client_id=client_id)
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.sendall(bytes(request.encode(header=True, framed=True)))
+        size = int.from_bytes(_recv_exact(s, 4), "big")
+        return response_class.decode(_recv_exact(s, size), version=request.API_VERSION, header=True)
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        buf += chunk
+    return bytes(buf)

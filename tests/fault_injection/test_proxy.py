@@ -81,20 +81,21 @@ def test_blackhole_holds_bytes_until_heal(proxy, direction):
     s.close()
 
 
+def _assert_closed(s, data: bytes) -> None:
+    """The connection is reset or closed within three echo attempts."""
+    with pytest.raises(OSError):
+        for _ in range(3):
+            if not _echo(s, data, 1):
+                raise ConnectionError("closed")
+
+
 def test_drop_resets_connections_and_close_refuses_new_ones(proxy):
     s = _connect(proxy)
     assert _echo(s, b"x") == b"x"
     proxy.drop()
-    with pytest.raises(OSError):
-        for _ in range(3):
-            if not _echo(s, b"y", 1):
-                raise ConnectionError("closed")
+    _assert_closed(s, b"y")
     proxy.close()
-    t = _connect(proxy)
-    with pytest.raises(OSError):
-        for _ in range(3):
-            if not _echo(t, b"z", 1):
-                raise ConnectionError("closed")
+    _assert_closed(_connect(proxy), b"z")
     proxy.heal()
     u = _connect(proxy)
     assert _echo(u, b"back") == b"back"
