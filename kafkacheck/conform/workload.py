@@ -451,6 +451,7 @@ class _Run:
         self.healed = threading.Event()  # groups: faults healed, members converge
         self.done = threading.Event()  # groups: members stop
         self.member_state: dict[int, tuple[int, int, frozenset]] = {}  # member -> (process, generation, owned)
+        self.stopped_members: list[_Member] = []  # groups: closed after the last member stopped
 
     def next_value(self, key: str) -> int:
         with self.lock:
@@ -719,8 +720,9 @@ class _Run:
             h.op(process, "ok", "poll", [["poll", got]], **({"rebalance_log": log} if log else {}))
             with self.lock:
                 self.member_state[i] = (process, m.generation, frozenset(m.owned))
-        if m is not None:
-            m.close()
+        if m is not None:  # closed once every member stopped: a leave now would start a
+            with self.lock:   # rebalance that the members still polling would report
+                self.stopped_members.append(m)
 
     def _abandon(self, process: int) -> int:
         """A member client given up on: its process ends (a crash, for the group checker, so
@@ -816,6 +818,8 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
         for t in members:
             t.join(max(1.0, timeout_s))
         hung += sum(t.is_alive() for t in members)
+        for m in run.stopped_members:
+            m.close()
     start_ns = h.now()
     topics = [run.topic] + ([run.output] if run.output else [])
     if workload == "eos":
