@@ -26,7 +26,7 @@ def main() -> int:
     args = ap.parse_args()
     print(f"{'variant':<14} {'verdict':<34} {'depth':>5} {'seconds':>8}  target")
     ok = True
-    for variant, depth in (("unclean", 4), ("no-epoch-hw", 6), ("kip101", 7), ("kip279-hole", 9)):
+    for variant, depth in (("unclean", 4), ("no-epoch-hw", 6), ("kip101", 8), ("kip279-hole", 9)):
         r = check(Model(variant, replicas=args.replicas), depth)
         good = r.violated is not None and r.seconds < 10
         ok &= good

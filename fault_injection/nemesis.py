@@ -13,6 +13,10 @@ Fault names (``--faults``): ``partition`` (isolate a node, halves, one-way, ring
 ``kill`` (crash losing unflushed writes, then restart), ``pause`` (then resume),
 ``disk`` (torn write or corruption at a crash, disk full, slow flush), ``clock-skew``,
 ``loss``, ``duplicate``, ``reorder``, ``delay`` (network faults).
+
+Scripted schedules may also hold ``elect`` steps (``{"topic": T, "partition": P, "leader":
+N}``): an administrative leader election at the controller, as Kafka's ElectLeaders does for
+a preferred-replica election; the old leader stays in the ISR. The model-check replays use it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import json
 import random
 from typing import Any
 
+from fault_injection.cluster import CONTROLLER_ID
 from fault_injection.simulation import Simulation
+from reference.messages import TopicPartition
 
 FAULTS: dict[str, str] = {
     "partition": "network partitions: isolate a node, split in halves, one-way links, a ring",
@@ -127,7 +133,7 @@ def _fault_steps(rng: random.Random, f: str, n: int, nodes: list[int]) -> tuple[
 
 
 STEP_FS = {"partition", "heal", "kill", "restart", "pause", "resume", "disk-fault",
-           "disk-heal", "clock-skew", "loss", "duplicate", "reorder", "delay", "straggle"}
+           "disk-heal", "clock-skew", "loss", "duplicate", "reorder", "delay", "straggle", "elect"}
 
 
 def load_schedule(path: str) -> list[dict]:
@@ -209,7 +215,17 @@ class Nemesis:
             sim.network.faults.straggle_ms = v["ms"]
         elif f == "delay":
             sim.network.faults.extra_delay_us = v["ms"] * 1000
+        elif f == "elect":
+            return self._elect(v)
         return None
+
+    def _elect(self, v: dict) -> Any:
+        outcome: dict = {**v}
+        tp = TopicPartition(v["topic"], v["partition"])
+        if not self.sim.act(CONTROLLER_ID, lambda node, now_ms: outcome.update(
+                error=node.elect_leader(now_ms, tp, v["leader"]).name)):
+            outcome["error"] = "controller down"
+        return outcome
 
     def _disk_fault(self, v: dict) -> Any:
         sim = self.sim

@@ -31,6 +31,7 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {
     "truncate-to-high-watermark": Scenario(ops=3000),
     "hw-without-epoch-check": Scenario(ops=4000, faults=("partition", "kill", "pause")),
+    "epoch-lookup-falls-back-to-hw": Scenario(ops=4000, faults=("partition", "kill", "pause")),
     "unclean-election": Scenario(ops=3000),
     "no-sequence-check": Scenario(workload="idempotent", ops=3000),
     "ack-before-isr": Scenario(ops=2000),

@@ -430,6 +430,7 @@ MACHINES: dict[str, type[ClusterMachine]] = {
 # the machine whose rules can reach each bug switch
 MACHINE_FOR_BUG = {
     "truncate-to-high-watermark": "queue", "hw-without-epoch-check": "queue", "unclean-election": "queue",
+    "epoch-lookup-falls-back-to-hw": "queue",
     "no-sequence-check": "queue", "ack-before-isr": "queue", "txn-unfenced-requests": "txn",
     "lso-off-by-one": "txn", "group-generation-unfenced": "groups", "compaction-drops-latest": "compaction",
 }

@@ -921,6 +921,11 @@ class Broker(Node):
     def _sync_fetchers(self, now_ms: int) -> None:
         leaders = {p.leader for p in self.partitions.values()
                    if p.role is Role.FOLLOWER and p.leader >= 0}
+        # Kafka shuts idle fetcher threads down after every leadership change: a fetcher with
+        # no partition left goes, its request in flight abandoned (its answer is ignored), and
+        # following that broker again starts a new one that fetches at once
+        for idle in [b for b in self.fetchers if b not in leaders]:
+            del self.fetchers[idle]
         for leader in sorted(leaders):
             f = self.fetchers.setdefault(leader, _Fetcher(leader))
             if not f.in_flight:

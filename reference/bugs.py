@@ -12,6 +12,11 @@ BUGS: dict[str, str] = {
         "when it follows a new leader or restarts, instead of asking the leader where the "
         "logs diverge (leader epochs)"
     ),
+    "epoch-lookup-falls-back-to-hw": (
+        "the hole KIP-279 closed: a leader that holds no record of the epoch a follower last "
+        "fetched in answers 'undefined' instead of its largest earlier epoch, and the follower "
+        "falls back to truncating to its own high watermark"
+    ),
     "hw-without-epoch-check": (
         "KIP-320 rule 3 removed: the leader counts a follower's fetch position toward the "
         "high watermark without checking that the follower's log matches its own "

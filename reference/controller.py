@@ -344,6 +344,27 @@ class Controller(Node):
                                        leader_epoch=s.leader_epoch + 1,
                                        partition_epoch=s.partition_epoch + 1))
 
+    def elect_leader(self, now_ms: int, tp: TopicPartition, broker_id: int) -> Errors:
+        """An administrative election (Kafka's ElectLeaders, as for a preferred-replica
+        election or a controlled move): ``broker_id`` leads ``tp`` in a new leader epoch. It
+        must be a live member of the ISR; the ISR stays as it is, the old leader included (it
+        becomes a follower and must truncate and fetch like any other)."""
+        s = self.partitions.get(tp)
+        if s is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if s.leader == broker_id:
+            return Errors.ELECTION_NOT_NEEDED
+        if broker_id not in s.isr or not self._live(broker_id):
+            return Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        try:
+            self._commit_partition(replace(s, leader=broker_id, leader_epoch=s.leader_epoch + 1,
+                                           partition_epoch=s.partition_epoch + 1))
+        except StorageError as e:
+            self._storage_failed(now_ms, e)
+            return Errors.KAFKA_STORAGE_ERROR
+        self._push()
+        return Errors.NONE
+
     # ------------------------------------------------------------ requests
 
     def _on_alter_partition(self, src: int, req: AlterPartitionRequest) -> None:

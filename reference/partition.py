@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from reference.log import UNDEFINED_EPOCH, PartitionLog
+from reference.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, PartitionLog
 from reference.messages import PartitionState, TopicPartition
 
 
@@ -124,6 +124,8 @@ class Partition:
             # leader's first epoch begins
             first = self.log.epochs[0][1] if self.log.epochs else self.log.log_start_offset
             return UNDEFINED_EPOCH, first
+        if epoch != last_fetched_epoch and "epoch-lookup-falls-back-to-hw" in self.bugs:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET  # before KIP-279: "no such epoch here"
         if epoch != last_fetched_epoch or end < fetch_offset:
             return epoch, end
         return None
@@ -212,7 +214,9 @@ class Partition:
 
     def truncate_on_divergence(self, epoch: int, end_offset: int) -> int:
         """Rule 1 (KIP-279): truncate to where our log and the leader's agree."""
-        if epoch == UNDEFINED_EPOCH:
+        if end_offset == UNDEFINED_OFFSET and "epoch-lookup-falls-back-to-hw" in self.bugs:
+            target = min(self.log.high_watermark, self.log.log_end_offset)  # the pre-KIP-279 fallback
+        elif epoch == UNDEFINED_EPOCH:
             target = min(end_offset, self.log.log_end_offset)
         else:
             _mine, my_end = self.log.end_offset_for_epoch(epoch)

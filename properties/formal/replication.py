@@ -25,7 +25,8 @@ Actions (one per step; ``r`` the replica it acts on):
 * ``shrink r`` / ``expand r``: the controller removes a follower from the ISR (always safe),
   or adds one that follows the current epoch and reached the leader's high watermark;
 * ``crash r`` / ``restart r``: a broker stops (the controller notices a dead leader) and comes
-  back with its log and high-watermark checkpoint; it must truncate again before fetching;
+  back with its log and high-watermark checkpoint; it must truncate again before fetching, and
+  (KRaft's registration, as in the engine) it leaves an ISR it shares with others;
 * ``elect r``: the controller makes a live ISR member leader in a new epoch (the old leader
   may still be alive: a controlled move); the ISR keeps its live members. The leader's view
   of fetch positions starts again at 0 (KIP-320: positions from an older epoch do not count).
@@ -70,7 +71,7 @@ VARIANTS: dict[str, str] = {
 }
 # the engine's bug switch that re-creates each variant (kafkacheck run --bug)
 BUG_SWITCH: dict[str, str | None] = {
-    "fixed": None, "kip101": "truncate-to-high-watermark", "kip279-hole": "truncate-to-high-watermark",
+    "fixed": None, "kip101": "truncate-to-high-watermark", "kip279-hole": "epoch-lookup-falls-back-to-hw",
     "no-epoch-hw": "hw-without-epoch-check", "unclean": "unclean-election",
 }
 FIELDS = ("alive", "leo", "log", "lep", "hw", "known", "pos", "isr", "leader", "epoch", "nid", "cn", "cid",
@@ -240,9 +241,14 @@ class Model:
         out["crash"] = (s.alive[r], self._copy(s, alive=replaced(s.alive, r, False),
                                                leader=z3.If(is_leader, -1, s.leader)))
         restart_leo = to_hw if v == "kip101" else s.leo[r]
+        # KRaft: the controller takes a broker that registers again out of every ISR it shares
+        # with others (its new process must catch up before it counts again)
+        others_in_isr = z3.Or([s.isr[x] for x in self.R if x != r])
         out["restart"] = (z3.Not(s.alive[r]), self._copy(s, alive=replaced(s.alive, r, True),
                                                           known=replaced(s.known, r, -1),
-                                                          leo=replaced(s.leo, r, restart_leo)))
+                                                          leo=replaced(s.leo, r, restart_leo),
+                                                          isr=replaced(s.isr, r, z3.And(s.isr[r],
+                                                                                        z3.Not(others_in_isr)))))
 
         # election
         eligible = z3.BoolVal(True) if v == "unclean" else s.isr[r]

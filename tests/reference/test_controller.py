@@ -11,6 +11,7 @@ from reference.messages import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
     CreateTopicsRequest,
+    MetadataUpdate,
     TopicPartition,
 )
 from reference.node import Send
@@ -159,3 +160,21 @@ def test_without_eligible_replicas_a_crashed_last_isr_member_leaves_the_partitio
     register(c, 1, incarnation=2, now=3_000)
     s = c.partitions[TP]
     assert s.leader == -1 and s.isr == () and s.elr == ()  # unavailable rather than wrong
+
+
+def test_an_administrative_election_moves_leadership_and_keeps_the_old_leader_in_sync():
+    c, _s, epochs = cluster()
+    assert c.elect_leader(0, TP, 2) is Errors.NONE
+    s = c.partitions[TP]
+    assert (s.leader, s.isr, s.leader_epoch) == (2, (1, 2, 3), 1)
+    pushed = [o.message.image for o in c.drain() if isinstance(o, Send) and isinstance(o.message, MetadataUpdate)]
+    assert len(pushed) == 3 and all(i.partitions[0].leader == 2 for i in pushed)   # every live broker
+    assert c.elect_leader(0, TP, 2) is Errors.ELECTION_NOT_NEEDED
+    assert c.elect_leader(0, TopicPartition("nope", 0), 1) is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    # only a live member of the ISR may be chosen
+    c.partitions[TP] = c.partitions[TP].__class__(TP, (1, 2, 3), (1, 2), 2, 1, 1)
+    assert c.elect_leader(0, TP, 3) is Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    heartbeat(c, epochs, (2,), 900)
+    c.timer(1_500, "liveness")   # 1 and 3 fenced; 2 leads alone
+    assert c.elect_leader(1_500, TP, 1) is Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    assert c.partitions[TP].leader == 2

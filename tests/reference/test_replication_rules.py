@@ -107,3 +107,28 @@ def test_pre_kip_101_truncation_to_the_high_watermark_is_the_bug_switch():
         rec.encode_batch([rec.RecordInput(None, b"m0")]), 0, 0))
     correct.apply_state(state(3, 1), 0)
     assert correct.log.log_end_offset == 1 and correct.log.batches() == [p_batch]
+
+
+def test_the_kip_279_hole_is_the_bug_switch():
+    """A follower whose last epoch the leader never had: KIP-279 truncates it to where the
+    leader's largest earlier epoch ends; the switch answers 'undefined' and the follower falls
+    back to its own high watermark, below records it shares with the leader."""
+    def run(bugs):
+        leader, follower = replica(1, bugs), replica(2, bugs)
+        leader.apply_state(state(1, 0), 0)
+        append(leader, b"m0", b"m1")
+        follower.apply_state(state(1, 0), 0)
+        for b in leader.log.batches():
+            follower.log.append_as_follower(b)
+        follower.log.update_high_watermark(1)   # it learned that m0 is committed, not yet m1
+        follower.apply_state(state(2, 1), 0)
+        append(follower, b"x2")          # epoch 1: the old leader never sees it
+        leader.apply_state(state(1, 2), 0)
+        follower.apply_state(state(1, 2), 0)
+        diverging = leader.divergence(follower.log.log_end_offset, follower.log.latest_epoch)
+        follower.truncate_on_divergence(*diverging)
+        return diverging, follower.log.log_end_offset
+
+    assert run(frozenset()) == ((0, 2), 2)            # keeps m0 and m1, drops x2
+    diverging, end = run(frozenset({"epoch-lookup-falls-back-to-hw"}))
+    assert diverging == (-1, -1) and end == 1          # falls back to its high watermark: m1 is gone

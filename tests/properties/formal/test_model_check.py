@@ -4,6 +4,7 @@ model-check prints, exits and replays accordingly."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -15,11 +16,18 @@ from properties.formal.bmc import check
 from properties.formal.replication import Model
 from properties.formal.transactions import TxnModel
 
+
+@functools.cache
+def counterexample(variant: str, depth: int):
+    """BMC once per variant and depth for the whole module (kip279-hole takes seconds)."""
+    return check(Model(variant), depth)
+
+
 # variant -> (depth of the shortest counterexample, the invariant it breaks)
 BUGS = {
     "unclean": (4, "leader-completeness"),
     "no-epoch-hw": (6, "leader-completeness"),
-    "kip101": (7, "leader-completeness"),
+    "kip101": (8, "leader-completeness"),
     "kip279-hole": (9, "leader-completeness"),
 }
 
@@ -27,7 +35,7 @@ BUGS = {
 @pytest.mark.parametrize("variant", sorted(BUGS))
 def test_replication_bug_found_at_its_depth(variant):
     depth, invariant = BUGS[variant]
-    r = check(Model(variant), depth)
+    r = counterexample(variant, depth)
     assert r.violated == invariant and r.depth == depth
     # one step shorter shows nothing: the counterexample is the shortest
     assert check(Model(variant), depth - 1).ok
@@ -40,7 +48,7 @@ def test_replication_bug_found_at_its_depth(variant):
 
 
 def test_kip279_counterexample_is_the_documented_one():
-    steps = [(s["action"], s["replica"]) for s in check(Model("kip279-hole"), 9).steps[1:]]
+    steps = [(s["action"], s["replica"]) for s in counterexample("kip279-hole", 9).steps[1:]]
     # the follower truncates its committed record because the leader has no entry of its last epoch
     assert ("truncate", 1) in steps and steps[-1] == ("elect", 1)
     assert [a for a, _ in steps].count("elect") == 3
@@ -72,8 +80,26 @@ def test_model_check_command(tmp_path, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_unclean_counterexample_replays_on_the_engine(capsys):
-    # invalid with the unclean-election switch, valid without: exit 1 (a counterexample), not 2
-    assert main(["model-check", "--variant", "unclean", "--depth", "5", "--replay", "--replay-seeds", "5"]) == 1
+@pytest.mark.parametrize(("variant", "depth"), [("unclean", 4), ("no-epoch-hw", 6), ("kip101", 8),
+                                                ("kip279-hole", 9), ("txn-17754", 7)])
+def test_every_counterexample_replays_on_the_engine(capsys, variant, depth):
+    # invalid with the variant's bug switch, valid without: exit 1 (a counterexample), not 2
+    assert main(["model-check", "--variant", variant, "--depth", str(depth), "--replay",
+                 "--replay-seeds", "4"]) == 1
     text = capsys.readouterr().out
     assert "as the model predicts" in text and "valid, as the model predicts" in text
+
+
+def test_the_replay_schedule_follows_the_counterexample():
+    from kafkacheck.replay import schedule_for
+
+    steps = counterexample("kip279-hole", 9).steps
+    schedule = schedule_for(steps, 2)
+    elects = [s["value"]["leader"] for s in schedule if s["f"] == "elect"]
+    assert elects == [2, 1, 2]                       # r1, r0, r1 as brokers 2, 1, 2
+    first = schedule[0]
+    assert first["f"] == "partition" and first["value"]["grudge"] == {"1": [2], "2": [1]}
+    # the follower's one fetch: its links open, slowed down, then its way to the leader cut
+    assert any(s["f"] == "delay" and s["value"]["ms"] > 0 for s in schedule)
+    assert schedule[-1]["f"] == "heal"
+    assert [s["at_ms"] for s in schedule] == sorted(s["at_ms"] for s in schedule)
