@@ -59,7 +59,8 @@ def cmd_model_check(args) -> int:
                                                            f"({s:.1f} s); depth {k + 1}..."))
     if result.ok and args.induction:
         with console.status(f"k-induction up to k={args.induction}"):
-            for k in range(1, args.induction + 1):
+            # the base case of k-induction is BMC clean to depth k - 1
+            for k in range(1, min(args.induction, args.depth + 1) + 1):
                 if k_induction(model, k):
                     result.induction = k
                     break
@@ -68,7 +69,8 @@ def cmd_model_check(args) -> int:
     if result.ok:
         console.print(f"{args.variant}: no violation up to depth {args.depth} ({result.seconds:.1f} s)")
         if args.induction:
-            console.print(f"k-induction: closed at k={result.induction}, so the invariants hold at every depth"
+            console.print(f"k-induction: closed at k={result.induction} (with the model's lemmas), so the "
+                          f"invariants hold at every depth for this model's sizes"
                           if result.induction else
                           f"k-induction: did not close up to k={args.induction} (the invariants are not "
                           f"inductive alone), so the verdict stands to depth {args.depth} only")

@@ -3,7 +3,10 @@
 A model gives ``fresh(k)`` (the state variables of step ``k``), ``init(s)``,
 ``transition(s, t, choice)``, ``choices()`` (what each value of a step's choice variable
 means: (action, replica)), ``invariants(s, prev)`` (name -> formula), ``wellformed(s)`` and
-``describe(model, s)``. :func:`check` unrolls the transition
+``describe(model, s)``, and optionally ``lemmas(s)`` (name -> formula): facts about reachable
+states that strengthen the invariants so that k-induction can close; BMC checks them like
+invariants (a counterexample to one names it ``lemma NAME``: the lemma is wrong, not the
+protocol). :func:`check` unrolls the transition
 relation one step at a time on one incremental solver and asks, at every depth, whether some
 invariant can be false; the first satisfying assignment is the shortest counterexample.
 :func:`k_induction` asks whether ``k`` consecutive good (well-formed) states always lead to a
@@ -35,6 +38,15 @@ class Result:
         return self.violated is None
 
 
+def properties(model, s, prev=None) -> dict[str, Any]:
+    """The invariants and, named ``lemma NAME``, the model's lemmas, at state ``s``."""
+    out = dict(model.invariants(s, prev))
+    lemmas = getattr(model, "lemmas", None)
+    if lemmas is not None:
+        out.update({f"lemma {name}": f for name, f in lemmas(s).items()})
+    return out
+
+
 def check(model, depth: int, progress=None) -> Result:
     start = time.monotonic()
     solver = z3.Solver()
@@ -49,7 +61,7 @@ def check(model, depth: int, progress=None) -> Result:
             picks.append(pick)
             states.append(model.fresh(k))
             solver.add(model.transition(states[k - 1], states[k], pick))
-        invs = model.invariants(states[k], states[k - 1] if k > 0 else None)
+        invs = properties(model, states[k], states[k - 1] if k > 0 else None)
         solver.push()
         solver.add(z3.Or([z3.Not(f) for f in invs.values()]))
         verdict = solver.check()
@@ -75,7 +87,9 @@ def check(model, depth: int, progress=None) -> Result:
 
 
 def k_induction(model, k: int) -> bool:
-    """True when k good consecutive states (from any well-formed state) always step to a good one."""
+    """True when k good consecutive states (from any well-formed state) always step to a good
+    one; "good" takes in the model's lemmas. With BMC clean to depth k - 1 (the base case) the
+    invariants then hold at every depth."""
     solver = z3.Solver()
     states = [model.fresh(1000 + i) for i in range(k + 1)]
     for i, s in enumerate(states):
@@ -83,8 +97,8 @@ def k_induction(model, k: int) -> bool:
         if i > 0:
             solver.add(model.transition(states[i - 1], s, z3.Int(f"ichoice_{i}")))
     for i in range(k):
-        solver.add(z3.And(list(model.invariants(states[i], states[i - 1] if i > 0 else None).values())))
-    solver.add(z3.Not(z3.And(list(model.invariants(states[k], states[k - 1]).values()))))
+        solver.add(z3.And(list(properties(model, states[i], states[i - 1] if i > 0 else None).values())))
+    solver.add(z3.Not(z3.And(list(properties(model, states[k], states[k - 1]).values()))))
     return solver.check() == z3.unsat
 
 

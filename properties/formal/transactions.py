@@ -147,6 +147,37 @@ class TxnModel:
               for i in range(self.N)]
         return {"txn-atomicity": z3.And(ok)}
 
+    def lemmas(self, s: TxnState) -> dict[str, Any]:
+        """What every reachable state of the fixed protocol satisfies besides txn-atomicity;
+        with them the invariant is inductive (k-induction closes at k = 1). The bug variant has
+        none: KAFKA-17754 breaks the first."""
+        if self.variant != "txn-kip890":
+            return {}
+        ongoing = z3.If(s.ongoing, 1, 0)
+        current = [z3.And(s.ongoing, s.fl_txn[j] == s.txn) for j in range(self.M)]
+        return {
+            # the epoch counts the ended transactions; the partition has seen no later one
+            "epoch-counts-ended-transactions": z3.And(s.pepoch == s.txn - ongoing, s.part_epoch <= s.pepoch),
+            # a request in flight carries the current epoch exactly when its transaction is the
+            # ongoing one (which added the partition); a request of an ended transaction
+            # carries an older epoch
+            "stale-requests-carry-older-epochs": z3.And(
+                [z3.Implies(s.fl_on[j], z3.And(s.fl_txn[j] <= s.txn, s.fl_epoch[j] <= s.pepoch,
+                                               (s.fl_epoch[j] == s.pepoch) == current[j],
+                                               z3.Implies(current[j], s.added)))
+                 for j in range(self.M)]),
+            # pending records belong to the ongoing transaction, which added the partition
+            "pending-records-are-the-ongoing-transaction's": z3.And(
+                [z3.Implies(z3.And(i < s.nrec, s.rec_state[i] == 0),
+                            z3.And(s.ongoing, s.added, s.rec_txn[i] == s.txn)) for i in range(self.N)]
+                + [z3.Implies(i < s.nrec, s.rec_txn[i] <= s.txn) for i in range(self.N)]),
+            # transactions before the current one are decided, later ones are not
+            "outcomes-follow-the-transactions": z3.And(
+                [z3.If(t + 1 < s.txn, s.outcome[t] != 0,
+                       z3.If(t + 1 == s.txn, (s.outcome[t] != 0) == z3.Not(s.ongoing), s.outcome[t] == 0))
+                 for t in range(self.T)]),
+        }
+
     def describe(self, m: z3.ModelRef, s: TxnState) -> dict:
         def num(x) -> int:
             return m.eval(x, model_completion=True).as_long()

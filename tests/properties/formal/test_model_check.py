@@ -59,6 +59,23 @@ def test_fixed_replication_has_no_violation_to_depth_8():
     assert check(Model("fixed", replicas=3), 5).ok
 
 
+def test_k_induction_closes_for_the_fixed_transaction_protocol_with_its_lemmas():
+    from properties.formal.bmc import k_induction
+
+    fixed = TxnModel("txn-kip890")
+    assert k_induction(fixed, 1)                     # base case: BMC below (lemmas included)
+    assert check(fixed, 6).ok
+    # without the lemmas the bare invariant is not inductive
+    bare = TxnModel("txn-kip890")
+    bare.lemmas = lambda s: {}
+    assert not k_induction(bare, 1)
+    # a wrong lemma is caught by BMC, named as a lemma
+    wrong = TxnModel("txn-kip890")
+    wrong.lemmas = lambda s: {"no-records": s.nrec == 0}
+    r = check(wrong, 4)
+    assert r.violated == "lemma no-records"
+
+
 def test_transactions():
     r = check(TxnModel("txn-17754"), 8)
     assert r.violated == "txn-atomicity" and r.depth == 7
