@@ -120,12 +120,12 @@ def schedule_for(steps: list[dict], replicas: int, local_truncation: bool = Fals
         if a == "elect":
             in_isr = before["replicas"][r]["isr"]
             if in_isr and leader in alive:
-                nxt = actions[i + 1] if i + 1 < len(actions) else None
-                if nxt is not None and nxt[0] == "stale-fetch":
+                # the data steps this election's epoch sees (up to the next control step)
+                upto = next((j for j in range(i + 1, len(actions)) if actions[j][0] in CONTROL), len(actions))
+                for x in {x for b, x in actions[i + 1:upto] if b == "stale-fetch"}:
                     # a follower fetches the moment it learns the new epoch: the link it
                     # fetches over must be open before the election, not after
-                    out.links(out.blocked - {(node(nxt[1]), node(r))})
-                upto = next((j for j in range(i + 1, len(actions)) if actions[j][0] in CONTROL), len(actions))
+                    out.links(out.blocked - {(node(x), node(r))})
                 asks = [x for b, x in actions[i + 1:upto] if b == "truncate" and x != r]
                 if asks and not local_truncation:
                     # the follower must get the answer to exactly one fetch (it truncates on
