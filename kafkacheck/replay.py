@@ -101,6 +101,9 @@ def schedule_for(steps: list[dict], replicas: int, local_truncation: bool = Fals
     def node(r: int) -> int:
         return r + 1
 
+    def elect(r: int) -> None:
+        out.add("elect", {"topic": TOPIC, "partition": 0, "leader": node(r)})
+
     out = _Schedule(replicas)
     leader = 0
     alive = set(range(replicas))
@@ -113,15 +116,16 @@ def schedule_for(steps: list[dict], replicas: int, local_truncation: bool = Fals
     started = False
     for i, (a, r) in enumerate(actions):
         before = steps[i]["state"]   # the state the step starts from
-        later = next((x for x in actions[i + 1:] if x[0] in CONTROL), None)
+        # the data steps up to the next control step, and that step
+        upto = next((j for j in range(i + 1, len(actions)) if actions[j][0] in CONTROL), len(actions))
+        later = actions[upto] if upto < len(actions) else None
         if i == cut:
             out.links(out.isolated())
             started = True
         if a == "elect":
             in_isr = before["replicas"][r]["isr"]
             if in_isr and leader in alive:
-                # the data steps this election's epoch sees (up to the next control step)
-                upto = next((j for j in range(i + 1, len(actions)) if actions[j][0] in CONTROL), len(actions))
+                # the data steps up to ``upto`` are what this election's epoch sees
                 for x in {x for b, x in actions[i + 1:upto] if b == "stale-fetch"}:
                     # a follower fetches the moment it learns the new epoch: the link it
                     # fetches over must be open before the election, not after
@@ -134,25 +138,24 @@ def schedule_for(steps: list[dict], replicas: int, local_truncation: bool = Fals
                     x = node(asks[0])
                     out.links(out.blocked - {(x, node(r)), (node(r), x)})
                     out.add("delay", {"ms": ASK_DELAY_MS})
-                    out.add("elect", {"topic": TOPIC, "partition": 0, "leader": node(r)})
+                    elect(r)
                     out.t += 5 * ASK_DELAY_MS // 2   # learn the epoch, fetch: 2 hops; the answer is on its way
                     out.links(out.blocked | {(x, node(r))})
                     out.t += 3 * ASK_DELAY_MS
                     out.add("delay", {"ms": 0})
                     out.t += 1
                 else:
-                    out.add("elect", {"topic": TOPIC, "partition": 0, "leader": node(r)})
+                    elect(r)
                     out.t += ELECT_GAP_MS
             elif in_isr:
                 # the leader is dead and fenced (the crash waited): the controller has elected
                 # a live ISR member; name the model's choice
-                out.add("elect", {"topic": TOPIC, "partition": 0, "leader": node(r)})
+                elect(r)
                 out.t += ELECT_GAP_MS
             else:
                 # outside the ISR: only the controller's own (unclean) election makes r leader
                 others = [node(x) for x in range(replicas) if x != leader] + [CONTROLLER_ID]
-                cut = out.blocked | out.cut_off(node(leader), others)
-                out.links(cut)
+                out.links(out.blocked | out.cut_off(node(leader), others))
                 out.t += FENCE_WAIT_MS
                 out.links(out.blocked - out.cut_off(node(leader), others))
             leader = r
@@ -166,8 +169,7 @@ def schedule_for(steps: list[dict], replicas: int, local_truncation: bool = Fals
             alive.add(r)
             out.t += 1_000   # registered again
         elif a == "shrink":
-            cut = out.blocked | out.cut_off(node(r), [node(leader)])
-            out.links(cut)
+            out.links(out.blocked | out.cut_off(node(r), [node(leader)]))
             out.t += SHRINK_WAIT_MS
         elif a == "fetch" and started:
             out.links(set())
