@@ -6,10 +6,9 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "hash_index.hpp"
+#include "tables.hpp"
 
 namespace lin {
 
@@ -51,59 +50,98 @@ struct RegisterModel {
     void undo(const Op&) {}
 };
 
-// Strings as ids: every string a kv history can hold is interned once (found again by a
-// polynomial hash that concatenation extends in O(1)), and an append's result is memoised, so
-// a state is one int (a key) or one int per key (the whole map) and step, equal and hash cost
-// O(1) however long the values grow.
+// Strings as ids: every string a kv history can hold is interned once, so a state is one int
+// (a key) or one int per key (the whole map) and step, equal and hash cost O(1) however long
+// the values grow. A string read or written by the history is kept as text; an append's
+// result only as the pair of ids it joins (its text is never built), with its length and a
+// polynomial hash that concatenation extends in O(1). Two ids are the same string exactly when
+// their texts are equal: an append finds its result among the known strings of equal hash and
+// length by the pair it joins, else compares texts in full (assembled from the pairs), which
+// only a different split of the same text or a hash collision needs.
 class Strings {
 public:
     int32_t intern(const std::string& s) {
         uint64_t h = 0;
         for (unsigned char c : s) h = h * BASE + c + 1;
-        return add(s, h, power(s.size()));
+        uint64_t p = 1;
+        for (size_t i = 0; i < s.size(); ++i) p *= BASE;
+        for (int32_t i = ids_.head(tag(h)); i >= 0; i = nodes_[size_t(i)].next) {
+            if (nodes_[size_t(i)].hash == h && nodes_[size_t(i)].len == s.size() && text(i) == s) return i;
+        }
+        texts_.push_back(s);
+        new_bytes_ += int64_t(s.size() + 32);
+        return add(Node{h, p, s.size(), -1, int32_t(texts_.size() - 1), -1});
     }
     int32_t concat(int32_t left, int32_t right) {
         uint64_t k = (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
-        int32_t* memo = concat_.find(k);
-        if (*memo >= 0) return *memo;
-        const size_t l = size_t(left), r = size_t(right);
-        uint64_t h = hashes_[l] * powers_[r] + hashes_[r];
-        int32_t id = add(values_[l] + values_[r], h, powers_[l] * powers_[r]);
-        *concat_.find(k) = id;   // find again: add may have grown the table
+        Recent& recent = recent_[(k * 0x9e3779b97f4a7c15ULL) >> (64 - RECENT_BITS)];
+        if (recent.key == k && recent.id >= 0) return recent.id;
+        const Node& l = nodes_[size_t(left)];
+        const Node& r = nodes_[size_t(right)];
+        Node n{l.hash * r.power + r.hash, l.power * r.power, l.len + r.len, left, right, -1};
+        int32_t id = -1;
+        for (int32_t i = ids_.head(tag(n.hash)); i >= 0 && id < 0; i = nodes_[size_t(i)].next) {
+            const Node& c = nodes_[size_t(i)];
+            if (c.hash != n.hash || c.len != n.len) continue;
+            if ((c.left == left && c.right == right) || text(i) == text(left) + text(right)) id = i;
+        }
+        if (id < 0) id = add(n);
+        recent = Recent{k, id};
         return id;
+    }
+    // The text of an id (assembled from its pairs; only for comparisons and messages).
+    std::string text(int32_t id) const {
+        std::string out;
+        std::vector<int32_t> todo{id};
+        while (!todo.empty()) {
+            const Node& n = nodes_[size_t(todo.back())];
+            todo.pop_back();
+            if (n.left < 0) {
+                out += texts_[size_t(n.right)];
+            } else {
+                todo.push_back(n.right);
+                todo.push_back(n.left);
+            }
+        }
+        return out;
     }
     int64_t take_bytes() { int64_t b = new_bytes_; new_bytes_ = 0; return b; }
 
 private:
     static constexpr uint64_t BASE = 0x100000001b3ULL;
 
-    static uint64_t power(size_t n) {
-        uint64_t p = 1;
-        for (size_t i = 0; i < n; ++i) p *= BASE;
-        return p;
-    }
-    // The id of s (h its polynomial hash, p = BASE^len): the existing one if s is known.
-    int32_t add(std::string s, uint64_t h, uint64_t p) {
-        int32_t* head = ids_.find(h);
-        for (int32_t i = *head; i >= 0; i = next_[size_t(i)]) {
-            if (values_[size_t(i)] == s) return i;
-        }
-        int32_t id = int32_t(values_.size());
-        new_bytes_ += int64_t(s.size() + 64);
-        values_.push_back(std::move(s));
-        hashes_.push_back(h);
-        powers_.push_back(p);
-        next_.push_back(*head);
-        *head = id;
-        return id;
+    struct Node {
+        uint64_t hash;    // polynomial hash of the text
+        uint64_t power;   // BASE ^ length
+        uint64_t len;
+        int32_t left;     // -1: a text of texts_[right]; else the pair left + right
+        int32_t right;
+        int32_t next;     // next id of its bucket of ids_
+    };
+
+    static uint32_t tag(uint64_t hash) { return uint32_t(mix64(hash) >> 32); }
+    int32_t add(Node n) {
+        int32_t& head = ids_.head(tag(n.hash));
+        n.next = head;
+        nodes_.push_back(n);
+        head = int32_t(nodes_.size() - 1);
+        ids_.added(nodes_.size(), [this](size_t i) { return tag(nodes_[i].hash); },
+                   [this](size_t i) -> int32_t& { return nodes_[i].next; });
+        new_bytes_ += int64_t(sizeof(Node) + 8);
+        return int32_t(nodes_.size() - 1);
     }
 
-    HashIndex ids_;       // polynomial hash -> chain of ids (next_)
-    HashIndex concat_;    // (left, right) -> id of left + right
-    std::vector<std::string> values_;
-    std::vector<uint64_t> hashes_;
-    std::vector<uint64_t> powers_;
-    std::vector<int32_t> next_;
+    // The last appends, by (left, right): the search retries the same few from the same states,
+    // and this small table answers them without a lookup in the big one.
+    static constexpr unsigned RECENT_BITS = 12;
+    struct Recent {
+        uint64_t key = 0;
+        int32_t id = -1;
+    };
+    std::vector<Recent> recent_ = std::vector<Recent>(size_t(1) << RECENT_BITS);
+    Buckets ids_;         // chains of ids by hash
+    Chunked<Node> nodes_;
+    std::vector<std::string> texts_;
     int64_t new_bytes_ = 0;
 };
 
@@ -145,43 +183,105 @@ struct KvModel {
     void undo(const Op&) {}
 };
 
-// porcupine's kvNoPartitionModel: the whole map as the state.
+// porcupine's kvNoPartitionModel: the whole map as the state. Every map the search reaches is
+// interned once (its values, one string id per key, in one arena), so a state is an int:
+// equal and hash are O(1) and the cache stores four bytes per state. A step finds the map it
+// leads to by an incremental hash (XOR of one term per key, so changing a key changes two
+// terms) and compares the candidates with the one changed key in mind, without copying.
 struct KvMapModel {
     using Op = KvOp;
-    using State = std::vector<int32_t>;
+    using State = int32_t;
     Strings strings;
     size_t keys = 0;
     int32_t empty;
 
     KvMapModel() : empty(strings.intern("")) {}
-    State init() const { return State(keys, empty); }
+    State init() {
+        std::vector<int32_t> values(keys, empty);
+        uint64_t h = 0;
+        for (size_t k = 0; k < keys; ++k) h ^= term(k, empty);
+        return add(values.data(), h);
+    }
     bool step(const State& s, const Op& op, State& next) {
-        int32_t cur = s[size_t(op.key)];
+        const size_t k = size_t(op.key);
+        int32_t cur = value(s, k);
         switch (op.kind) {
             case Op::Get:
-                if (op.known && op.value != cur) return false;
                 next = s;
-                return true;
+                return !op.known || op.value == cur;
             case Op::Put:
-                next = s;
-                next[size_t(op.key)] = op.value;
+                next = with(s, k, op.value);
                 return true;
             default:
-                next = s;
-                next[size_t(op.key)] = strings.concat(cur, op.value);
+                next = with(s, k, strings.concat(cur, op.value));
                 return true;
         }
     }
     bool equal(const State& x, const State& y) const { return x == y; }
-    uint64_t hash(const State& s) const {
-        uint64_t h = 1469598103934665603ULL;
-        for (int32_t v : s) h = (h ^ uint64_t(uint32_t(v))) * 1099511628211ULL;
-        return h;
-    }
-    size_t bytes(const State& s) const { return sizeof(State) + 4 * s.size(); }
-    int64_t take_bytes() { return strings.take_bytes(); }
+    uint64_t hash(const State& s) const { return hashes_[size_t(s)]; }
+    size_t bytes(const State&) const { return sizeof(State); }
+    int64_t take_bytes() { int64_t b = new_bytes_ + strings.take_bytes(); new_bytes_ = 0; return b; }
     void apply(const Op&) {}
     void undo(const Op&) {}
+
+private:
+    int32_t value(State s, size_t k) const { return values_[size_t(s) * keys + k]; }
+    static uint64_t term(size_t k, int32_t v) { return mix64((uint64_t(k) << 32 | uint32_t(v)) + 0x9e3779b97f4a7c15ULL); }
+    // The id of s's map with key k set to v.
+    State with(State s, size_t k, int32_t v) {
+        int32_t old = value(s, k);
+        if (old == v) return s;
+        Recent& recent = recent_[mix64(uint64_t(uint32_t(s)) << 32 ^ uint64_t(k) << 20 ^ uint32_t(v)) >> (64 - RECENT_BITS)];
+        if (recent.from == s && recent.key == int32_t(k) && recent.value == v) return recent.to;
+        State to = find_with(s, k, v, old);
+        recent = Recent{s, int32_t(k), v, to};
+        return to;
+    }
+    State find_with(State s, size_t k, int32_t v, int32_t old) {
+        uint64_t h = hashes_[size_t(s)] ^ term(k, old) ^ term(k, v);
+        for (int32_t i = index_.head(uint32_t(h >> 32)); i >= 0; i = next_[size_t(i)]) {
+            if (hashes_[size_t(i)] != h) continue;
+            const int32_t* a = &values_[size_t(i) * keys];
+            const int32_t* b = &values_[size_t(s) * keys];
+            bool same = a[k] == v;
+            for (size_t j = 0; same && j < keys; ++j) same = j == k || a[j] == b[j];
+            if (same) return i;
+        }
+        // A new map: s's values with k changed (copied first: values_ may reallocate).
+        std::vector<int32_t> values(values_.begin() + std::ptrdiff_t(size_t(s) * keys),
+                                    values_.begin() + std::ptrdiff_t(size_t(s) * keys + keys));
+        values[k] = v;
+        return add(values.data(), h);
+    }
+    // The id of a map not yet known.
+    State add(const int32_t* values, uint64_t h) {
+        int32_t id = int32_t(hashes_.size());
+        int32_t& head = index_.head(uint32_t(h >> 32));
+        values_.insert(values_.end(), values, values + keys);
+        hashes_.push_back(h);
+        next_.push_back(head);
+        head = id;
+        index_.added(hashes_.size(), [this](size_t i) { return uint32_t(hashes_[i] >> 32); },
+                     [this](size_t i) -> int32_t& { return next_[i]; });
+        new_bytes_ += int64_t(keys * sizeof(int32_t) + 24);
+        return id;
+    }
+
+    // The last steps, (map, key, value) -> map: the search retries the same few from the same
+    // states, and this small table answers them without a lookup in index_.
+    static constexpr unsigned RECENT_BITS = 12;
+    struct Recent {
+        State from = -1;
+        int32_t key = -1;
+        int32_t value = -1;
+        State to = -1;
+    };
+    std::vector<Recent> recent_ = std::vector<Recent>(size_t(1) << RECENT_BITS);
+    std::vector<int32_t> values_;   // keys values per interned map
+    std::vector<uint64_t> hashes_;
+    std::vector<int32_t> next_;     // next id of its bucket of index_
+    Buckets index_;                 // chains of ids by hash
+    int64_t new_bytes_ = 0;
 };
 
 // A Kafka partition's committed log. append(value) -> offset puts the value at that offset,

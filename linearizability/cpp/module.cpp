@@ -126,10 +126,9 @@ template <class Model>
 std::vector<Outcome> run_searches(std::vector<Partition<Model>>& parts, const Settings& settings) {
     Budget budget;
     budget.bytes_max = settings.bytes_max;
-    std::vector<std::unique_ptr<Search<Model>>> searches;
+    std::vector<std::unique_ptr<SearchBase>> searches;
     for (auto& p : parts) {
-        searches.push_back(std::make_unique<Search<Model>>(std::move(p.model), std::move(p.ops), p.times, &budget,
-                                                           settings.partial));
+        searches.push_back(make_search<Model>(std::move(p.model), std::move(p.ops), p.times, &budget, settings.partial));
     }
     using clock = std::chrono::steady_clock;
     auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(

@@ -18,11 +18,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "hash_index.hpp"
+#include "tables.hpp"
 
 namespace lin {
 
@@ -38,15 +37,58 @@ struct Entry {
     Entry* next = nullptr;
 };
 
-// The set of linearized operations. Besides the words it keeps `lead` (how many leading words
-// are all ones) and `top` (one past the last non-zero word), so the cache can store only the
-// words between them: in a history that linearizes roughly in time order that is a handful of
-// words however long the history is.
+// Zobrist keys for the members of a set of `bits` operations: the hash of a set is the XOR of
+// its members' keys, kept up to date by set and clear.
+inline std::vector<uint64_t> zobrist_keys(size_t bits) {
+    std::vector<uint64_t> keys(bits);
+    for (size_t i = 0; i < bits; ++i) keys[i] = mix64(0x9e3779b97f4a7c15ULL * (i + 1));
+    return keys;
+}
+
+// The set of linearized operations of a partition of at most 128: two words, stored in the
+// cache as they are.
+class SmallSet {
+public:
+    static constexpr size_t MAX = 128;
+    struct Stored {
+        uint64_t w[2];
+    };
+
+    explicit SmallSet(size_t bits) : keys_(zobrist_keys(bits)) {}
+
+    void set(size_t i) {
+        w_[i / 64] |= uint64_t(1) << (i % 64);
+        hash_ ^= keys_[i];
+    }
+    void clear(size_t i) {
+        w_[i / 64] &= ~(uint64_t(1) << (i % 64));
+        hash_ ^= keys_[i];
+    }
+    uint64_t hash() const { return hash_; }
+    bool same(const Stored& s) const { return s.w[0] == w_[0] && s.w[1] == w_[1]; }
+    Stored store() { return Stored{{w_[0], w_[1]}}; }
+    size_t stored_bytes() const { return 0; }   // beyond sizeof(Stored)
+
+private:
+    uint64_t w_[2] = {0, 0};
+    std::vector<uint64_t> keys_;
+    uint64_t hash_ = 0;
+};
+
+// The set of linearized operations of any size. Besides the words it keeps `lead` (how many
+// leading words are all ones) and `top` (one past the last non-zero word), so the cache can
+// store only the words between them: in a history that linearizes roughly in time order that
+// is a handful of words however long the history is. Up to two are stored in the cache entry,
+// more in an arena the set keeps.
 class Bitset {
 public:
-    explicit Bitset(size_t bits) : words_((bits + 63) / 64, 0), keys_(bits) {
-        for (size_t i = 0; i < bits; ++i) keys_[i] = mix(0x9e3779b97f4a7c15ULL * (i + 1));
-    }
+    struct Stored {
+        uint32_t lead;    // leading all-ones words
+        uint32_t words;   // how many middle words
+        uint64_t inl[2];  // the middle words, or inl[0]: where they start in the arena
+    };
+
+    explicit Bitset(size_t bits) : words_((bits + 63) / 64, 0), keys_(zobrist_keys(bits)) {}
 
     void set(size_t i) {
         size_t w = i / 64;
@@ -62,25 +104,40 @@ public:
         if (w < lead_) lead_ = w;
         while (top_ > 0 && words_[top_ - 1] == 0) --top_;
     }
-    // Zobrist hashing: the XOR of a random key per member, kept up to date by set and clear.
     uint64_t hash() const { return hash_; }
-    size_t lead() const { return lead_; }
-    size_t top() const { return std::max(top_, lead_); }
-    const uint64_t* middle() const { return words_.data() + lead_; }
-    size_t middle_size() const { return top() - lead_; }
-
-    static uint64_t mix(uint64_t x) {
-        x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-        x ^= x >> 27; x *= 0x94d049bb133111ebULL;
-        return x ^ (x >> 31);
+    bool same(const Stored& s) const {
+        size_t words = middle_size();
+        if (s.lead != lead_ || s.words != words) return false;
+        const uint64_t* stored = words <= 2 ? s.inl : arena_.data() + s.inl[0];
+        const uint64_t* middle = words_.data() + lead_;
+        for (size_t w = 0; w < words; ++w) {
+            if (stored[w] != middle[w]) return false;
+        }
+        return true;
     }
+    Stored store() {
+        size_t words = middle_size();
+        const uint64_t* middle = words_.data() + lead_;
+        Stored s{uint32_t(lead_), uint32_t(words), {0, 0}};
+        if (words <= 2) {
+            std::copy(middle, middle + words, s.inl);
+        } else {
+            s.inl[0] = arena_.size();
+            arena_.insert(arena_.end(), middle, middle + words);
+        }
+        return s;
+    }
+    size_t stored_bytes() const { return middle_size() > 2 ? middle_size() * 8 : 0; }
 
 private:
+    size_t middle_size() const { return std::max(top_, lead_) - lead_; }
+
     std::vector<uint64_t> words_;
     std::vector<uint64_t> keys_;
     uint64_t hash_ = 0;
     size_t lead_ = 0;
     size_t top_ = 0;
+    std::vector<uint64_t> arena_;
 };
 
 enum class Status { Running, Ok, Illegal, Unknown };
@@ -102,8 +159,21 @@ struct Budget {
 //   size_t bytes(const State&) const;                     // for the memory cap
 //   void apply(const Op&); void undo(const Op&);          // the op was linearized / undone
 //   int64_t take_bytes();                                 // bytes the model allocated since
-template <class Model>
-class Search {
+// One partition's search, whatever its model and set representation.
+class SearchBase {
+public:
+    virtual ~SearchBase() = default;
+    // Work for at most `iterations` steps; returns the status afterwards.
+    virtual Status run(uint64_t iterations) = 0;
+    virtual Status status() const = 0;
+    virtual uint64_t iterations() const = 0;
+    virtual size_t cache_entries() const = 0;
+    virtual const std::vector<int32_t>& longest() const = 0;
+    virtual int32_t blocked() const = 0;
+};
+
+template <class Model, class Set>
+class Search final : public SearchBase {
 public:
     using Op = typename Model::Op;
     using State = typename Model::State;
@@ -118,17 +188,15 @@ public:
     Search(const Search&) = delete;
     Search& operator=(const Search&) = delete;
 
-    ~Search() { budget_->bytes.fetch_sub(bytes_held_); }
+    ~Search() override { budget_->bytes.fetch_sub(bytes_held_); }
 
-    Status status() const { return status_; }
-    size_t size() const { return ops_.size(); }
-    uint64_t iterations() const { return iterations_; }
-    size_t cache_entries() const { return cache_entries_; }
-    const std::vector<int32_t>& longest() const { return longest_; }
-    int32_t blocked() const { return blocked_; }
+    Status status() const override { return status_; }
+    uint64_t iterations() const override { return iterations_; }
+    size_t cache_entries() const override { return cache_entries_; }
+    const std::vector<int32_t>& longest() const override { return longest_; }
+    int32_t blocked() const override { return blocked_; }
 
-    // Work for at most `iterations` steps; returns the status afterwards.
-    Status run(uint64_t iterations) {
+    Status run(uint64_t iterations) override {
         if (status_ != Status::Running) return status_;
         if (ops_.empty()) return status_ = Status::Ok;
         for (uint64_t i = 0; i < iterations; ++i) {
@@ -153,20 +221,13 @@ public:
     }
 
 private:
-    // The cache: a hash table from hash to the first of a chain of entries; the entries and
-    // the words of their bitsets live in two arenas (no allocation per entry).
-    // The middle words of a bitset are kept in the entry when there are at most two (the usual
-    // case: one memory access per lookup), else in the words_ arena from inline_[0] on.
+    // The cache: entries (the linearized set as the Set stores it, the state) in chunks that
+    // never move, chained by bucket (tables.hpp): no allocation per entry.
     struct CacheEntry {
-        int32_t next;      // next entry with the same hash, -1 at the end
-        uint32_t lead;     // leading all-ones words of the bitset
-        uint64_t words;    // how many middle words
-        uint64_t inline_[2];
+        typename Set::Stored set;
+        int32_t next;      // next entry of the bucket, -1 at the end
+        uint32_t tag;      // the hash's high half: the bucket, and a quick test before the full one
         State state;
-
-        const uint64_t* middle(const std::vector<uint64_t>& arena) const {
-            return words <= 2 ? inline_ : arena.data() + inline_[0];
-        }
     };
     struct Frame {
         Entry* entry;
@@ -223,7 +284,7 @@ private:
             return;
         }
         linearized_.set(size_t(entry_->id));
-        uint64_t h = linearized_.hash() ^ Bitset::mix(model_.hash(next));
+        uint64_t h = linearized_.hash() ^ mix64(model_.hash(next));
         if (cache_insert(h, next)) {
             calls_.push_back(Frame{entry_, std::move(state_)});
             state_ = std::move(next);
@@ -252,28 +313,19 @@ private:
 
     // Adds (linearized, state) to the cache unless it is there already.
     bool cache_insert(uint64_t h, const State& state) {
-        uint32_t lead = uint32_t(linearized_.lead());
-        size_t words = linearized_.middle_size();
-        const uint64_t* middle = linearized_.middle();
-        int32_t* head = cache_.find(h);
-        for (int32_t i = *head; i >= 0; i = nodes_cache_[size_t(i)].next) {
+        const uint32_t tag = uint32_t(h >> 32);
+        int32_t& head = buckets_.head(tag);
+        for (int32_t i = head; i >= 0;) {
             const CacheEntry& c = nodes_cache_[size_t(i)];
-            if (c.lead != lead || c.words != words || !model_.equal(c.state, state)) continue;
-            const uint64_t* stored = c.middle(words_);
-            size_t w = 0;
-            while (w < words && stored[w] == middle[w]) ++w;
-            if (w == words) return false;
+            if (c.tag == tag && model_.equal(c.state, state) && linearized_.same(c.set)) return false;
+            i = c.next;
         }
-        CacheEntry& c = nodes_cache_.emplace_back(CacheEntry{*head, lead, words, {0, 0}, state});
-        if (words <= 2) {
-            std::copy(middle, middle + words, c.inline_);
-        } else {
-            c.inline_[0] = words_.size();
-            words_.insert(words_.end(), middle, middle + words);
-        }
-        *head = int32_t(nodes_cache_.size() - 1);
-        ++cache_entries_;
-        unpublished_bytes_ += int64_t(sizeof(CacheEntry) + (words > 2 ? words * 8 : 0) + model_.bytes(state) + 16);
+        unpublished_bytes_ += int64_t(sizeof(CacheEntry) + linearized_.stored_bytes() + model_.bytes(state) -
+                                      sizeof(State) + 8);
+        nodes_cache_.push_back(CacheEntry{linearized_.store(), head, tag, state});
+        head = int32_t(nodes_cache_.size() - 1);
+        buckets_.added(++cache_entries_, [this](size_t i) { return nodes_cache_[i].tag; },
+                       [this](size_t i) -> int32_t& { return nodes_cache_[i].next; });
         return true;
     }
 
@@ -300,10 +352,9 @@ private:
     Entry head_;
     Entry* entry_ = nullptr;
     State state_{};
-    Bitset linearized_;
-    TagIndex cache_;
-    std::vector<CacheEntry> nodes_cache_;
-    std::vector<uint64_t> words_;
+    Set linearized_;
+    Buckets buckets_;
+    Chunked<CacheEntry> nodes_cache_;
     std::vector<Frame> calls_;
     Budget* budget_;
     bool partial_;
@@ -316,5 +367,15 @@ private:
     int32_t blocked_ = -1;
     bool recorded_ = false;
 };
+
+// The search for a partition: two-word sets when it has at most 128 operations.
+template <class Model>
+std::unique_ptr<SearchBase> make_search(Model model, std::vector<typename Model::Op> ops,
+                                        const std::vector<Timed>& times, Budget* budget, bool partial) {
+    if (ops.size() <= SmallSet::MAX) {
+        return std::make_unique<Search<Model, SmallSet>>(std::move(model), std::move(ops), times, budget, partial);
+    }
+    return std::make_unique<Search<Model, Bitset>>(std::move(model), std::move(ops), times, budget, partial);
+}
 
 }  // namespace lin

@@ -53,8 +53,8 @@ def _true_log(state, f, draw, key):
 
 
 @st.composite
-def histories(draw, model_name):
-    n = draw(st.integers(1, 9))
+def histories(draw, model_name, sizes=(1, 9), pending=True, spread=25):
+    n = draw(st.integers(*sizes))
     ops = []
     state = {} if model_name in ("kv", "kv-map", "partition-log") else None
     clients = draw(st.integers(1, 4))
@@ -76,8 +76,8 @@ def histories(draw, model_name):
             log = state.get(key, ())
             inp, out, log = _true_log(log, draw(st.sampled_from(["append", "read"])), draw, key)
             state = {**state, key: log}
-        call = time - draw(st.integers(0, 25))
-        ret = None if draw(st.integers(0, 9)) == 0 else time + draw(st.integers(0, 25))
+        call = time - draw(st.integers(0, spread))
+        ret = None if pending and draw(st.integers(0, 9)) == 0 else time + draw(st.integers(0, spread))
         ops.append([draw(st.integers(0, clients - 1)), inp, call, out, ret])
     outputs = [i for i, op in enumerate(ops) if op[1][0] in ("read", "cas", "get", "committed", "append")]
     if outputs and draw(st.integers(0, 2)) > 0:
@@ -126,3 +126,23 @@ def test_cpp_and_python_agree(model_name):
     agree()
     # the generator makes both kinds of history, or the comparison would prove little
     assert seen["ok"] > EXAMPLES // 10 and seen["illegal"] > EXAMPLES // 10, seen
+
+
+@pytest.mark.parametrize("model_name", ["register", "kv-map", "partition-log"])
+def test_cpp_and_python_agree_across_the_set_representations(model_name):
+    """The C++ search keeps the linearized set in two words up to 128 operations and in a
+    general bitset beyond; histories on both sides of the boundary agree with the oracle."""
+    model = get_model(model_name)
+    sizes = set()
+
+    @settings(max_examples=60, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(histories(model_name, sizes=(100, 160), pending=False, spread=50))
+    def agree(history):
+        native = check_operations(model, history, engine="c++", partitioned=False, threads=1)
+        oracle = check_operations(model, history, engine="python", partitioned=False)
+        assert native.verdict == oracle.verdict, history
+        sizes.add(len(history) > 128)
+
+    agree()
+    assert sizes == {False, True}, "both representations were exercised"
