@@ -825,8 +825,15 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
     if workload == "eos":
         _final_committed(run, client_kind, target.bootstrap, timeout_s)
     end_offsets: dict[str, int] = {}
+    end_errors: dict[str, str] = {}
+    ends_deadline = time.monotonic() + 60
     for t in topics:
-        end_offsets.update(_end_offsets(client_kind, target.bootstrap, t, timeout_s, run.isolation))
+        ends, errors = _end_offsets(client_kind, target.bootstrap, t, timeout_s, run.isolation, ends_deadline)
+        end_offsets.update(ends)
+        end_errors.update(errors)
+    if end_errors:
+        log(f"no end offset for {', '.join(sorted(end_errors))} within 60 s after healing: "
+            f"{next(iter(end_errors.values()))}")
     reached = _final_read(run, [(t, p) for t in topics for p in range(PARTITIONS)], end_offsets)
     config = {
         "acks": "all", "idempotence": workload != "queue", "isolation_level": run.isolation,
@@ -835,7 +842,7 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
         "client": client_kind, "seconds": seconds, "staleness_bound_ms": 60_000,
         "final_read": {"performed": True, "start_ns": start_ns, "heal_ns": heal_ns, "reached_end": reached,
                        "took_ms": (h.now() - start_ns) // 1_000_000, "staleness_bound_ms": 60_000,
-                       "end_offsets": end_offsets},
+                       "end_offsets": end_offsets, **({"end_offset_errors": end_errors} if end_errors else {})},
     }
     if workload == "eos":
         config["eos"] = {"input": run.topic, "output": run.output, "group": EOS_GROUP, "source_shift": SOURCE_SHIFT}
@@ -886,7 +893,8 @@ def _final_committed(run: _Run, kind: str, bootstrap: str, timeout_s: float) -> 
 
 
 def _final_read(run: _Run, tps: list[tuple[str, int]], end_offsets: dict[str, int]) -> bool:
-    """Read every partition from the beginning up to its end offset; True when it got there."""
+    """Read every partition from the beginning up to its end offset; True when it got there
+    (never for a partition whose end offset the broker did not tell)."""
     h = run.h
     process = h.new_process()
     keys = [f"{t}:{p}" for t, p in tps]
@@ -906,7 +914,7 @@ def _final_read(run: _Run, tps: list[tuple[str, int]], end_offsets: dict[str, in
         h.op(process, "ok", "poll", [["poll", got]])
     reader.close()
     # positions, not the last offset read: transaction markers take offsets too
-    return all(positions[k] >= end_offsets.get(k, 0) for k in keys)
+    return all(k in end_offsets and positions[k] >= end_offsets[k] for k in keys)
 
 
 def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop: threading.Event,
@@ -966,14 +974,26 @@ def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, sto
             break
 
 
-def _end_offsets(kind: str, bootstrap: str, topic: str, timeout_s: float,
-                 isolation: str = "read_uncommitted") -> dict[str, int]:
+def _end_offsets(kind: str, bootstrap: str, topic: str, timeout_s: float, isolation: str,
+                 deadline: float) -> tuple[dict[str, int], dict[str, str]]:
+    """Every partition's end offset, asked again until `deadline` (time.monotonic()) for those
+    the broker could not answer yet (right after a restart leadership may still move); the
+    end offsets, and the last error of every partition still without one."""
     from kafkacheck.conform.clients import CLIENTS
 
     client = CLIENTS[kind](bootstrap, timeout_s)
-    out = {}
-    for p in range(PARTITIONS):
-        offs = client.offsets(topic, p, isolation)
-        if not isinstance(offs, str):
-            out[f"{topic}:{p}"] = offs[1]
-    return out
+    out: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    pending = list(range(PARTITIONS))
+    while True:
+        for p in list(pending):
+            offs = client.offsets(topic, p, isolation)
+            if isinstance(offs, str):
+                errors[f"{topic}:{p}"] = offs
+            else:
+                out[f"{topic}:{p}"] = offs[1]
+                errors.pop(f"{topic}:{p}", None)
+                pending.remove(p)
+        if not pending or time.monotonic() >= deadline:
+            return out, errors
+        time.sleep(0.5)

@@ -74,6 +74,7 @@ public:
     }
     int32_t concat(int32_t left, int32_t right) {
         uint64_t k = (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
+        if (recent_.empty()) recent_.resize(size_t(1) << RECENT_BITS);   // a partition may never append
         Recent& recent = recent_[(k * 0x9e3779b97f4a7c15ULL) >> (64 - RECENT_BITS)];
         if (recent.key == k && recent.id >= 0) return recent.id;
         const Node& l = nodes_[size_t(left)];
@@ -133,12 +134,12 @@ private:
 
     // The last appends, by (left, right): the search retries the same few from the same states,
     // and this small table answers them without a lookup in the big one.
-    static constexpr unsigned RECENT_BITS = 12;
+    static constexpr unsigned RECENT_BITS = 10;
     struct Recent {
         uint64_t key = 0;
         int32_t id = -1;
     };
-    std::vector<Recent> recent_ = std::vector<Recent>(size_t(1) << RECENT_BITS);
+    std::vector<Recent> recent_;
     Buckets ids_;         // chains of ids by hash
     Chunked<Node> nodes_;
     std::vector<std::string> texts_;

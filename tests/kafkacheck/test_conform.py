@@ -116,3 +116,29 @@ def test_conform_usage_errors(tmp_path, capsys):
     assert main(["conform", "--spawn", "reference", "--bug", "nope", "--out", str(tmp_path)]) == 3
     err = capsys.readouterr().err
     assert "Traceback" not in err and "unknown case" in err
+
+
+def test_end_offsets_are_asked_again_until_the_broker_answers(monkeypatch):
+    """Right after healing, a restarted broker may not answer ListOffsets for a while; a
+    partition without an end offset used to count as read to its end (a false lost write)."""
+    from kafkacheck.conform import clients, workload
+
+    answers = {1: ["NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_OR_FOLLOWER", (0, 7)]}
+
+    class Flaky:
+        def __init__(self, bootstrap, timeout_s):
+            pass
+
+        def offsets(self, topic, partition, isolation):
+            queue = answers.get(partition)
+            return queue.pop(0) if queue else (0, 10 + partition)
+
+    monkeypatch.setitem(clients.CLIENTS, "flaky", Flaky)
+    monkeypatch.setattr(workload.time, "sleep", lambda s: None)
+    ends, errors = workload._end_offsets("flaky", "127.0.0.1:1", "t", 1.0, "read_uncommitted",
+                                         workload.time.monotonic() + 60)
+    assert ends == {"t:0": 10, "t:1": 7, "t:2": 12, "t:3": 13} and errors == {}
+    answers[2] = ["timed out"] * 1000
+    ends, errors = workload._end_offsets("flaky", "127.0.0.1:1", "t", 1.0, "read_uncommitted",
+                                         workload.time.monotonic())
+    assert "t:2" not in ends and errors == {"t:2": "timed out"}
