@@ -145,6 +145,11 @@ class PartitionLog:
             for b in batches:
                 if log._entries and not log._continues(rec.base_offset_of(b), clean):
                     break
+                # the log's first batch starts its segment (the file's name), unless the cleaner
+                # removed what was before it
+                base = rec.base_offset_of(b)
+                if not log._entries and not (base == seg.base_offset or seg.base_offset < base <= clean):
+                    break
                 log._index(b, len(log._segments) - 1, seg.size)
                 seg.size += len(b)
             if seg.size < len(data):

@@ -113,3 +113,19 @@ def test_recovery_cuts_at_a_corrupt_base_offset_the_crc_does_not_cover():
     storage.replace(name, bytes(data))
     again = PartitionLog.open(storage, "t-0")
     assert again.log_end_offset == 2  # cut there, not a silent jump to offset 6
+
+
+def test_recovery_cuts_a_corrupt_base_offset_on_the_first_batch_too():
+    """The first batch has no batch before it to continue: it must start its segment. (The txn
+    workload at seed 5 corrupted byte 7 of t0:1's first segment; the replica recovered its
+    offset-0 batch as offset 16 and held it below its high watermark: log-matching broke.)"""
+    storage = MemoryStorage()
+    log = PartitionLog(storage, "t-0")
+    for v in (b"a", b"b", b"c"):
+        log.append_as_leader(batch(v), 0)
+    name = next(n for n in storage.list("t-0/") if n.endswith(".log"))
+    data = bytearray(storage.read(name))
+    data[7] ^= 0x10  # base offset 0 becomes 16: the CRC still matches
+    storage.replace(name, bytes(data))
+    again = PartitionLog.open(storage, "t-0")
+    assert again.log_end_offset == 0 and again.batches() == []
