@@ -81,10 +81,16 @@ public:
         const Node& r = nodes_[size_t(right)];
         Node n{l.hash * r.power + r.hash, l.power * r.power, l.len + r.len, left, right, -1};
         int32_t id = -1;
+        std::string mine;   // this string's text, assembled only if a candidate needs it
         for (int32_t i = ids_.head(tag(n.hash)); i >= 0 && id < 0; i = nodes_[size_t(i)].next) {
             const Node& c = nodes_[size_t(i)];
             if (c.hash != n.hash || c.len != n.len) continue;
-            if ((c.left == left && c.right == right) || text(i) == text(left) + text(right)) id = i;
+            if (c.left == left && c.right == right) {
+                id = i;
+                break;
+            }
+            if (mine.empty()) mine = text(left) + text(right);
+            if (text(i) == mine) id = i;
         }
         if (id < 0) id = add(n);
         recent = Recent{k, id};
