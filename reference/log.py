@@ -137,18 +137,13 @@ class PartitionLog:
             data = storage.read(name)
             batches, _span = rec.split_batches(data)
             seg = _Segment(int(name.rsplit("/", 1)[1][:-4]), name, 0)
-            # a segment must continue the log after where the previous one ended (gaps are
-            # compacted or aborted records the cleaner removed)
-            if log._segments and batches and not log._continues(rec.base_offset_of(batches[0]), clean):
-                batches = []
             log._segments.append(seg)
+            if not log._entries:
+                log.log_end_offset = seg.base_offset  # the log's first batch starts its segment
+            # every batch must continue the log where it ended (gaps are compacted or aborted
+            # records the cleaner removed)
             for b in batches:
-                if log._entries and not log._continues(rec.base_offset_of(b), clean):
-                    break
-                # the log's first batch starts its segment (the file's name), unless the cleaner
-                # removed what was before it
-                base = rec.base_offset_of(b)
-                if not log._entries and not (base == seg.base_offset or seg.base_offset < base <= clean):
+                if not log._continues(rec.base_offset_of(b), clean):
                     break
                 log._index(b, len(log._segments) - 1, seg.size)
                 seg.size += len(b)
