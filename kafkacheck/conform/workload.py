@@ -987,12 +987,13 @@ def _end_offsets(kind: str, bootstrap: str, topic: str, timeout_s: float, isolat
     pending = list(range(PARTITIONS))
     while True:
         for p in list(pending):
+            key = f"{topic}:{p}"
             offs = client.offsets(topic, p, isolation)
             if isinstance(offs, str):
-                errors[f"{topic}:{p}"] = offs
+                errors[key] = offs
             else:
-                out[f"{topic}:{p}"] = offs[1]
-                errors.pop(f"{topic}:{p}", None)
+                out[key] = offs[1]
+                errors.pop(key, None)
                 pending.remove(p)
         if not pending or time.monotonic() >= deadline:
             return out, errors

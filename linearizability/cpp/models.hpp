@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -74,9 +75,8 @@ public:
     }
     int32_t concat(int32_t left, int32_t right) {
         uint64_t k = (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
-        if (recent_.empty()) recent_.resize(size_t(1) << RECENT_BITS);   // a partition may never append
-        Recent& recent = recent_[(k * 0x9e3779b97f4a7c15ULL) >> (64 - RECENT_BITS)];
-        if (recent.key == k && recent.id >= 0) return recent.id;
+        auto& recent = recent_.slot(k * 0x9e3779b97f4a7c15ULL);
+        if (recent.key == k && recent.value >= 0) return recent.value;
         const Node& l = nodes_[size_t(left)];
         const Node& r = nodes_[size_t(right)];
         Node n{l.hash * r.power + r.hash, l.power * r.power, l.len + r.len, left, right, -1};
@@ -93,7 +93,7 @@ public:
             if (text(i) == mine) id = i;
         }
         if (id < 0) id = add(n);
-        recent = Recent{k, id};
+        recent = {k, id};
         return id;
     }
     // The text of an id (assembled from its pairs; only for comparisons and messages).
@@ -138,14 +138,7 @@ private:
         return int32_t(nodes_.size() - 1);
     }
 
-    // The last appends, by (left, right): the search retries the same few from the same states,
-    // and this small table answers them without a lookup in the big one.
-    static constexpr unsigned RECENT_BITS = 10;
-    struct Recent {
-        uint64_t key = 0;
-        int32_t id = -1;
-    };
-    std::vector<Recent> recent_;
+    Recent<uint64_t, 10> recent_;   // the last appends, by (left, right)
     Buckets ids_;         // chains of ids by hash
     Chunked<Node> nodes_;
     std::vector<std::string> texts_;
@@ -238,10 +231,11 @@ private:
     State with(State s, size_t k, int32_t v) {
         int32_t old = value(s, k);
         if (old == v) return s;
-        Recent& recent = recent_[mix64(uint64_t(uint32_t(s)) << 32 ^ uint64_t(k) << 20 ^ uint32_t(v)) >> (64 - RECENT_BITS)];
-        if (recent.from == s && recent.key == int32_t(k) && recent.value == v) return recent.to;
+        const std::array<int32_t, 3> key{s, int32_t(k), v};
+        auto& recent = recent_.slot(mix64(uint64_t(uint32_t(s)) << 32 ^ uint64_t(k) << 20 ^ uint32_t(v)));
+        if (recent.key == key && recent.value >= 0) return recent.value;
         State to = find_with(s, k, v, old);
-        recent = Recent{s, int32_t(k), v, to};
+        recent = {key, to};
         return to;
     }
     State find_with(State s, size_t k, int32_t v, int32_t old) {
@@ -274,16 +268,7 @@ private:
         return id;
     }
 
-    // The last steps, (map, key, value) -> map: the search retries the same few from the same
-    // states, and this small table answers them without a lookup in index_.
-    static constexpr unsigned RECENT_BITS = 12;
-    struct Recent {
-        State from = -1;
-        int32_t key = -1;
-        int32_t value = -1;
-        State to = -1;
-    };
-    std::vector<Recent> recent_ = std::vector<Recent>(size_t(1) << RECENT_BITS);
+    Recent<std::array<int32_t, 3>, 12> recent_;   // the last steps: (map, key, value) -> map
     std::vector<int32_t> values_;   // keys values per interned map
     std::vector<uint64_t> hashes_;
     std::vector<int32_t> next_;     // next id of its bucket of index_

@@ -78,6 +78,26 @@ inline uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+// A small direct-mapped memo of recent results (an int32 per key, -1 for none), allocated on
+// first use: the search retries the same few steps from the same states, and this answers them
+// without a lookup in a big table. A slot holds the key's result when its key is the key.
+template <class Key, unsigned BITS>
+class Recent {
+public:
+    struct Slot {
+        Key key{};
+        int32_t value = -1;
+    };
+    // The slot of a key whose well-mixed hash is `hash`.
+    Slot& slot(uint64_t hash) {
+        if (slots_.empty()) slots_.resize(size_t(1) << BITS);
+        return slots_[hash >> (64 - BITS)];
+    }
+
+private:
+    std::vector<Slot> slots_;
+};
+
 // Chained hashing for the checker's tables (the search's cache, the models' strings and maps):
 // the caller keeps its entries in an arena, each with a link to the next entry of its bucket
 // and a 32-bit tag (the high half of a well-mixed hash); this class keeps only the heads of
