@@ -26,6 +26,7 @@ class LocalProcess:
     paused: bool = False
     starts: int = 0
     history: list[tuple[float, str]] = field(default_factory=list)
+    log_offset: int = 0  # the size of the log file when the latest start began
 
     @property
     def pid(self) -> int | None:
@@ -40,6 +41,7 @@ class LocalProcess:
             raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it from here
+        self.log_offset = log.tell()
         try:
             self.popen = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, env=self.env,
@@ -49,6 +51,15 @@ class LocalProcess:
         self.paused = False
         self.starts += 1
         self._note("start")
+
+    def log_since_start(self) -> str:
+        """What the process wrote to its log since its latest start."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def kill(self) -> None:
         """kill -9: the process dies at once; what it wrote to files stays."""

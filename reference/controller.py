@@ -277,10 +277,17 @@ class Controller(Node):
         self.event("broker-fenced", broker=broker_id)
         self._remove_from_isrs(broker_id, reelect_if_leader=True)
 
+    def effective_min_isr(self, s: PartitionState) -> int:
+        """The topic's min.insync.replicas (else the cluster's), at most the replication factor
+        (Kafka's getTopicEffectiveMinIsr, KAFKA-15583)."""
+        value = dict(self.topic_configs.get(s.tp.topic, ())).get("min.insync.replicas")
+        configured = int(value) if value is not None and value.isdigit() else self.config.min_insync_replicas
+        return min(configured, len(s.replicas)) if s.replicas else configured
+
     def _elr_after(self, s: PartitionState, isr: tuple[int, ...]) -> tuple[int, ...]:
         """KIP-966: replicas leaving an ISR below min.insync.replicas become eligible; an
         ISR back at min.insync.replicas needs no ELR."""
-        if len(isr) >= self.config.min_insync_replicas:
+        if len(isr) >= self.effective_min_isr(s):
             return ()
         removed = [r for r in s.isr if r not in isr]
         return tuple(r for r in s.replicas if (r in s.elr or r in removed) and r not in isr)

@@ -101,6 +101,7 @@ class GroupState:
     members: dict[str, Member] = field(default_factory=dict)  # in join order
     static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     rebalance_deadline_ms: int = 0
+    pending: set[str] = field(default_factory=set)  # KIP-394: member ids given out, not yet joined
 
 
 @dataclass(slots=True)
@@ -296,25 +297,53 @@ class GroupCoordinator:
             if not member_id and known is not None and known in g.members:
                 self._static_rejoin(now_ms, src, req, g, known)
                 return
-        if member_id and member_id not in g.members:
+        if not member_id and req.require_known_member_id and req.group_instance_id is None:
+            # KIP-394: the new member gets its id and must join again with it (Kafka's
+            # classic group coordinator, JoinGroup v4+), so that a client that retries a
+            # lost JoinGroup does not leave a member behind
+            member_id = self._new_member_id(src, None)
+            g.pending.add(member_id)
+            answer(Errors.MEMBER_ID_REQUIRED, member_id)
+            return
+        if member_id and member_id not in g.members and member_id not in g.pending:
             answer(Errors.UNKNOWN_MEMBER_ID)
             return
-        if not member_id:
-            member_id = self._new_member_id(src, req.group_instance_id)
+        known = member_id in g.members
+        if member_id in g.pending or not member_id:
+            g.pending.discard(member_id)
+            member_id = member_id or self._new_member_id(src, req.group_instance_id)
             g.members[member_id] = Member(member_id, req.group_instance_id, req.session_timeout_ms,
                                           req.rebalance_timeout_ms, req.protocols, now_ms)
             if req.group_instance_id is not None:
                 g.static[req.group_instance_id] = member_id
         m = g.members[member_id]
+        m.last_heartbeat_ms = now_ms
+        if known and self._answers_current_generation(src, req, g, m):
+            return
         m.protocols = req.protocols
         m.session_timeout_ms = req.session_timeout_ms
         m.rebalance_timeout_ms = req.rebalance_timeout_ms
-        m.last_heartbeat_ms = now_ms
         if m.join is not None:
             self.broker.send(m.join[0], JoinGroupResponse(m.join[1], Errors.UNKNOWN_MEMBER_ID))
         m.join = (src, req.correlation_id)
         self._prepare_rebalance(now_ms, req.group_id, g, f"{member_id} joined")
         self._maybe_complete_join(now_ms, req.group_id, g)
+
+    def _answers_current_generation(self, src: int, req: JoinGroupRequest, g: GroupState, m: Member) -> bool:
+        """A known member that joins again with the protocols it already has gets the current
+        generation, without a rebalance: a follower of a stable group, or anyone while the
+        group completes its rebalance (it may have lost the first answer). Kafka's classic
+        group coordinator does this; a leader rejoining a stable group rebalances it (how a
+        leader asks for a new assignment). True when answered."""
+        if m.join is not None or m.protocols != req.protocols:
+            return False
+        if not (g.state == COMPLETING or (g.state == STABLE and m.member_id != g.leader)):
+            return False
+        members = tuple((mid, self._metadata(x, g.protocol)) for mid, x in g.members.items()) \
+            if m.member_id == g.leader and g.state == COMPLETING else ()
+        self.broker.send(src, JoinGroupResponse(req.correlation_id, Errors.NONE, g.generation, g.protocol,
+                                                g.leader, m.member_id, members))
+        return True
 
     def _static_rejoin(self, now_ms: int, src: int, req: JoinGroupRequest, g: GroupState,
                        old_id: str) -> None:
@@ -390,9 +419,7 @@ class GroupCoordinator:
             return
         if g.leader not in g.members:
             g.leader = next(iter(g.members))
-        common = set.intersection(*({n for n, _md in m.protocols} for m in g.members.values()))
-        leader = g.members[g.leader]
-        g.protocol = next((n for n, _md in leader.protocols if n in common), "")
+        g.protocol = self._select_protocol(g)
         g.state = COMPLETING
         self.broker.event("group-generation", group=group, generation=g.generation,
                           members=sorted(g.members), leader=g.leader, protocol=g.protocol)
@@ -411,6 +438,21 @@ class GroupCoordinator:
             g.members.clear()
             g.static.clear()
             g.state = EMPTY
+
+    @staticmethod
+    def _select_protocol(g: GroupState) -> str:
+        """The protocol every member supports that most members prefer (each votes for its own
+        first choice among them, as Kafka's ClassicGroup.selectProtocol); a tie goes to the
+        leader's preference (Kafka's goes to whichever its hash map yields first). "" when
+        the members have no protocol in common."""
+        common = set.intersection(*({n for n, _md in m.protocols} for m in g.members.values()))
+        votes: dict[str, int] = {}
+        for m in g.members.values():
+            choice = next((n for n, _md in m.protocols if n in common), None)
+            if choice is not None:
+                votes[choice] = votes.get(choice, 0) + 1
+        order = [n for n, _md in g.members[g.leader].protocols if n in common]
+        return max(order, key=lambda n: (votes.get(n, 0), -order.index(n)), default="")
 
     def _remove(self, g: GroupState, member_id: str) -> None:
         m = g.members.pop(member_id, None)
@@ -562,6 +604,30 @@ class GroupCoordinator:
             return Errors.REBALANCE_IN_PROGRESS
         return Errors.NONE
 
+    def _check_txn_member(self, g: GroupState | None, req: TxnOffsetCommitRequest) -> Errors:
+        """KIP-447's fencing of a transactional commit (Kafka's ClassicGroup.validateOffsetCommit):
+        one that names a generation, a member or an instance must come from a current member
+        of the current generation; one that names none (a producer outside the group's
+        protocol, or a client before TxnOffsetCommit v3) is accepted."""
+        empty = g is None or not g.members
+        if (req.generation_id < 0 and empty) or self.unfenced:
+            return Errors.NONE
+        if req.generation_id < 0 and not req.member_id and req.group_instance_id is None:
+            return Errors.NONE
+        if g is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if req.group_instance_id is not None:
+            known = g.static.get(req.group_instance_id)
+            if known is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            if known != req.member_id:
+                return Errors.FENCED_INSTANCE_ID
+        if req.member_id not in g.members:
+            return Errors.UNKNOWN_MEMBER_ID
+        if req.generation_id != g.generation:
+            return Errors.ILLEGAL_GENERATION
+        return Errors.NONE
+
     def offset_commit(self, now_ms: int, src: int, req: OffsetCommitRequest) -> None:
         def answer(error: Errors) -> None:
             self.broker.send(src, OffsetCommitResponse(req.correlation_id, error))
@@ -607,6 +673,10 @@ class GroupCoordinator:
                 return
             if log.producer_state.check_marker(req.producer_id, req.producer_epoch) is not Errors.NONE:
                 answer(Errors.PRODUCER_FENCED)
+                return
+            error = self._check_txn_member(self.groups.get(req.group_id), req)
+            if error is not Errors.NONE:
+                answer(error)
                 return
             batch = rec.encode_batch(_encode(req.group_id, req.offsets, now_ms),
                                      producer_id=req.producer_id, producer_epoch=req.producer_epoch,

@@ -46,11 +46,13 @@ class _Segment:
     base_offset: int
     name: str
     size: int
+    first_timestamp: int = -1  # the first batch's max timestamp: segment.ms counts from it
 
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     segment_bytes: int = 1 << 20
+    segment_ms: int | None = None  # roll a segment this long after its first batch's timestamp
     flush_messages: int | None = None  # Kafka's flush.messages; None = never (the default)
     cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
     retention_ms: int | None = None  # None: keep forever
@@ -76,6 +78,7 @@ class LogConfig:
             return cur if v is None else (None if v in ("-1", "") else type(cur or 0)(v))
         return cls(
             segment_bytes=int(configs.get("segment.bytes", base.segment_bytes)),
+            segment_ms=opt("segment.ms", base.segment_ms),
             flush_messages=base.flush_messages,
             cleanup_policy=configs.get("cleanup.policy", base.cleanup_policy),
             retention_ms=opt("retention.ms", base.retention_ms),
@@ -146,6 +149,8 @@ class PartitionLog:
                 if not log._continues(rec.base_offset_of(b), clean):
                     break
                 log._index(b, len(log._segments) - 1, seg.size)
+                if seg.size == 0:
+                    seg.first_timestamp = rec.max_timestamp_of(b)
                 seg.size += len(b)
             if seg.size < len(data):
                 log.recovered_bytes_cut += len(data) - seg.size
@@ -213,12 +218,15 @@ class PartitionLog:
         self._append(batch)
 
     def _append(self, batch: bytes) -> None:
-        seg = self._active_segment(len(batch))
+        timestamp = rec.max_timestamp_of(batch)
+        seg = self._active_segment(len(batch), timestamp)
         self.storage.append(seg.name, batch)  # may raise StorageError: nothing changed yet
         epoch = rec.leader_epoch_of(batch)
         self._index(batch, len(self._segments) - 1, seg.size)
         if rec.producer_id_of(batch) >= 0:
             self.producer_state.update(rec.parse_header(batch), batch)
+        if seg.size == 0:
+            seg.first_timestamp = timestamp
         seg.size += len(batch)
         if not self.epochs or epoch > self.epochs[-1][0]:
             self.assign_epoch(epoch, rec.base_offset_of(batch))
@@ -234,11 +242,16 @@ class PartitionLog:
         self._bases.append(base)
         self.log_end_offset = last + 1
 
-    def _active_segment(self, incoming: int) -> _Segment:
+    def _active_segment(self, incoming: int, timestamp: int) -> _Segment:
+        """The segment for a batch of ``incoming`` bytes with max timestamp ``timestamp``:
+        a new one when it would overflow segment.bytes or, as Kafka's LogSegment.shouldRoll,
+        when it is more than segment.ms younger than the active segment's first batch."""
         if not self._segments:
             return self._roll()
         seg = self._segments[-1]
-        if seg.size > 0 and seg.size + incoming > self.config.segment_bytes:
+        segment_ms = self.config.segment_ms
+        too_old = segment_ms is not None and seg.first_timestamp >= 0 and timestamp - seg.first_timestamp > segment_ms
+        if seg.size > 0 and (seg.size + incoming > self.config.segment_bytes or too_old):
             self.storage.flush(seg.name)  # Kafka flushes a segment when it rolls
             return self._roll()
         return seg
@@ -467,19 +480,40 @@ class PartitionLog:
 
     # ------------------------------------------------------------ timestamps
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """ListOffsets by time: the first record at or after ``timestamp``, below the HW:
-        (offset, its timestamp), or None."""
+    def offset_for_timestamp(self, timestamp: int, upper: int) -> tuple[int, int, int] | None:
+        """ListOffsets by time: the first record at or after ``timestamp`` and below ``upper``
+        (the HW, or the last stable offset for read_committed): (offset, its timestamp, its
+        batch's leader epoch), or None."""
         for e in self._entries:
-            if e.last_offset >= self.high_watermark:
+            if e.base_offset >= upper:
                 break
             h = rec.parse_header(e.data)
             if h.is_control or h.max_timestamp < timestamp or e.last_offset < self.log_start_offset:
                 continue
             for r in rec.decode_records(e.data):
-                if r.offset >= self.log_start_offset and r.timestamp >= timestamp:
-                    return r.offset, r.timestamp
+                if self.log_start_offset <= r.offset < upper and r.timestamp >= timestamp:
+                    return r.offset, r.timestamp, e.leader_epoch
         return None
+
+    def offset_of_max_timestamp(self, upper: int) -> tuple[int, int, int] | None:
+        """ListOffsets MAX_TIMESTAMP (-3, KIP-734) as Kafka's UnifiedLog answers it: the first
+        batch whose max timestamp is the log's largest, and in it the first record with that
+        timestamp: (offset, timestamp, the batch's leader epoch); None when that offset is not
+        below ``upper`` or the log is empty."""
+        best: _Entry | None = None
+        best_ts = -1
+        for e in self._entries:
+            if e.last_offset < self.log_start_offset:
+                continue
+            ts = rec.max_timestamp_of(e.data)
+            if best is None or ts > best_ts:
+                best, best_ts = e, ts
+        if best is None:
+            return None
+        offset = best.base_offset
+        if not rec.parse_header(best.data).is_control:
+            offset = next(r.offset for r in rec.decode_records(best.data) if r.timestamp == best_ts)
+        return (offset, best_ts, best.leader_epoch) if offset < upper else None
 
     # ------------------------------------------------------------ the cleaner
 

@@ -418,8 +418,9 @@ class TxnOffsetCommitRequest:
     producer_id: int
     producer_epoch: int
     offsets: tuple[tuple[TopicPartition, int], ...]
-    generation_id: int = -1
+    generation_id: int = -1  # KIP-447 (v3+): the consumer's group generation, member and instance
     member_id: str = ""
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,6 +471,8 @@ class JoinGroupRequest:
     session_timeout_ms: int
     rebalance_timeout_ms: int
     protocols: tuple[tuple[str, bytes], ...]  # (assignor name, subscription metadata)
+    # KIP-394 (JoinGroup v4+): a new member first gets MEMBER_ID_REQUIRED and its member id
+    require_known_member_id: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,6 +99,12 @@ class Partition:
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
 
+    @property
+    def effective_min_isr(self) -> int:
+        """min.insync.replicas as Kafka applies it since 3.7 (KAFKA-15583): never more than the
+        replication factor, so a topic that asks for more than it has replicas stays writable."""
+        return min(self.min_insync_replicas, len(self.replicas)) if self.replicas else self.min_insync_replicas
+
     def maximal_isr(self) -> frozenset[int]:
         return self.isr | self.pending_isr if self.pending_isr is not None else self.isr
 
@@ -151,7 +157,7 @@ class Partition:
     def maybe_advance_high_watermark(self) -> bool:
         """Rule 3: HW = min LEO over the maximal ISR; never decreases on the leader; and
         (KIP-966) stays put while the ISR is shorter than min.insync.replicas."""
-        if len(self.isr) < self.min_insync_replicas:
+        if len(self.isr) < self.effective_min_isr:
             return False
         new_hw = self.log.log_end_offset
         for r in self.maximal_isr():
@@ -181,15 +187,17 @@ class Partition:
         return start is not None and self.log.high_watermark >= start
 
     def isr_to_shrink(self, now_ms: int, lag_max_ms: int) -> frozenset[int] | None:
-        """Rule 4: the ISR without followers that lag too long (None: nothing to do)."""
+        """Rule 4: the ISR without followers that lag too long (None: nothing to do). A
+        follower is caught up when its log ends where the leader's does, or it was so within
+        ``lag_max_ms`` (Kafka's Replica.isCaughtUp): a follower of an idle partition stays."""
         if self.pending_isr is not None:
             return None
-        out = {
-            r
-            for r in self.isr
-            if r != self.broker_id
-            and now_ms - self.followers.get(r, FollowerPosition()).last_caught_up_ms > lag_max_ms
-        }
+        leader_leo = self.log.log_end_offset
+        out = set()
+        for r in self.isr:
+            f = self.followers.get(r, FollowerPosition())
+            if r != self.broker_id and f.log_end_offset != leader_leo and now_ms - f.last_caught_up_ms > lag_max_ms:
+                out.add(r)
         if not out:
             return None
         return self.isr - out

@@ -8,9 +8,11 @@ Rules
   producer, or a new epoch, starts at sequence 0.
 * A batch equal in sequences to a kept one is a duplicate (a retry of something already
   written): the leader answers it with the original offsets and appends nothing.
-* An older epoch is ``INVALID_PRODUCER_EPOCH``; a gap is ``OUT_OF_ORDER_SEQUENCE_NUMBER``; a
-  non-zero first sequence from a producer the partition does not know is
-  ``UNKNOWN_PRODUCER_ID``.
+* An older epoch is ``INVALID_PRODUCER_EPOCH``; a gap is ``OUT_OF_ORDER_SEQUENCE_NUMBER``. A
+  producer the partition has no state for (new, or its batches deleted by retention or
+  DeleteRecords) may start at any sequence, as Kafka's ProducerAppendInfo.checkSequence allows
+  (Apache Kafka 4.3.1 accepts it: the differential suite's ``idempotence`` script).
+* Sequences wrap from 2**31 - 1 to 0 (Kafka's DefaultRecordBatch.incrementSequence).
 
 Transactions
 ------------
@@ -23,7 +25,9 @@ Transactions
 * A marker may carry a newer epoch (the coordinator bumped it to fence a producer, or
   transaction version 2): the producer's sequence numbers then start again at 0.
 * A non-transactional batch from a producer with an open transaction here is
-  ``INVALID_TXN_STATE``; a marker from an older epoch is ``INVALID_PRODUCER_EPOCH``.
+  ``INVALID_TXN_STATE``; a marker from an older epoch is ``INVALID_PRODUCER_EPOCH``, one from an
+  older transaction coordinator (a lower coordinator epoch than the last marker's)
+  ``TRANSACTION_COORDINATOR_FENCED``.
 
 The state is derived from the log: every append (leader or follower) updates it, and it is
 rebuilt from the batch headers after recovery or truncation, so it survives leader changes
@@ -39,6 +43,17 @@ from reference import records as rec
 from reference.errors import Errors
 
 BATCHES_KEPT_MAX = 5
+SEQUENCE_MAX = 2**31 - 1
+
+
+def last_sequence_of(h: rec.BatchHeader) -> int:
+    """The sequence of a batch's last record, wrapping past SEQUENCE_MAX to 0."""
+    last = h.base_sequence + h.last_offset_delta
+    return last - SEQUENCE_MAX - 1 if last > SEQUENCE_MAX else last
+
+
+def next_sequence(sequence: int) -> int:
+    return 0 if sequence == SEQUENCE_MAX else sequence + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +69,7 @@ class ProducerEntry:
     producer_epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT_MAX))
     txn_first_offset: int = -1  # first offset of the transaction open here, -1 when none
+    coordinator_epoch: int = -1  # of the last marker: an older coordinator is fenced
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +83,11 @@ class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
         self.aborted: list[AbortedTxn] = []
+        # KIP-890 part 1's verification guards: producer id -> the token of its verification in
+        # flight; a marker for the producer removes it, so a write verified before the marker
+        # cannot land after it and open a transaction nobody will end
+        self.verification_guards: dict[int, int] = {}
+        self._last_guard = 0
         # transactions whose marker is written but maybe not yet below the HW: (first, marker)
         self._completed: list[tuple[int, int]] = []
 
@@ -82,29 +103,40 @@ class ProducerStateManager:
         if e is not None and not h.is_transactional and e.txn_first_offset >= 0:
             return Errors.INVALID_TXN_STATE, None
         if e is None:
-            if h.base_sequence != 0:
-                return Errors.UNKNOWN_PRODUCER_ID, None
-            return Errors.NONE, None
+            return Errors.NONE, None  # no state for this producer: any first sequence
         if h.producer_epoch < e.producer_epoch:
             return Errors.INVALID_PRODUCER_EPOCH, None
         if h.producer_epoch > e.producer_epoch:
             if h.base_sequence != 0:
                 return Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, None
             return Errors.NONE, None
-        last_sequence = h.base_sequence + h.last_offset_delta
+        last_sequence = last_sequence_of(h)
         for b in e.batches:
             if b.first_sequence == h.base_sequence and b.last_sequence == last_sequence:
                 return Errors.DUPLICATE_SEQUENCE_NUMBER, b
-        expected = e.batches[-1].last_sequence + 1 if e.batches else 0
+        expected = next_sequence(e.batches[-1].last_sequence) if e.batches else 0
         if h.base_sequence != expected:
             return Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, None
         return Errors.NONE, None
 
-    def check_marker(self, producer_id: int, producer_epoch: int) -> Errors:
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int = -1) -> Errors:
+        """A marker's fencing (Kafka's ProducerAppendInfo.appendEndTxnMarker): an older producer
+        epoch, then a marker from an older transaction coordinator than the last one's."""
         e = self.producers.get(producer_id)
         if e is not None and producer_epoch < e.producer_epoch:
             return Errors.INVALID_PRODUCER_EPOCH
+        if e is not None and 0 <= coordinator_epoch < e.coordinator_epoch:
+            return Errors.TRANSACTION_COORDINATOR_FENCED
         return Errors.NONE
+
+    def start_verification(self, producer_id: int) -> int:
+        self._last_guard += 1
+        self.verification_guards[producer_id] = self._last_guard
+        return self._last_guard
+
+    def guard_holds(self, producer_id: int, guard: int) -> bool:
+        """Whether no marker for the producer came since its verification ``guard`` started."""
+        return self.verification_guards.get(producer_id) == guard
 
     def txn_open(self, producer_id: int) -> bool:
         e = self.producers.get(producer_id)
@@ -125,6 +157,8 @@ class ProducerStateManager:
             elif h.producer_epoch > e.producer_epoch:
                 e.producer_epoch = h.producer_epoch  # a fencing bump: sequences restart
                 e.batches.clear()
+            e.coordinator_epoch = rec.control_coordinator_epoch(batch)
+            self.verification_guards.pop(h.producer_id, None)
             first, e.txn_first_offset = e.txn_first_offset, -1
             if first >= 0:
                 if not commit:
@@ -134,10 +168,11 @@ class ProducerStateManager:
         if e is None or h.producer_epoch > e.producer_epoch:
             first = e.txn_first_offset if e is not None else -1
             e = self.producers[h.producer_id] = ProducerEntry(h.producer_epoch, txn_first_offset=first)
-        e.batches.append(BatchMetadata(h.base_sequence, h.base_sequence + h.last_offset_delta,
+        e.batches.append(BatchMetadata(h.base_sequence, last_sequence_of(h),
                                        h.base_offset, h.last_offset))
         if h.is_transactional and e.txn_first_offset < 0:
             e.txn_first_offset = h.base_offset
+            self.verification_guards.pop(h.producer_id, None)  # the transaction is open here now
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the earliest transaction that is open, or whose marker is not

@@ -335,6 +335,10 @@ def leader_epoch_of(batch: bytes) -> int:
     return _INT32.unpack_from(batch, 12)[0]
 
 
+def max_timestamp_of(batch: bytes) -> int:
+    return _BASE_OFFSET.unpack_from(batch, 35)[0]
+
+
 def producer_id_of(batch: bytes) -> int:
     return _BASE_OFFSET.unpack_from(batch, 43)[0]
 
@@ -370,6 +374,15 @@ def control_is_commit(batch: bytes) -> bool:
     if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
         raise CorruptRecordError(f"unknown control record type {kind}")
     return kind == CONTROL_COMMIT
+
+
+def control_coordinator_epoch(batch: bytes) -> int:
+    """For a control batch: the coordinator epoch its marker carries."""
+    records = decode_records(batch)
+    value = records[0].value if records else None
+    if value is None or len(value) < _CONTROL_VALUE.size:
+        raise CorruptRecordError("a control record without a control value")
+    return _CONTROL_VALUE.unpack_from(value)[1]
 
 
 # ---------------------------------------------------------------- full decoding (clients)

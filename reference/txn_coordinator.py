@@ -326,7 +326,10 @@ class TransactionCoordinator:
                 error = Errors.NONE  # a pending write does not change the partition set
             if error is Errors.NONE and (meta is None or meta.state != ONGOING
                                          or not set(req.partitions) <= meta.partitions):
-                error = Errors.INVALID_TXN_STATE
+                # Kafka's TransactionCoordinator answers a partition that is not in the
+                # transaction with TRANSACTION_ABORTABLE (the broker tells older producers
+                # INVALID_TXN_STATE instead: reference/server/gateway.py)
+                error = Errors.TRANSACTION_ABORTABLE
             answer(error)
             return
         self._add(now_ms, meta, error, frozenset(req.partitions), answer)
@@ -449,8 +452,10 @@ class TransactionCoordinator:
             del m.in_flight[resp.correlation_id]
             retry = False
             for tp, error in resp.errors:
-                if error in (Errors.NONE, Errors.INVALID_PRODUCER_EPOCH):
-                    # INVALID_PRODUCER_EPOCH: a newer epoch already wrote its marker there
+                if error in (Errors.NONE, Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED):
+                    # INVALID_PRODUCER_EPOCH: a newer epoch already wrote its marker there;
+                    # TRANSACTION_COORDINATOR_FENCED: a newer coordinator did (docs/kafka.md,
+                    # marker-error-handling: Kafka stops sending and leaves the state as it is)
                     m.remaining.discard(tp)
                 else:
                     retry = True

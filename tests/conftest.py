@@ -1,8 +1,14 @@
-"""Fixtures shared by every test directory: one Spark session per test run."""
+"""Fixtures shared by every test directory: one Spark session per test run, and Apache Kafka's
+jars (fetched once into the cache, with the Java client driver built) for the tests marked
+``kafka``."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+KAFKA_SKIP_HINT = "skip the Apache Kafka tests with -m 'not kafka'"
 
 
 @pytest.fixture(scope="session")
@@ -12,3 +18,30 @@ def spark():
     session = get_spark(app_name="kafkacheck-tests", shuffle_partitions=2)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_dist():
+    """Apache Kafka (the default version) in the cache, and the Java client driver built.
+
+    Without Java or Maven the tests that need them are skipped with the reason, unless
+    KAFKACHECK_REQUIRE_KAFKA is set (CI sets it): then they fail, so that a CI machine
+    without Java never passes by skipping."""
+    from kafkacheck.conform.java import build_driver
+    from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable
+
+    dist = KafkaDist()
+    try:
+        build_driver(dist, log=lambda *a: None)
+    except KafkaUnavailable as e:
+        if os.environ.get("KAFKACHECK_REQUIRE_KAFKA"):
+            pytest.fail(f"{e} (KAFKACHECK_REQUIRE_KAFKA is set)")
+        pytest.skip(f"{e}; {KAFKA_SKIP_HINT}")
+    return dist
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if KAFKA_SKIP_HINT in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} Apache Kafka test(s) skipped: Java 17+ and Maven are needed "
+                                    f"to run Apache Kafka ({KAFKA_SKIP_HINT} to leave them out on purpose)")

@@ -1,7 +1,8 @@
 """``kafkacheck conform``: the conformance suite against a real broker over TCP.
 
 * :mod:`~kafkacheck.conform.targets` -- the broker (``--bootstrap``, ``--spawn reference``,
-  ``--spawn tansu``) and the APIs it advertises;
+  ``--spawn tansu``, ``--spawn kafka``) and the APIs it advertises;
+* :mod:`~kafkacheck.conform.kafka` -- Apache Kafka's jars from Maven Central and a KRaft cluster;
 * :mod:`~kafkacheck.conform.clients` -- kafka-python and confluent-kafka behind one small
   interface, every call with a timeout;
 * :mod:`~kafkacheck.conform.cases` -- the catalogue of cases, each a documented guarantee;
@@ -11,23 +12,46 @@
 from __future__ import annotations
 
 import datetime
+import signal
 import sys
 from pathlib import Path
 
 EXIT_PASS, EXIT_FAIL, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 3
+DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.conform.kafka.DEFAULT_VERSION, without importing it
 
 
 def cmd_conform(args) -> int:
+    # kill PID (SIGTERM) stops the brokers and clients kafkacheck started, as Ctrl-C does
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _conform(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _conform(args) -> int:
     from rich.console import Console
 
     from kafkacheck.cli import UsageError
     from kafkacheck.conform import cases as catalogue
     from kafkacheck.conform.clients import CLIENTS
+    from kafkacheck.conform.kafka import KafkaUnavailable
     from kafkacheck.conform.report import Entry, Report, print_table, write_html, write_json, write_junit
     from kafkacheck.conform.targets import TargetError, external, parse_bootstrap, spawn
 
     if (args.bootstrap is None) == (args.spawn is None):
-        raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu")
+        raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu|kafka")
+    if args.spawn == "kafka" or args.client == "java":
+        from kafkacheck.conform.kafka import check_version
+        try:
+            check_version(args.kafka_version)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    if args.spawn == "kafka":
+        if args.brokers not in (1, 3):
+            raise UsageError("--spawn kafka runs 1 node or 3 (each broker and controller): --brokers 1 or 3")
+    elif args.kafka_version != DEFAULT_KAFKA_VERSION and args.client != "java":
+        raise UsageError("--kafka-version goes with --spawn kafka or --client java")
     if args.bootstrap is not None:
         try:
             parse_bootstrap(args.bootstrap)
@@ -73,15 +97,18 @@ def cmd_conform(args) -> int:
                   f"target: {args.bootstrap}")
     try:
         proxied = args.workload != "none" and any(f in NETWORK_FAULTS for f in faults)
-        target = (spawn(args.spawn, out / "broker", args.brokers, proxied, bugs) if args.spawn
+        target = (spawn(args.spawn, out / "broker", args.brokers, proxied, bugs, args.kafka_version,
+                        log=console.print) if args.spawn
                   else external(args.bootstrap))
-    except TargetError as e:
+    except (TargetError, KafkaUnavailable) as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return EXIT_UNKNOWN
     try:
         try:
             target.probe()
-        except TargetError as e:
+            if args.client == "java":
+                _start_java(args, out, console)
+        except (TargetError, KafkaUnavailable) as e:
             print(f"kafkacheck: error: {e}", file=sys.stderr)
             return EXIT_UNKNOWN
         try:
@@ -90,19 +117,23 @@ def cmd_conform(args) -> int:
             raise UsageError(f"--client {args.client} is not installed: {e}") from None
         report = Report(target.name if args.spawn else "external", target.bootstrap, client.name,
                         datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                        {str(k): list(v) for k, v in sorted(target.apis.items())})
-        ctx = catalogue.Context(client, target.brokers, target.apis)
+                        {str(k): list(v) for k, v in sorted(target.apis.items())},
+                        target_version=target.version or "unknown", brokers=target.brokers)
+        ctx = catalogue.Context(client, target.brokers, target.apis, target)
         console.print(f"bootstrap {target.bootstrap}; {len(target.apis)} APIs advertised; "
                       f"{len(selected)} cases with {client.name}")
         for i, case in enumerate(selected, 1):
             with console.status(f"[{i}/{len(selected)}] {case.name}"):
                 outcome, seconds = catalogue.run_case(case, ctx)
             console.print(f"[{i}/{len(selected)}] {case.name}: {outcome.status} ({seconds:.1f} s)")
-            report.entries.append(Entry("case", case.name, case.guarantee, case.source, outcome.status,
+            report.entries.append(Entry("case", case.name, case.guarantee, case.reference, outcome.status,
                                         outcome.evidence, round(seconds, 3), outcome.details))
         if args.workload != "none":
             _run_workload(args, target, client, out, report, console)
     finally:
+        if args.client == "java":
+            from kafkacheck.conform.java import stop_driver
+            stop_driver()
         target.close()
     print_table(report, console)
     write_json(report, out / "report.json")
@@ -110,6 +141,20 @@ def cmd_conform(args) -> int:
     write_html(report, out / "report.html")
     console.print(f"wrote {out / 'report.json'}, {out / 'junit.xml'}, {out / 'report.html'}")
     return EXIT_PASS if report.verdict == "pass" else EXIT_FAIL
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _start_java(args, out: Path, console) -> None:
+    """The Java client driver, built against the jars of --kafka-version (fetched if needed)."""
+    from kafkacheck.conform.java import build_driver, use_driver
+    from kafkacheck.conform.kafka import KafkaDist
+
+    dist = KafkaDist(args.kafka_version)
+    build_driver(dist, console.print)
+    use_driver(dist, out / "java-client.log")
 
 
 def _run_workload(args, target, client, out: Path, report, console) -> None:

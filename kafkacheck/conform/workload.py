@@ -22,7 +22,7 @@ which the client is rebuilt under a new process id. The workloads:
   transaction (``sendOffsetsToTransaction``); after an abort or an unknown outcome it rewinds
   to the committed offsets. At the end a ``committed`` op reads the group's offsets;
 * ``compaction``: keyed updates (a few record keys per partition, about one in eight a
-  tombstone) to a compacted topic with small segments; consumers sometimes seek back to the
+  tombstone) to a compacted topic whose segments roll every 100 ms; consumers sometimes seek back to the
   beginning to see what the cleaner left;
 * ``groups``: a producer writes every partition while members of one consumer group
   (subscribe, the range assignor) poll, commit the positions they reached (with the
@@ -71,8 +71,9 @@ EOS_GROUP = "kafkacheck-eos"
 SOURCE_SHIFT = 1 << 24  # an eos output value: input * SOURCE_SHIFT + attempt
 RECORD_KEYS = 6  # compaction: record keys per partition
 TOMBSTONE_P = 0.125
-COMPACTED_CONFIGS = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "2048",
-                     "segment.ms": "100", "delete.retention.ms": "600000"}
+# segments roll by time: Kafka 4.0 refuses segment.bytes below 1 MiB (KIP-1030)
+COMPACTED_CONFIGS = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "100",
+                     "delete.retention.ms": "600000"}
 
 
 class History:
@@ -310,6 +311,14 @@ class _Poller:
             self.c.close()
 
 
+def commit_refused(error: str) -> bool:
+    """Whether a failed group commit was certainly refused (the member was fenced, its
+    generation is old or a rebalance is on), as opposed to an unknown outcome."""
+    text = error.upper().replace(" ", "_")
+    return any(w in text for w in ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER", "REBALANCE_IN_PROGRESS", "FENCED_INSTANCE",
+                                   "COMMITFAILED", "ILLEGALGENERATION"))
+
+
 def confluent_generation(metadata: bytes) -> int:
     """The generation in librdkafka's serialised consumer group metadata ("CGMDv2:" and an
     int32 copied in the host's byte order); -1 when unknown."""
@@ -318,7 +327,7 @@ def confluent_generation(metadata: bytes) -> int:
     return -1
 
 
-class _Member:
+class GroupMember:
     """A consumer-group member: subscribe, poll, commit; rebalance callbacks go to ``log``."""
 
     def __init__(self, kind: str, bootstrap: str, topic: str, group: str, timeout_s: float) -> None:
@@ -365,14 +374,18 @@ class _Member:
         return -1
 
     def _assigned(self, tps) -> None:
-        keys = {f"{tp.topic}:{tp.partition}" for tp in tps}
-        self.generation = self._current_generation()
+        self.assigned_keys({f"{tp.topic}:{tp.partition}" for tp in tps}, self._current_generation())
+
+    def _revoked(self, tps, lost: bool) -> None:
+        self.revoked_keys({f"{tp.topic}:{tp.partition}" for tp in tps}, lost)
+
+    def assigned_keys(self, keys: set[str], generation: int) -> None:
+        self.generation = generation
         self.owned = keys  # eager (range): the whole assignment
         self.log.append({"type": "assigned", "keys": sorted(keys), "generation": self.generation,
                          "owned": sorted(self.owned)})
 
-    def _revoked(self, tps, lost: bool) -> None:
-        keys = {f"{tp.topic}:{tp.partition}" for tp in tps}
+    def revoked_keys(self, keys: set[str], lost: bool) -> None:
         entry: dict = {"type": "revoked", "keys": sorted(keys), "generation": self.generation}
         if lost:
             entry["lost"] = "lost"
@@ -385,17 +398,19 @@ class _Member:
         out, self.log = self.log, []
         return out
 
+    def _fetch(self) -> list[tuple[str, int, int, int | None]]:
+        """One poll of the client: (topic, partition, offset, value); callbacks run in it."""
+        if self.kind == "confluent":
+            return [(m.topic(), m.partition(), m.offset(), _decode(m.value())) for m in self.c.consume(200, 0.5)
+                    if m.error() is None]
+        return [(tp.topic, tp.partition, m.offset, _decode(m.value))
+                for tp, ms in self.c.poll(500, max_records=200).items() for m in ms]
+
     def poll(self) -> dict[str, list[list]]:
         out: dict[str, list[list]] = {}
-        if self.kind == "confluent":
-            msgs = [(m.topic(), m.partition(), m.offset(), m.value()) for m in self.c.consume(200, 0.5)
-                    if m.error() is None]
-        else:
-            msgs = [(tp.topic, tp.partition, m.offset, m.value)
-                    for tp, ms in self.c.poll(500, max_records=200).items() for m in ms]
-        for t, p, off, v in msgs:
+        for t, p, off, v in self._fetch():
             key = f"{t}:{p}"
-            out.setdefault(key, []).append([off, _decode(v)])
+            out.setdefault(key, []).append([off, v])
             if key in self.owned:
                 self.positions[key] = off + 1
         return out
@@ -417,16 +432,42 @@ class _Member:
                 self.c.commit({TopicPartition(k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1])): OffsetAndMetadata(o, "", -1)
                                for k, o in offsets.items()})
         except Exception as e:
-            text = str(e)
-            fenced = any(w in text.upper().replace(" ", "_") for w in
-                         ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER", "REBALANCE_IN_PROGRESS", "FENCED_INSTANCE",
-                          "COMMITFAILED")) or type(e).__name__ in ("CommitFailedError", "IllegalGenerationError")
-            return (text or type(e).__name__)[:80], fenced
+            text = str(e) or type(e).__name__
+            return text[:80], commit_refused(f"{type(e).__name__} {text}")
         return None, True
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.c.close()
+
+
+def make_sender(kind: str, bootstrap: str, timeout_s: float, idempotent: bool):
+    if kind == "java":
+        from kafkacheck.conform.java import JavaSender
+        return JavaSender(bootstrap, timeout_s, idempotent)
+    return _Sender(kind, bootstrap, timeout_s, idempotent)
+
+
+def make_txn_sender(kind: str, bootstrap: str, txn_id: str, timeout_s: float):
+    if kind == "java":
+        from kafkacheck.conform.java import JavaTxnSender
+        return JavaTxnSender(bootstrap, txn_id, timeout_s)
+    return _TxnSender(kind, bootstrap, txn_id, timeout_s)
+
+
+def make_poller(kind: str, bootstrap: str, tps: list[tuple[str, int]], timeout_s: float,
+            isolation: str = "read_uncommitted", group: str | None = None, keyed: bool = False):
+    if kind == "java":
+        from kafkacheck.conform.java import JavaPoller
+        return JavaPoller(bootstrap, tps, timeout_s, isolation, group, keyed)
+    return _Poller(kind, bootstrap, tps, timeout_s, isolation, group, keyed)
+
+
+def make_member(kind: str, bootstrap: str, topic: str, group: str, timeout_s: float) -> GroupMember:
+    if kind == "java":
+        from kafkacheck.conform.java import JavaMember
+        return JavaMember(bootstrap, topic, group, timeout_s)
+    return GroupMember(kind, bootstrap, topic, group, timeout_s)
 
 
 # ---------------------------------------------------------------- the workloads
@@ -451,7 +492,7 @@ class _Run:
         self.healed = threading.Event()  # groups: faults healed, members converge
         self.done = threading.Event()  # groups: members stop
         self.member_state: dict[int, tuple[int, int, frozenset]] = {}  # member -> (process, generation, owned)
-        self.stopped_members: list[_Member] = []  # groups: closed after the last member stopped
+        self.stopped_members: list[GroupMember] = []  # groups: closed after the last member stopped
 
     def next_value(self, key: str) -> int:
         with self.lock:
@@ -468,7 +509,7 @@ class _Run:
         h, rng, topic = self.h, self.rng, self.topic
         idempotent = self.workload != "queue"
         process = h.new_process()
-        sender = _Sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
+        sender = make_sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
         while not self.stop.is_set():
             p = rng.randrange(PARTITIONS)
             key = f"{topic}:{p}"
@@ -490,12 +531,12 @@ class _Run:
             if not definite:  # unknown outcome: a new client under a new process
                 sender.close()
                 process = h.new_process()
-                sender = _Sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
+                sender = make_sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
         sender.close()
 
     def _txn_sender(self, txn_id: str) -> _TxnSender | None:
         try:
-            return _TxnSender(self.kind, self.target.bootstrap, txn_id, self.timeout_s)
+            return make_txn_sender(self.kind, self.target.bootstrap, txn_id, self.timeout_s)
         except Exception:
             time.sleep(0.5)
             return None
@@ -566,7 +607,7 @@ class _Run:
                 continue
             if poller is None:  # (re)start at the group's committed offsets
                 try:
-                    poller = _Poller(self.kind, self.target.bootstrap, inputs, self.timeout_s, "read_committed",
+                    poller = make_poller(self.kind, self.target.bootstrap, inputs, self.timeout_s, "read_committed",
                                      group=EOS_GROUP)
                 except Exception:
                     time.sleep(0.5)
@@ -638,7 +679,7 @@ class _Run:
         process = h.new_process()
 
         def fresh() -> _Poller:
-            poller = _Poller(self.kind, self.target.bootstrap, tps, self.timeout_s, self.isolation, keyed=self.keyed)
+            poller = make_poller(self.kind, self.target.bootstrap, tps, self.timeout_s, self.isolation, keyed=self.keyed)
             h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
             h.op(process, "ok", "assign", keys, seek_to_beginning=True)
             return poller
@@ -666,9 +707,9 @@ class _Run:
         h, rng, keys = self.h, self.rng, self.keys()
         process = h.new_process()
 
-        def join() -> _Member | None:
+        def join() -> GroupMember | None:
             try:
-                member = _Member(self.kind, self.target.bootstrap, self.topic, self.group, self.timeout_s)
+                member = make_member(self.kind, self.target.bootstrap, self.topic, self.group, self.timeout_s)
             except Exception:
                 time.sleep(0.5)
                 return None
@@ -898,7 +939,7 @@ def _final_read(run: _Run, tps: list[tuple[str, int]], end_offsets: dict[str, in
     h = run.h
     process = h.new_process()
     keys = [f"{t}:{p}" for t, p in tps]
-    reader = _Poller(run.kind, run.target.bootstrap, tps, run.timeout_s, run.isolation, keyed=run.keyed)
+    reader = make_poller(run.kind, run.target.bootstrap, tps, run.timeout_s, run.isolation, keyed=run.keyed)
     h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
     h.op(process, "ok", "assign", keys, seek_to_beginning=True)
     positions = {k: 0 for k in keys}
@@ -977,8 +1018,9 @@ def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, sto
 def _end_offsets(kind: str, bootstrap: str, topic: str, timeout_s: float, isolation: str,
                  deadline: float) -> tuple[dict[str, int], dict[str, str]]:
     """Every partition's end offset, asked again until `deadline` (time.monotonic()) for those
-    the broker could not answer yet (right after a restart leadership may still move); the
-    end offsets, and the last error of every partition still without one."""
+    the broker could not answer yet (right after a restart leadership may still move) or, with
+    read_committed, whose last stable offset is still below the high watermark; the end
+    offsets, and the last error of every partition still without one."""
     from kafkacheck.conform.clients import CLIENTS
 
     client = CLIENTS[kind](bootstrap, timeout_s)
@@ -991,10 +1033,23 @@ def _end_offsets(kind: str, bootstrap: str, topic: str, timeout_s: float, isolat
             offs = client.offsets(topic, p, isolation)
             if isinstance(offs, str):
                 errors[key] = offs
-            else:
-                out[key] = offs[1]
-                errors.pop(key, None)
-                pending.remove(p)
+                continue
+            if isolation == "read_committed":
+                # the read_committed end is the last stable offset: below the high watermark
+                # while a transaction is open (one whose producer vanished stays open until
+                # the coordinator times it out and aborts it), and committed records past it
+                # cannot be read yet
+                high = client.offsets(topic, p, "read_uncommitted")
+                if isinstance(high, str):
+                    errors[key] = high
+                    continue
+                if offs[1] < high[1]:
+                    errors[key] = (f"the last stable offset {offs[1]} is below the high watermark {high[1]}: "
+                                   "a transaction is still open")
+                    continue
+            out[key] = offs[1]
+            errors.pop(key, None)
+            pending.remove(p)
         if not pending or time.monotonic() >= deadline:
             return out, errors
         time.sleep(0.5)

@@ -79,10 +79,10 @@ _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _CLOSE = object()
 
 # topic configs the engine applies, and those it accepts without acting on them
-TOPIC_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes",
+TOPIC_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes", "segment.ms",
                  "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
                  "delete.retention.ms", "min.insync.replicas")
-IGNORED_TOPIC_CONFIGS = ("segment.ms", "compression.type", "message.timestamp.type",
+IGNORED_TOPIC_CONFIGS = ("compression.type", "message.timestamp.type",
                          "max.message.bytes", "file.delete.delay.ms", "flush.messages", "flush.ms",
                          "unclean.leader.election.enable",
                          "message.downconversion.enable", "index.interval.bytes",
@@ -362,6 +362,8 @@ async def produce(c: Connection, req: Any, v: int) -> dict | None:
             error, base, start = (r if r is not None else Errors.REQUEST_TIMED_OUT), -1, -1
         else:
             error, base, start = r.error, r.base_offset, r.log_start_offset
+        if error is Errors.TRANSACTION_ABORTABLE and v < 11:
+            error = Errors.INVALID_TXN_STATE  # what producers before Produce v11 expect (as Kafka)
         return {"index": index, "error_code": _e(error), "base_offset": base, "log_append_time_ms": -1,
                 "log_start_offset": start, "record_errors": [], "error_message": None}
 
@@ -389,6 +391,13 @@ async def fetch(c: Connection, req: Any, v: int) -> dict:
             entry = {"partition_index": fp.tp.partition, "error_code": _e(Errors.REQUEST_TIMED_OUT),
                      "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
                      "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+        elif r.error is not Errors.NONE:  # Kafka answers an error without offsets
+            entry = {"partition_index": fp.tp.partition, "error_code": _e(r.error),
+                     "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                     # a partition Kafka does not know is refused before any read (an empty
+                     # list); a failed read has no aborted transactions (null)
+                     "aborted_transactions": [] if r.error is Errors.UNKNOWN_TOPIC_OR_PARTITION else None,
+                     "preferred_read_replica": -1, "records": b""}
         else:
             entry = {"partition_index": fp.tp.partition, "error_code": _e(r.error),
                      "high_watermark": r.high_watermark,
@@ -479,9 +488,13 @@ async def create_topics(c: Connection, req: Any, v: int) -> dict:
                 f"replication factor {rf} with {live} live brokers"
         elif (why := validate_topic_configs(configs)) is not None:
             error, message = Errors.INVALID_CONFIG, why
+        # v5+ (KIP-525): the new topic's configs; the Java AdminClient needs the list
         entry = {"name": t.name, "topic_id": protocol.topic_id(t.name), "error_code": _e(error),
                  "error_message": message, "num_partitions": partitions, "replication_factor": rf,
-                 "configs": None}
+                 "configs": [{"name": n, "value": val, "read_only": False, "config_source": src, "is_sensitive": False}
+                             for n, val, src in _topic_config_entries(configs)]}
+        if error is not Errors.NONE:  # Kafka tells nothing of a topic it refused
+            entry.update(num_partitions=-1, replication_factor=-1, configs=[])
         results.append(entry)
         if error is Errors.NONE and not req.validate_only:
             cfg = tuple(sorted((k, v) for k, v in configs.items() if k in TOPIC_CONFIGS))
@@ -492,6 +505,8 @@ async def create_topics(c: Connection, req: Any, v: int) -> dict:
             entry["error_code"], entry["error_message"] = _e(Errors.REQUEST_TIMED_OUT), "the controller did not answer"
         elif r.error is not Errors.NONE:
             entry["error_code"], entry["error_message"] = _e(r.error), r.error.name
+        if entry["error_code"]:
+            entry.update(num_partitions=-1, replication_factor=-1, configs=[])
     wait = max(req.timeout_ms, 0) / 1000
     await asyncio.gather(*(c._await_topic(e["name"], True, wait) for e, _ in created if e["error_code"] == 0))
     return {"throttle_time_ms": 0, "topics": results}
@@ -549,10 +564,11 @@ def _topic_config_entries(configs: dict[str, str]) -> list[tuple[str, str | None
         "max.compaction.lag.ms": "-1" if base.max_compaction_lag_ms is None else str(base.max_compaction_lag_ms),
         "delete.retention.ms": str(base.delete_retention_ms),
     }
-    if "min.insync.replicas" in configs:
-        defaults["min.insync.replicas"] = configs["min.insync.replicas"]
+    for name in ("min.insync.replicas", "segment.ms"):  # listed when the topic sets them
+        if name in configs:
+            defaults[name] = configs[name]
     return [(name, configs.get(name, default), SOURCE_TOPIC if name in configs else SOURCE_DEFAULT)
-            for name, default in defaults.items()]
+            for name, default in sorted(defaults.items())]
 
 
 async def describe_configs(c: Connection, req: Any, v: int) -> dict:
@@ -629,7 +645,8 @@ async def join_group(c: Connection, req: Any, v: int) -> dict:
                       group_instance_id=req.group_instance_id if v >= 5 else None,
                       session_timeout_ms=req.session_timeout_ms,
                       rebalance_timeout_ms=req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
-                      protocols=tuple((p.name, p.metadata) for p in req.protocols))
+                      protocols=tuple((p.name, p.metadata) for p in req.protocols),
+                      require_known_member_id=v >= 4)
     if r is None:
         return {"throttle_time_ms": 0, "error_code": _e(Errors.REQUEST_TIMED_OUT), "generation_id": -1,
                 "protocol_type": None, "protocol_name": "" if v < 7 else None, "leader": "",
@@ -685,6 +702,8 @@ async def offset_commit(c: Connection, req: Any, v: int) -> dict:
                       generation_id=req.generation_id_or_member_epoch, member_id=req.member_id,
                       offsets=offsets)
     error = Errors.REQUEST_TIMED_OUT if r is None else r.error
+    if error is Errors.TRANSACTION_ABORTABLE and v < 5:
+        error = Errors.INVALID_TXN_STATE  # what producers before TxnOffsetCommit v5 expect (as Kafka)
     return {"throttle_time_ms": 0, "topics": _offsets_reply(
         [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics], error)}
 
@@ -788,8 +807,11 @@ async def txn_offset_commit(c: Connection, req: Any, v: int) -> dict:
     r = await c.local(TxnOffsetCommitRequest, 30.0, transactional_id=req.transactional_id, group_id=req.group_id,
                       producer_id=req.producer_id, producer_epoch=req.producer_epoch, offsets=offsets,
                       generation_id=req.generation_id if v >= 3 else -1,
-                      member_id=req.member_id if v >= 3 else "")
+                      member_id=req.member_id if v >= 3 else "",
+                      group_instance_id=req.group_instance_id if v >= 3 else None)
     error = Errors.REQUEST_TIMED_OUT if r is None else r.error
+    if error is Errors.TRANSACTION_ABORTABLE and v < 5:
+        error = Errors.INVALID_TXN_STATE  # what producers before TxnOffsetCommit v5 expect (as Kafka)
     return {"throttle_time_ms": 0, "topics": _offsets_reply(
         [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics], error)}
 

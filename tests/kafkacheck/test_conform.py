@@ -142,3 +142,33 @@ def test_end_offsets_are_asked_again_until_the_broker_answers(monkeypatch):
     ends, errors = workload._end_offsets("flaky", "127.0.0.1:1", "t", 1.0, "read_uncommitted",
                                          workload.time.monotonic())
     assert "t:2" not in ends and errors == {"t:2": "timed out"}
+
+
+def test_read_committed_end_offsets_wait_for_open_transactions_to_end(monkeypatch):
+    """With read_committed the end is the last stable offset; while a transaction whose
+    producer vanished is still open it stays below the high watermark, and committed records
+    past it cannot be read yet. The final read must wait for it (Kafka aborts the transaction
+    when it times out), not stop there and report those records lost."""
+    from kafkacheck.conform import clients, workload
+
+    stable = {0: [3, 3, 9]}  # partition 0: an open transaction holds the LSO at 3 twice
+
+    class Transactional:
+        def __init__(self, bootstrap, timeout_s):
+            pass
+
+        def offsets(self, topic, partition, isolation):
+            if isolation == "read_uncommitted":
+                return 0, 9
+            queue = stable.get(partition)
+            return 0, (queue.pop(0) if queue else 9)
+
+    monkeypatch.setitem(clients.CLIENTS, "txnal", Transactional)
+    monkeypatch.setattr(workload.time, "sleep", lambda s: None)
+    ends, errors = workload._end_offsets("txnal", "127.0.0.1:1", "t", 1.0, "read_committed",
+                                         workload.time.monotonic() + 60)
+    assert ends == {f"t:{p}": 9 for p in range(4)} and errors == {}
+    stable[1] = [3] * 1000
+    ends, errors = workload._end_offsets("txnal", "127.0.0.1:1", "t", 1.0, "read_committed",
+                                         workload.time.monotonic())
+    assert "t:1" not in ends and "transaction is still open" in errors["t:1"]

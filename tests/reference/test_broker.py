@@ -127,6 +127,40 @@ def test_acks_all_below_min_insync_replicas_is_refused_before_the_append():
     assert r.replies(ProduceResponse)[0].error is Errors.NONE
 
 
+def test_min_insync_replicas_above_the_replication_factor_counts_as_the_replication_factor():
+    """KAFKA-15583 (Kafka 3.7): the effective min ISR is min(min.insync.replicas, RF), for the
+    admission of acks=all and for the high watermark alike."""
+    r = Router(min_isr=2)
+    one = TopicPartition("one", 0)
+    r.request(0, CreateTopicsRequest(2, "one", 1, 1, (("min.insync.replicas", "3"),)))
+    for _ in range(5):
+        r.tick(200)
+    leader = next(b for b in (1, 2, 3) if one in r.nodes[b].partitions and r.nodes[b].partitions[one].is_leader)
+    assert r.nodes[leader].partitions[one].effective_min_isr == 1
+    r.request(leader, ProduceRequest(3, -1, 5_000, one, batch(b"a")))
+    for _ in range(3):
+        r.tick(10)
+    [resp] = r.replies(ProduceResponse)
+    assert resp.error is Errors.NONE and r.nodes[leader].partitions[one].log.high_watermark == 1
+    state = r.nodes[0].partitions[one]
+    assert r.nodes[0].effective_min_isr(state) == 1
+
+
+def test_a_topics_min_insync_replicas_decides_admission_over_the_brokers():
+    r = Router(min_isr=1)
+    strict = TopicPartition("strict", 0)
+    r.request(0, CreateTopicsRequest(2, "strict", 1, 3, (("min.insync.replicas", "3"),)))
+    for _ in range(5):
+        r.tick(200)
+    leader = next(b for b in (1, 2, 3) if r.nodes[b].partitions[strict].is_leader)
+    r.blocked = {b for b in (1, 2, 3) if b != leader}
+    for _ in range(120):
+        r.tick(500)
+    assert len(r.nodes[0].partitions[strict].isr) < 3
+    r.request(leader, ProduceRequest(4, -1, 5_000, strict, batch(b"a")))
+    assert r.replies(ProduceResponse)[0].error is Errors.NOT_ENOUGH_REPLICAS
+
+
 def test_consumers_never_read_at_or_above_the_high_watermark():
     r = Router()
     r.blocked = {2, 3}

@@ -137,9 +137,22 @@ def test_offsets_by_timestamp():
     for i in range(5):
         write(log, b"k", b"v", ts=1_000 + i * 10)
     log.high_watermark = 5
-    assert log.offset_for_timestamp(1_015) == (2, 1_020)
-    assert log.offset_for_timestamp(0) == (0, 1_000)
-    assert log.offset_for_timestamp(9_999) is None
+    epoch = log.epochs[-1][0]
+    assert log.offset_for_timestamp(1_015, 5) == (2, 1_020, epoch)
+    assert log.offset_for_timestamp(0, 5) == (0, 1_000, epoch)
+    assert log.offset_for_timestamp(9_999, 5) is None
+    assert log.offset_for_timestamp(1_035, 3) is None  # offset 4 is not below the bound
+
+
+def test_max_timestamp_is_the_first_record_with_the_largest_timestamp():
+    """ListOffsets -3 (KIP-734), as Kafka's UnifiedLog answers it."""
+    log = PartitionLog(MemoryStorage(), "t-0")
+    for ts in (1_000, 3_000, 2_000, 3_000):
+        write(log, b"k", b"v", ts=ts)
+    epoch = log.epochs[-1][0]
+    assert log.offset_of_max_timestamp(4) == (1, 3_000, epoch)
+    assert log.offset_of_max_timestamp(1) is None  # not below the high watermark
+    assert PartitionLog(MemoryStorage(), "e-0").offset_of_max_timestamp(10) is None
 
 
 def test_delete_records_and_compacted_topic_rules_on_brokers():

@@ -178,12 +178,45 @@ def test_auto_commit_commits_what_the_application_took_and_a_new_member_resumes_
 
 
 def join(r: Router, dst: int, member_id: str = "", instance: str | None = None,
-         protocols=(("range", b"{}"),), group: str = GROUP):
+         protocols=(("range", b"{}"),), group: str = GROUP, require_known: bool = False):
     from reference.messages import JoinGroupRequest, JoinGroupResponse
 
-    r.request(dst, JoinGroupRequest(80, group, member_id, instance, 3_000, 3_000, protocols))
+    r.request(dst, JoinGroupRequest(80, group, member_id, instance, 3_000, 3_000, protocols, require_known))
     r.tick(10)
     return r.replies(JoinGroupResponse)
+
+
+def coordinator_of(r: Router) -> int:
+    from reference.messages import COORDINATOR_GROUP, FindCoordinatorRequest, FindCoordinatorResponse
+
+    r.request(1, FindCoordinatorRequest(1, GROUP, COORDINATOR_GROUP))
+    return r.replies(FindCoordinatorResponse)[0].node_id
+
+
+def test_a_new_member_first_gets_its_member_id_then_joins_with_it():
+    """KIP-394 (JoinGroup v4+): MEMBER_ID_REQUIRED with the id; only that id joins as new."""
+    r = group_router()
+    c = coordinator_of(r)
+    [first] = join(r, c, require_known=True)
+    assert first.error is Errors.MEMBER_ID_REQUIRED and first.member_id and first.generation_id == -1
+    assert join(r, c, member_id="made-up", require_known=True)[0].error is Errors.UNKNOWN_MEMBER_ID
+    [joined] = join(r, c, member_id=first.member_id, require_known=True)
+    assert joined.error is Errors.NONE and joined.member_id == first.member_id and joined.generation_id == 1
+    # a static member needs no second round: it joins at once (and waits for the rebalance)
+    assert join(r, c, instance="s9", require_known=True) == []
+
+
+def test_the_protocol_is_the_one_most_members_prefer():
+    """Kafka's ClassicGroup.selectProtocol: each member votes for its first choice among the
+    protocols all support; the leader's own preference does not decide."""
+    r = group_router()
+    c = coordinator_of(r)
+    both = (("range", b"{}"), ("roundrobin", b"{}"))
+    [leader] = join(r, c, protocols=both)
+    assert leader.protocol_name == "range"
+    assert join(r, c, protocols=both[::-1]) == [] and join(r, c, protocols=both[::-1]) == []
+    answers = join(r, c, member_id=leader.member_id, protocols=both)
+    assert len(answers) == 3 and {a.protocol_name for a in answers} == {"roundrobin"}
 
 
 def test_group_protocol_error_paths():

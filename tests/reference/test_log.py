@@ -129,3 +129,33 @@ def test_recovery_cuts_a_corrupt_base_offset_on_the_first_batch_too():
     storage.replace(name, bytes(data))
     again = PartitionLog.open(storage, "t-0")
     assert again.log_end_offset == 0 and again.batches() == []
+
+
+def stamped(value: bytes, timestamp_ms: int) -> bytes:
+    return rec.encode_batch([rec.RecordInput(None, value, timestamp=timestamp_ms)])
+
+
+def test_segment_ms_rolls_a_segment_once_a_batch_is_more_than_that_younger_than_its_first():
+    """Kafka's LogSegment.shouldRoll: the time waited is the incoming batch's max timestamp
+    minus the active segment's first batch's; it rolls when that exceeds segment.ms."""
+    storage = MemoryStorage()
+    log = PartitionLog(storage, "t-0", LogConfig(segment_ms=100))
+    for value, ts in ((b"a", 1000), (b"b", 1050), (b"c", 1100), (b"d", 1101), (b"e", 1150), (b"f", 1202)):
+        log.append_as_leader(stamped(value, ts), 0)
+    # a, b, c: c waited exactly 100 ms (not more); d opens a segment at 1101; f waited 101 ms
+    assert [s.base_offset for s in log._segments] == [0, 3, 5]
+    reopened = PartitionLog.open(storage, "t-0", LogConfig(segment_ms=100))
+    assert [s.first_timestamp for s in reopened._segments] == [1000, 1101, 1202]
+    reopened.append_as_leader(stamped(b"g", 1302), 0)
+    assert [s.base_offset for s in reopened._segments] == [0, 3, 5]  # 100 ms after f: not more
+    reopened.append_as_leader(stamped(b"h", 1303), 0)
+    assert [s.base_offset for s in reopened._segments] == [0, 3, 5, 7]
+    assert values(reopened) == [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"]
+
+
+def test_without_segment_ms_only_size_rolls_segments():
+    log = PartitionLog(MemoryStorage(), "t-0", LogConfig())
+    for i, ts in enumerate((0, 10**9, 2 * 10**9)):
+        log.append_as_leader(stamped(b"%d" % i, ts), 0)
+    assert len(log._segments) == 1
+    assert LogConfig.from_topic(LogConfig(), {"segment.ms": "100"}).segment_ms == 100

@@ -222,7 +222,9 @@ def test_a_first_transactional_write_to_a_partition_not_in_the_transaction_is_re
     r = txn_router()
     c = coordinator(r)
     pid, epoch = init(r, c)
-    assert produce(r, pid, epoch, 0, b"x") is Errors.INVALID_TXN_STATE  # never added
+    # never added: Kafka's coordinator answers the verification TRANSACTION_ABORTABLE (the
+    # wire layer tells producers before Produce v11 INVALID_TXN_STATE)
+    assert produce(r, pid, epoch, 0, b"x") is Errors.TRANSACTION_ABORTABLE
     assert produce(r, pid, epoch, 0, b"x", txn_id=None) is Errors.INVALID_TXN_STATE
     assert r.nodes[1].partitions[TP].log.log_end_offset == 0
     bug = txn_router(bugs=frozenset({"txn-unfenced-requests"}))
@@ -424,10 +426,11 @@ def offset_fetch(r: Router, g: int, require_stable: bool = True):
     return resp
 
 
-def txn_offset_commit(r: Router, g: int, pid: int, epoch: int, offset: int) -> Errors:
+def txn_offset_commit(r: Router, g: int, pid: int, epoch: int, offset: int, generation: int = -1,
+                      member: str = "") -> Errors:
     from reference.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
-    r.request(g, TxnOffsetCommitRequest(41, TXN, GROUP_ID, pid, epoch, ((TP, offset),)))
+    r.request(g, TxnOffsetCommitRequest(41, TXN, GROUP_ID, pid, epoch, ((TP, offset),), generation, member))
     settle(r)
     [resp] = r.replies(TxnOffsetCommitResponse)
     return resp.error
@@ -454,7 +457,7 @@ def test_offsets_committed_in_a_transaction_apply_at_its_commit_marker_only():
     assert offset_fetch(r, g).offsets == ((TP, 3),)
     pid, epoch = init(r, c)
     # not part of the transaction yet: the group coordinator's verification refuses it
-    assert txn_offset_commit(r, g, pid, epoch, 5) is Errors.INVALID_TXN_STATE
+    assert txn_offset_commit(r, g, pid, epoch, 5) is Errors.TRANSACTION_ABORTABLE  # (v<5: INVALID_TXN_STATE)
     assert add_offsets(r, c, pid, epoch) is Errors.NONE
     assert txn_offset_commit(r, g, pid, epoch, 5) is Errors.NONE
     assert offset_fetch(r, g).error is Errors.UNSTABLE_OFFSET_COMMIT  # KIP-447
@@ -498,3 +501,58 @@ def test_a_coordinator_without_a_lease_does_not_answer_from_memory():
     for _ in range(5):
         r.tick(500)  # heartbeats renew the lease
     assert offset_fetch(r, g).error is Errors.NONE
+
+
+def test_a_transactional_offset_commit_from_a_stale_member_is_fenced():
+    """KIP-447 (TxnOffsetCommit v3+): a commit that names a generation or a member must come
+    from a current member of the current generation (Kafka's ClassicGroup.validateOffsetCommit);
+    one that names neither is accepted, as before v3."""
+    from reference.messages import JoinGroupRequest, JoinGroupResponse
+
+    r = group_router()
+    c, g = coordinator(r), group_coordinator(r)
+    r.request(g, JoinGroupRequest(50, GROUP_ID, "", None, 10_000, 10_000, (("range", b""),)))
+    settle(r)
+    [joined] = r.replies(JoinGroupResponse)
+    assert joined.error is Errors.NONE
+    pid, epoch = init(r, c)
+    assert add_offsets(r, c, pid, epoch) is Errors.NONE
+    gen, me = joined.generation_id, joined.member_id
+    assert txn_offset_commit(r, g, pid, epoch, 5, gen + 1, me) is Errors.ILLEGAL_GENERATION
+    assert txn_offset_commit(r, g, pid, epoch, 5, gen, "nobody") is Errors.UNKNOWN_MEMBER_ID
+    assert txn_offset_commit(r, g, pid, epoch, 5, gen, me) is Errors.NONE
+    assert txn_offset_commit(r, g, pid, epoch, 6) is Errors.NONE  # names nobody: not fenced
+
+
+def test_a_write_verified_before_the_transaction_ended_is_refused_after_it():
+    """KIP-890 part 1's verification guard: the coordinator confirms the partition is in the
+    transaction, then the transaction ends (its marker lands), then the verified write
+    arrives; appending it would open a transaction nobody ends (a hanging transaction, the
+    class of KAFKA-17754), so the leader refuses it with INVALID_TXN_STATE, as Kafka does."""
+    r = txn_router()
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    assert add(r, c, pid, epoch) is Errors.NONE
+    held: list = []
+
+    def hold_verification(src, dst, msg) -> bool:
+        if isinstance(msg, AddPartitionsToTxnResponse) and dst == 1 and not held:
+            held.append((src, dst, msg))
+            return True
+        return False
+
+    r.drop = hold_verification
+    data = rec.encode_batch([rec.RecordInput(None, b"late")], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=0, transactional=True)
+    r.request(1, ProduceRequest(9, -1, 5_000, TP, data, TXN))
+    assert held and r.replies(ProduceResponse) == []  # verified, the answer held back
+    r.drop = lambda src, dst, msg: False
+    assert end(r, c, pid, epoch, commit=False).error is Errors.NONE
+    settle(r)
+    r.queue.append(held[0])  # the verification's answer arrives after the abort marker
+    r.run()
+    settle(r)
+    [resp] = r.replies(ProduceResponse)
+    assert resp.error is Errors.INVALID_TXN_STATE
+    log = r.nodes[1].partitions[TP].log
+    assert not log.producer_state.txn_open(pid) and lso(r) == log.high_watermark  # nothing hangs

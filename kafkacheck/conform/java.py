@@ -1,0 +1,627 @@
+"""``--client java``: Apache Kafka's own Java client, driven from Python.
+
+Theory of operation
+-------------------
+``java/KafkacheckDriver.java`` is a small program of ours around ``kafka-clients``: it reads
+one JSON request a line on stdin (``{"id", "op", "h", ...}``: create a producer, consumer or
+admin client, or act on one) and answers each on stdout, with the error as Kafka names it
+(``NOT_ENOUGH_REPLICAS: NotEnoughReplicasException: ...``). It is compiled once per Kafka
+version with ``javac`` against the jars of :class:`~kafkacheck.conform.kafka.KafkaDist`, into
+``driver-HASH/`` beside them (HASH: of the source, so an edited driver is built again).
+
+:class:`JavaDriver` is one such process, shared by every thread of a run: calls are matched to
+answers by id, each waits at most its timeout plus a margin, and the process is stopped when
+the run ends (its stdin closes, which ends it too if kafkacheck dies). On it sit the two
+faces the rest of conform knows: :class:`JavaClient` for the cases (the interface of
+:mod:`~kafkacheck.conform.clients`) and the workload handles :class:`JavaSender`,
+:class:`JavaTxnSender`, :class:`JavaPoller` and :class:`JavaMember` (those of
+:mod:`~kafkacheck.conform.workload`). The consumer group protocol is the classic one (the
+Java client's default in 4.x), as for the other two clients.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import hashlib
+import itertools
+import json
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kafkacheck.conform.clients import GroupView, Rec, Sent
+from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, need_tool
+from kafkacheck.conform.workload import GroupMember, commit_refused
+
+SOURCE = Path(__file__).parent / "java" / "KafkacheckDriver.java"
+MAIN_CLASS = "KafkacheckDriver"
+MARGIN_S = 10.0  # how much longer than its own timeout Python waits for an answer
+ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
+             "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+             "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}
+CLIENT_LOG4J = """status = warn
+appender.console.type = Console
+appender.console.name = STDERR
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.console.ref = STDERR
+"""
+
+
+class JavaError(Exception):
+    """The Java client refused or failed; the text starts with Kafka's error name."""
+
+
+def build_driver(dist: KafkaDist, log=print) -> Path:
+    """The compiled driver for ``dist`` (built on first use)."""
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    out = dist.home / f"driver-{digest}"
+    if (out / f"{MAIN_CLASS}.class").exists():
+        return out
+    dist.fetch(log)
+    javac = need_tool("javac", "it builds kafkacheck's Java client driver")
+    tmp = Path(tempfile.mkdtemp(prefix=".driver-", dir=dist.home))
+    try:
+        done = subprocess.run([javac, "-nowarn", "-d", str(tmp), "-cp", dist.classpath(), str(SOURCE)],
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            first = next((x for x in (done.stdout + done.stderr).splitlines() if "error" in x), done.stderr[:300])
+            raise KafkaUnavailable(f"could not build the Java client driver against Kafka {dist.version}: {first}")
+        (tmp / "log4j2.properties").write_text(CLIENT_LOG4J)
+        tmp.rename(out)
+    finally:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+class JavaDriver:
+    """One driver process; :meth:`call` is thread-safe."""
+
+    def __init__(self, dist: KafkaDist, log_path: Path) -> None:
+        self.dist = dist
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.ids = itertools.count(1)
+        self.lock = threading.Lock()
+        self.pending: dict[int, tuple[threading.Event, list]] = {}
+        self.dead: str | None = None
+
+    def start(self) -> None:
+        classes = build_driver(self.dist)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        try:
+            self.proc = subprocess.Popen(
+                [self.dist.java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                 f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
+                 "-cp", f"{self.dist.classpath()}:{classes}", MAIN_CLASS],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        finally:
+            log.close()
+        assert self.proc.stdout is not None
+        first = self.proc.stdout.readline()
+        if not first.startswith(b'{"ready"'):
+            self.close()
+            raise KafkaUnavailable(f"the Java client driver did not start (see {self.log_path})")
+        threading.Thread(target=self._read, name="java-driver", daemon=True).start()
+        atexit.register(self.close)
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                waiter = self.pending.pop(answer.get("id"), None)
+            if waiter is not None:
+                waiter[1].append(answer)
+                waiter[0].set()
+        with self.lock:  # the process ended: nobody waits for ever
+            self.dead = f"the Java client driver exited (see {self.log_path})"
+            for event, _box in self.pending.values():
+                event.set()
+            self.pending.clear()
+
+    def call(self, op: str, timeout_s: float, **fields: Any) -> Any:
+        """Run ``op``; its result, or :class:`JavaError` with the client's error."""
+        event, box = threading.Event(), []
+        with self.lock:
+            if self.dead or self.proc is None:
+                raise JavaError(f"CLIENT_GONE: {self.dead or 'the Java client driver is not running'}")
+            request_id = next(self.ids)
+            self.pending[request_id] = (event, box)
+            line = json.dumps({"id": request_id, "op": op, "timeout_ms": int(timeout_s * 1000), **fields})
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(line.encode() + b"\n")
+                self.proc.stdin.flush()
+            except OSError as e:
+                self.pending.pop(request_id, None)
+                raise JavaError(f"CLIENT_GONE: {e}") from None
+        if not event.wait(timeout_s + MARGIN_S):
+            with self.lock:
+                self.pending.pop(request_id, None)
+            raise JavaError(f"REQUEST_TIMED_OUT: the Java client did not answer {op} within {timeout_s + MARGIN_S:.0f} s")
+        if not box:
+            raise JavaError(f"CLIENT_GONE: {self.dead}")
+        if "error" in box[0]:
+            raise JavaError(box[0]["error"])
+        return box[0].get("ok")
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError):
+            assert proc.stdin is not None
+            proc.stdin.close()  # the driver exits when its stdin ends
+        try:
+            proc.wait(3)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+_driver: JavaDriver | None = None
+_driver_lock = threading.Lock()
+
+
+def use_driver(dist: KafkaDist, log_path: Path) -> JavaDriver:
+    """Start the process-wide driver (conform does it before the first case)."""
+    global _driver
+    with _driver_lock:
+        if _driver is None or _driver.dead or _driver.proc is None:
+            _driver = JavaDriver(dist, log_path)
+            _driver.start()
+        return _driver
+
+
+def driver() -> JavaDriver:
+    with _driver_lock:
+        if _driver is None:
+            raise JavaError("CLIENT_GONE: the Java client driver was not started (use_driver)")
+        return _driver
+
+
+def stop_driver() -> None:
+    global _driver
+    with _driver_lock:
+        if _driver is not None:
+            _driver.close()
+        _driver = None
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+class _Handle:
+    """A client object inside the driver."""
+
+    def __init__(self, kind: str, conf: dict[str, Any], timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.d = driver()
+        self.h = self.d.call(f"{kind}.new", timeout_s, conf={k: str(v) for k, v in conf.items()})
+        self.kind = kind
+
+    def call(self, op: str, timeout_s: float | None = None, **fields: Any) -> Any:
+        return self.d.call(f"{self.kind}.{op}", self.timeout_s if timeout_s is None else timeout_s, h=self.h,
+                           **fields)
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        with contextlib.suppress(JavaError):
+            self.call("close", timeout_s)
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+def producer_conf(bootstrap: str, timeout_s: float, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "request.timeout.ms": _ms(timeout_s),
+            "delivery.timeout.ms": _ms(timeout_s) + 1000, "max.block.ms": _ms(timeout_s), "linger.ms": 2, **extra}
+
+
+def consumer_conf(bootstrap: str, timeout_s: float, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "enable.auto.commit": "false", "request.timeout.ms": _ms(timeout_s),
+            "default.api.timeout.ms": _ms(timeout_s), **extra}
+
+
+# ---------------------------------------------------------------- the cases' interface
+
+
+class JavaClient:
+    name = "java"
+
+    def __init__(self, bootstrap: str, timeout_s: float = 20.0) -> None:
+        driver()  # raises when conform did not start it
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+
+    def _admin(self) -> _Handle:
+        return _Handle("admin", {"bootstrap.servers": self.bootstrap, "request.timeout.ms": _ms(self.timeout_s),
+                                 "default.api.timeout.ms": _ms(self.timeout_s)}, self.timeout_s)
+
+    def create_topic(self, topic: str, partitions: int, rf: int, configs: dict | None = None) -> str | None:
+        admin = None
+        try:
+            admin = self._admin()
+            admin.call("create_topic", topic=topic, partitions=partitions, rf=rf, configs=configs or {})
+            return None
+        except JavaError as e:
+            return str(e)
+        finally:
+            if admin is not None:
+                admin.close()
+
+    def produce(self, topic: str, partition: int, values: list[bytes], acks: str = "all",
+                idempotent: bool = False, key: bytes | None = None,
+                headers: list[tuple[str, bytes]] | None = None, retries: int | None = None) -> list[Sent]:
+        out = [Sent(v) for v in values]
+        extra: dict[str, Any] = {"acks": acks, "enable.idempotence": str(idempotent).lower()}
+        if retries is not None:
+            extra["retries"] = retries
+        p = None
+        try:
+            p = _Handle("producer", producer_conf(self.bootstrap, self.timeout_s, **extra), self.timeout_s)
+            records = [{"topic": topic, "partition": partition, "key": _b64(key), "value": _b64(v),
+                        "headers": [[k, _b64(hv)] for k, hv in headers or []]} for v in values]
+            for s, r in zip(out, p.call("send", self.timeout_s + 2, records=records), strict=True):
+                if "offset" in r:
+                    s.offset = r["offset"]
+                else:
+                    s.error = r["error"]
+        except JavaError as e:
+            for s in out:
+                if s.offset < 0:
+                    s.error = str(e)
+        finally:
+            if p is not None:
+                p.close()
+        return out
+
+    def read(self, topic: str, partition: int, start: int, isolation: str = "read_uncommitted",
+             want: int | None = None, idle_s: float = 2.0) -> list[Rec] | str:
+        c = None
+        try:
+            c = _Handle("consumer", consumer_conf(self.bootstrap, self.timeout_s, **{
+                "isolation.level": isolation, "auto.offset.reset": "none"}), self.timeout_s)
+            c.call("assign", tps=[[topic, partition]], seek=[[topic, partition, start]])
+            out: list[Rec] = []
+            end = time.monotonic() + self.timeout_s
+            last = time.monotonic()
+            while time.monotonic() < end and (want is None or len(out) < want):
+                got = c.call("poll", poll_ms=200)["records"]
+                if not got:
+                    if time.monotonic() - last > idle_s:
+                        break
+                    continue
+                last = time.monotonic()
+                out += [Rec(r[2], _unb64(r[3]), _unb64(r[4]), tuple((k, _unb64(v)) for k, v in r[5]))
+                        for r in got]
+            return out
+        except JavaError as e:
+            return str(e)
+        finally:
+            if c is not None:
+                c.close()
+
+    def offsets(self, topic: str, partition: int, isolation: str = "read_uncommitted") -> tuple[int, int] | str:
+        c = None
+        try:
+            c = _Handle("consumer", consumer_conf(self.bootstrap, self.timeout_s, **{"isolation.level": isolation}),
+                        self.timeout_s)
+            [[_t, _p, begin, end]] = c.call("offsets", tps=[[topic, partition]])
+            return begin, end
+        except JavaError as e:
+            return str(e)
+        finally:
+            if c is not None:
+                c.close()
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int | str:
+        admin = None
+        try:
+            admin = self._admin()
+            return admin.call("delete_records", topic=topic, partition=partition, offset=offset)
+        except JavaError as e:
+            return str(e)
+        finally:
+            if admin is not None:
+                admin.close()
+
+    def _group_consumer(self, group: str) -> _Handle:
+        return _Handle("consumer", consumer_conf(self.bootstrap, self.timeout_s, **{"group.id": group}),
+                       self.timeout_s)
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> str | None:
+        c = None
+        try:
+            c = self._group_consumer(group)
+            c.call("commit", offsets=[[topic, partition, offset]])
+            return None
+        except JavaError as e:
+            return str(e)
+        finally:
+            if c is not None:
+                c.close()
+
+    def committed(self, group: str, topic: str, partition: int) -> int | str:
+        c = None
+        try:
+            c = self._group_consumer(group)
+            [[_t, _p, offset]] = c.call("committed", tps=[[topic, partition]])
+            return -1 if offset is None else offset
+        except JavaError as e:
+            return str(e)
+        finally:
+            if c is not None:
+                c.close()
+
+    def transactional(self, txn_id: str) -> JavaTxn:
+        return JavaTxn(self, txn_id)
+
+    def group(self, topic: str, group: str, members: int, partitions: int,
+              strategy: str = "range", settle_s: float = 30.0) -> GroupView:
+        view = GroupView()
+        consumers = [_Handle("consumer", consumer_conf(self.bootstrap, self.timeout_s, **{
+            "group.id": group, "partition.assignment.strategy": ASSIGNORS[strategy],
+            "session.timeout.ms": 10_000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest"}),
+            self.timeout_s) for _ in range(members)]
+        stop = threading.Event()
+        owned: list[set[int]] = [set() for _ in consumers]
+
+        def poll(i: int, c: _Handle) -> None:
+            with contextlib.suppress(JavaError):
+                c.call("subscribe", topics=[topic])
+            while not stop.is_set():
+                try:
+                    c.call("poll", poll_ms=300)
+                    owned[i] = {p for _t, p in c.call("assignment")}
+                except JavaError as e:
+                    view.errors.append(str(e))
+                    time.sleep(0.2)
+
+        threads = [threading.Thread(target=poll, args=(i, c), daemon=True) for i, c in enumerate(consumers)]
+        for t in threads:
+            t.start()
+        try:
+            end = time.monotonic() + settle_s
+            last, stable_since = None, time.monotonic()
+            while time.monotonic() < end:
+                current = [set(o) for o in owned]
+                if current != last:
+                    last, stable_since = current, time.monotonic()
+                elif sum(map(len, current)) >= partitions and time.monotonic() - stable_since > 2:
+                    break
+                time.sleep(0.1)
+            view.assignments = last or []
+            return view
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(self.timeout_s + MARGIN_S)
+            for c in consumers:
+                c.close()
+
+
+class JavaTxn:
+    """A transactional producer for the cases."""
+
+    def __init__(self, client: JavaClient, txn_id: str) -> None:
+        self.t = client.timeout_s
+        self.p = _Handle("producer", producer_conf(client.bootstrap, client.timeout_s, **{
+            "transactional.id": txn_id, "transaction.timeout.ms": 60_000}), client.timeout_s)
+
+    def _do(self, op: str, **fields: Any) -> str | None:
+        try:
+            self.p.call(op, **fields)
+        except JavaError as e:
+            return str(e)
+        return None
+
+    def init(self) -> str | None:
+        return self._do("init")
+
+    def begin(self) -> str | None:
+        return self._do("begin")
+
+    def send(self, topic: str, partition: int, value: bytes) -> str | None:
+        try:
+            [r] = self.p.call("send", self.t + 2, records=[{"topic": topic, "partition": partition, "key": None,
+                                                            "value": _b64(value), "headers": []}])
+        except JavaError as e:
+            return str(e)
+        return r.get("error")
+
+    def commit(self) -> str | None:
+        return self._do("commit")
+
+    def abort(self) -> str | None:
+        return self._do("abort")
+
+    def close(self) -> None:
+        self.p.close()
+
+
+# ---------------------------------------------------------------- the workloads' handles
+
+
+def _encode(value: int | None) -> str | None:
+    return None if value is None else _b64(str(value).encode())
+
+
+def _decode(text: str | None) -> int | None:
+    return None if text is None else int(base64.b64decode(text))
+
+
+class JavaSender:
+    """A producer of the workloads; ``idempotent`` False means acks=all without retries."""
+
+    kind = "java"
+
+    def __init__(self, bootstrap: str, timeout_s: float, idempotent: bool = True) -> None:
+        self.timeout_s = timeout_s
+        extra: dict[str, Any] = {"acks": "all", "enable.idempotence": str(idempotent).lower()}
+        if not idempotent:
+            extra["retries"] = 0
+        self.p = _Handle("producer", producer_conf(bootstrap, timeout_s, **extra), timeout_s)
+
+    def send(self, topic: str, partition: int, value: int | None,
+             key: str | None = None) -> tuple[int | None, str | None]:
+        record = {"topic": topic, "partition": partition, "key": _b64(key.encode()) if key is not None else None,
+                  "value": _encode(value), "headers": []}
+        try:
+            [r] = self.p.call("send", self.timeout_s + 2, records=[record])
+        except JavaError as e:
+            return None, str(e)
+        return (r["offset"], None) if "offset" in r else (None, r["error"])
+
+    def close(self) -> None:
+        self.p.close(1.0)
+
+
+class JavaTxnSender:
+    """A transactional producer of the workloads (raises on every refusal, as the others)."""
+
+    kind = "java"
+
+    def __init__(self, bootstrap: str, txn_id: str, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.p = _Handle("producer", producer_conf(bootstrap, timeout_s, **{
+            "transactional.id": txn_id, "transaction.timeout.ms": _ms(timeout_s * 3)}), timeout_s)
+        try:
+            self.p.call("init")
+        except JavaError:
+            self.p.close(1.0)
+            raise
+
+    def begin(self) -> None:
+        self.p.call("begin")
+
+    def send(self, topic: str, partition: int, value: int) -> int:
+        [result] = self.send_many(topic, [(partition, value)])
+        if not isinstance(result, int):
+            raise JavaError(result)
+        return result
+
+    def send_many(self, topic: str, sends: list[tuple[int, int]]) -> list[int | str]:
+        records = [{"topic": topic, "partition": p, "key": None, "value": _encode(v), "headers": []} for p, v in sends]
+        try:
+            answers = self.p.call("send", self.timeout_s + 2, records=records)
+        except JavaError as e:
+            return [str(e)] * len(sends)
+        return [r["offset"] if "offset" in r else r["error"] for r in answers]
+
+    def send_offsets(self, offsets: dict[tuple[str, int], int], poller: JavaPoller) -> None:
+        self.p.call("send_offsets", consumer=poller.c.h,
+                    offsets=[[t, p, o] for (t, p), o in sorted(offsets.items())])
+
+    def commit(self) -> None:
+        self.p.call("commit")
+
+    def abort(self) -> None:
+        self.p.call("abort")
+
+    def close(self) -> None:
+        self.p.close(1.0)
+
+
+class JavaPoller:
+    """A consumer assigned to ``tps``, from the beginning or from ``group``'s committed offsets."""
+
+    kind = "java"
+
+    def __init__(self, bootstrap: str, tps: list[tuple[str, int]], timeout_s: float,
+                 isolation: str = "read_uncommitted", group: str | None = None, keyed: bool = False) -> None:
+        self.tps, self.keyed = tps, keyed
+        conf = consumer_conf(bootstrap, timeout_s, **{"isolation.level": isolation, "auto.offset.reset": "earliest"})
+        if group is not None:
+            conf["group.id"] = group
+        self.c = _Handle("consumer", conf, timeout_s)
+        try:
+            self.c.call("assign", tps=[list(tp) for tp in tps], from_beginning=group is None)
+        except JavaError:
+            self.c.close(1.0)
+            raise
+
+    def seek_to_beginning(self) -> None:
+        self.c.call("seek_to_beginning")
+
+    def poll(self, max_records: int = 500) -> dict[str, list[list]]:
+        out: dict[str, list[list]] = {}
+        for t, p, off, key, value, _headers in self.c.call("poll", poll_ms=500, max=max_records)["records"]:
+            entry = [off, _decode(value)] + ([_unb64(key).decode() if key is not None else None] if self.keyed else [])
+            out.setdefault(f"{t}:{p}", []).append(entry)
+        return out
+
+    def positions(self, last: dict[str, int]) -> dict[str, int]:
+        out = dict(last)
+        with contextlib.suppress(JavaError):
+            for t, p, pos in self.c.call("positions", 1.0):
+                out[f"{t}:{p}"] = pos
+        return out
+
+    def close(self) -> None:
+        self.c.close(1.0)
+
+
+class JavaMember(GroupMember):
+    """A consumer-group member (subscribe, range assignor): the bookkeeping of the workload's
+    members, with the rebalance callbacks reported by the driver after each poll."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, timeout_s: float) -> None:
+        self.kind, self.topic, self.timeout_s = "java", topic, timeout_s
+        self.log: list[dict] = []
+        self.owned: set[str] = set()
+        self.positions: dict[str, int] = {}
+        self.generation = -1
+        self.c = _Handle("consumer", consumer_conf(bootstrap, timeout_s, **{
+            "group.id": group, "auto.offset.reset": "earliest", "partition.assignment.strategy": ASSIGNORS["range"],
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}), timeout_s)
+        try:
+            self.c.call("subscribe", topics=[topic])
+        except JavaError:
+            self.c.close(1.0)
+            raise
+
+    def _current_generation(self) -> int:
+        try:
+            return int(self.c.call("group_metadata", 2.0)["generation"])
+        except JavaError:
+            return -1
+
+    def _fetch(self) -> list[tuple[str, int, int, int | None]]:
+        answer = self.c.call("poll", poll_ms=500, max=200)
+        for event in answer["log"]:  # the callbacks ran inside that poll, before its records
+            keys = set(event["keys"])
+            if event["type"] == "assigned":
+                self.assigned_keys(keys, event["generation"])
+            else:
+                self.revoked_keys(keys, event["type"] == "lost")
+        return [(t, p, off, _decode(value)) for t, p, off, _k, value, _h in answer["records"]]
+
+    def commit(self, offsets: dict[str, int]) -> tuple[str | None, bool]:
+        try:
+            self.c.call("commit", offsets=[[k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1]), o]
+                                           for k, o in offsets.items()])
+        except JavaError as e:
+            return str(e)[:80], commit_refused(str(e))
+        return None, True
+
+    def close(self) -> None:
+        self.c.close(2.0)

@@ -1,0 +1,407 @@
+"""Apache Kafka as a target: its jars from Maven Central, and a KRaft cluster on loopback.
+
+Theory of operation
+-------------------
+* :class:`KafkaDist` -- one Kafka version in the cache (``$KAFKACHECK_CACHE``, else
+  ``$XDG_CACHE_HOME/kafkacheck``, else ``~/.cache/kafkacheck``): ``kafka-VERSION/libs/``
+  holds the runtime classpath of ``org.apache.kafka:kafka_2.13`` plus a log4j binding for
+  SLF4J 1.x (Kafka's tarball ships one; no POM does), copied there by ``mvn
+  dependency:copy-dependencies`` from a ``pom.xml`` this module writes. The fetch goes to a
+  temporary directory that is renamed into place when complete, so an interrupted fetch
+  leaves nothing half-done behind; later runs find ``libs/`` and start at once.
+* :class:`KafkaCluster` -- one node (``process.roles=broker,controller``) or three nodes that
+  are each broker and controller, with a static three-voter quorum
+  (``controller.quorum.voters``). Every node has three listeners on 127.0.0.1: ``CLIENT``
+  (what clients use; it advertises the node's fault-proxy port when the run has proxies),
+  ``INTERNAL`` (replication between brokers, never proxied) and ``CONTROLLER`` (the Raft
+  quorum). Storage is formatted with ``kafka.tools.StorageTool format``, brokers run as
+  ``kafka.Kafka server.properties``, each a process of its own
+  (:class:`fault_injection.processes.LocalProcess`), logging to ``NODE.log`` in the run
+  directory. A node is ready when its log, since its latest start, says ``Kafka Server
+  started`` and a Metadata request to it lists every live node; the cluster is ready when
+  every node is.
+
+Settings follow REAL_KAFKA.md for a 2-core machine: 512 MB heaps, a 2 MiB cleaner dedupe
+buffer, two network and I/O threads, three partitions for each internal topic, no initial
+rebalance delay, the cleaner looking for work every second (Kafka's default 15 s would hide
+compaction from a short test), and replication factor ``min(3, nodes)`` with
+``min.insync.replicas`` ``min(2, nodes)`` for new and internal topics (Kafka's default
+``min.insync.replicas`` is 1; 2 is the durable setting its documentation recommends, and
+what the reference broker uses). Everything else is Kafka's default.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fault_injection.processes import LocalProcess
+
+DEFAULT_VERSION = "4.3.1"
+LOG4J_VERSION = "2.25.3"  # log4j-slf4j-impl: the binding for the SLF4J 1.7 that Kafka 4.x uses
+READY_LINE = "Kafka Server started"
+HEAP = ["-Xms512m", "-Xmx512m"]
+JVM_OPTIONS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"]
+FETCH_TIMEOUT_S = 900
+
+
+class KafkaUnavailable(RuntimeError):
+    """Java or Maven is missing, or the jars could not be fetched: one line for the user."""
+
+
+def cache_root() -> Path:
+    if os.environ.get("KAFKACHECK_CACHE"):
+        return Path(os.environ["KAFKACHECK_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kafkacheck"
+
+
+def check_version(version: str) -> str:
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        raise ValueError(f"--kafka-version must look like {DEFAULT_VERSION}, not {version!r}")
+    if int(version.split(".")[0]) < 4:
+        raise ValueError(f"--kafka-version {version}: kafkacheck runs Apache Kafka 4.x (KRaft only)")
+    return version
+
+
+def need_tool(tool: str, why: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise KafkaUnavailable(f"{tool} is not installed ({why}); install a JDK 17+ and Maven, "
+                               "or skip the Kafka tests with -m 'not kafka'")
+    return path
+
+
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kafkacheck</groupId>
+  <artifactId>apache-kafka-runtime</artifactId>
+  <version>{version}</version>
+  <packaging>pom</packaging>
+  <!-- written by kafkacheck (kafkacheck/conform/kafka.py): the classpath of an Apache Kafka broker -->
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>{log4j}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+@dataclass
+class KafkaDist:
+    """One Apache Kafka version: its jars in the cache, fetched on first use."""
+
+    version: str = DEFAULT_VERSION
+    root: Path = field(default_factory=cache_root)
+
+    @property
+    def home(self) -> Path:
+        return self.root / f"kafka-{self.version}"
+
+    @property
+    def libs(self) -> Path:
+        return self.home / "libs"
+
+    @property
+    def fetched(self) -> bool:
+        return (self.libs / f"kafka_2.13-{self.version}.jar").exists()
+
+    def classpath(self) -> str:
+        return str(self.libs / "*")
+
+    def java(self) -> str:
+        return need_tool("java", "Apache Kafka runs on Java 17 or later")
+
+    def fetch(self, log=print) -> Path:
+        """The jars, fetched from Maven Central with ``mvn`` unless already cached."""
+        if self.fetched:
+            return self.libs
+        self.java()
+        mvn = need_tool("mvn", "it fetches Apache Kafka's jars from Maven Central")
+        self.root.mkdir(parents=True, exist_ok=True)
+        log(f"fetching Apache Kafka {self.version} from Maven Central into {self.home} (once)")
+        tmp = Path(tempfile.mkdtemp(prefix=f".kafka-{self.version}-", dir=self.root))
+        try:
+            (tmp / "pom.xml").write_text(POM.format(version=self.version, log4j=LOG4J_VERSION))
+            cmd = [mvn, "-q", "-B", "-f", str(tmp / "pom.xml"), "dependency:copy-dependencies",
+                   f"-DoutputDirectory={tmp / 'libs'}", "-DincludeScope=runtime"]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
+                                      stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                raise KafkaUnavailable(f"fetching Apache Kafka {self.version} with mvn took more than "
+                                       f"{FETCH_TIMEOUT_S} s") from None
+            if done.returncode != 0 or not (tmp / "libs" / f"kafka_2.13-{self.version}.jar").exists():
+                raise KafkaUnavailable(f"could not fetch Apache Kafka {self.version} from Maven Central: "
+                                       f"{_mvn_error(done.stdout + done.stderr)}")
+            if self.home.exists():  # a leftover without jars (an older layout, a partial copy)
+                shutil.rmtree(self.home)
+            tmp.rename(self.home)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        log(f"fetched {len(list(self.libs.glob('*.jar')))} jars")
+        return self.libs
+
+
+def _mvn_error(output: str) -> str:
+    """The line of Maven's output that says what went wrong."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", x).strip() for x in output.splitlines()]
+    lines = [x for x in lines if x]
+    for x in lines:
+        if "[ERROR]" in x and ("Could not" in x or "Failed" in x or "resolve" in x):
+            return x.replace("[ERROR] ", "")[:300]
+    errors = [x for x in lines if "[ERROR]" in x]
+    return (errors[0] if errors else lines[-1] if lines else "mvn failed without output")[:300]
+
+
+def random_cluster_id() -> str:
+    """A Kafka ``Uuid`` as StorageTool's random-uuid prints it (URL-safe base64, no padding)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+LOG4J2 = """status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.console.ref = STDOUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+"""
+
+
+@dataclass
+class KafkaNode:
+    node_id: int
+    client_port: int
+    internal_port: int
+    controller_port: int
+    advertised_port: int  # the client port, or its fault proxy's
+    directory: Path
+    process: LocalProcess | None = None
+
+    @property
+    def name(self) -> str:
+        return f"kafka-{self.node_id}"
+
+
+class ClusterNotReady(RuntimeError):
+    pass
+
+
+class KafkaCluster:
+    """Apache Kafka in KRaft mode: ``nodes`` processes on 127.0.0.1, each broker and controller."""
+
+    def __init__(self, dist: KafkaDist, work_dir: Path, nodes: int = 1, proxied: bool = False,
+                 overrides: dict[str, str] | None = None) -> None:
+        if nodes not in (1, 3):
+            raise ValueError("--brokers must be 1 or 3 for --spawn kafka (one node, or a three-voter quorum)")
+        from reference.server.cluster import free_ports
+
+        self.dist = dist
+        self.work_dir = work_dir
+        self.overrides = dict(overrides or {})
+        ports = free_ports(4 * nodes)
+        self.nodes = [KafkaNode(i + 1, *ports[4 * i:4 * i + 3],
+                                advertised_port=ports[4 * i + 3] if proxied else ports[4 * i],
+                                directory=work_dir / f"kafka-{i + 1}") for i in range(nodes)]
+        self.cluster_id = random_cluster_id()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{n.advertised_port}" for n in self.nodes)
+
+    def properties(self, node: KafkaNode) -> dict[str, str]:
+        count = len(self.nodes)
+        rf, min_isr = str(min(3, count)), str(min(2, count))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes),
+            "listeners": f"CLIENT://127.0.0.1:{node.client_port},INTERNAL://127.0.0.1:{node.internal_port},"
+                         f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"CLIENT://127.0.0.1:{node.advertised_port},"
+                                    f"INTERNAL://127.0.0.1:{node.internal_port}",
+            "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "controller.listener.names": "CONTROLLER",
+            "log.dirs": str(node.directory / "data"),
+            "num.partitions": "1",
+            "default.replication.factor": rf,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": "3",
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min_isr,
+            "transaction.state.log.num.partitions": "3",
+            "group.initial.rebalance.delay.ms": "0",
+            "log.cleaner.dedupe.buffer.size": "2097152",
+            "log.cleaner.backoff.ms": "1000",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+        }
+        props.update(self.overrides)
+        return props
+
+    def _write_config(self, node: KafkaNode) -> Path:
+        node.directory.mkdir(parents=True, exist_ok=True)
+        path = node.directory / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in self.properties(node).items()))
+        (node.directory / "log4j2.properties").write_text(LOG4J2)
+        return path
+
+    def _java(self, node: KafkaNode, main: str, *args: str) -> list[str]:
+        return [self.dist.java(), *HEAP, *JVM_OPTIONS,
+                f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
+                "-cp", self.dist.classpath(), main, *args]
+
+    def format(self) -> None:
+        """StorageTool format for every node, in parallel (each is a JVM start). A node
+        directory left by an earlier run in the same place (ours: it has our
+        server.properties) is cleared first, as its cluster id is another one."""
+        runs = []
+        for node in self.nodes:
+            if (node.directory / "server.properties").exists():
+                shutil.rmtree(node.directory)
+                (self.work_dir / f"{node.name}.log").unlink(missing_ok=True)
+            config = self._write_config(node)
+            argv = self._java(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config))
+            log = open(node.directory / "format.log", "wb")  # noqa: SIM115 - closed below
+            runs.append((node, log, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                                     stdin=subprocess.DEVNULL, start_new_session=True)))
+        failed = []
+        try:
+            for node, log, proc in runs:
+                try:
+                    code = proc.wait(120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    code = proc.wait()
+                log.close()
+                if code != 0:
+                    failed.append(f"{node.name} (see {node.directory / 'format.log'})")
+        finally:
+            for _node, log, proc in runs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                log.close()
+        if failed:
+            raise ClusterNotReady(f"kafka.tools.StorageTool format failed for {', '.join(failed)}")
+
+    def start(self, timeout_s: float = 90.0) -> None:
+        self.format()
+        for node in self.nodes:
+            node.process = LocalProcess(node.name, self._java(node, "kafka.Kafka",
+                                                              str(node.directory / "server.properties")),
+                                        self.work_dir / f"{node.name}.log")
+            node.process.start()
+        self.wait_ready(timeout_s)
+
+    def processes(self) -> dict[str, LocalProcess]:
+        return {n.name: n.process for n in self.nodes if n.process is not None}
+
+    def _up(self, node: KafkaNode) -> bool:
+        return node.process is not None and node.process.alive and not node.process.paused
+
+    def ready(self) -> bool:
+        live = [n for n in self.nodes if self._up(n)]
+        if not live:
+            return False
+        want = sorted(n.node_id for n in live)
+        for node in live:
+            assert node.process is not None
+            if READY_LINE not in node.process.log_since_start():
+                return False
+            try:
+                brokers = metadata_brokers("127.0.0.1", node.client_port, 1.0)
+            except (OSError, ValueError):
+                return False
+            if brokers != want:
+                return False
+        return True
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        end = time.monotonic() + timeout_s
+        while not self.ready():
+            dead = [n.name for n in self.nodes if n.process is not None and n.process.starts and not n.process.alive]
+            if dead:
+                raise ClusterNotReady(f"{', '.join(dead)} exited; see {self.work_dir}/{dead[0]}.log")
+            if time.monotonic() > end:
+                raise ClusterNotReady(f"Apache Kafka did not become ready in {timeout_s:.0f} s; see the logs in "
+                                      f"{self.work_dir}")
+            time.sleep(0.2)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGTERM to every node at once (a node of a quorum that is shutting down may wait
+        for controllers that are gone), then SIGKILL whatever is left after ``grace_s``."""
+        procs = [n.process for n in self.nodes if n.process is not None and n.process.alive]
+        for p in procs:
+            assert p.popen is not None
+            if p.paused:
+                p.popen.send_signal(signal.SIGCONT)
+                p.paused = False
+            p.popen.send_signal(signal.SIGTERM)
+        end = time.monotonic() + grace_s
+        for p in procs:
+            assert p.popen is not None
+            try:
+                p.popen.wait(max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.popen.send_signal(signal.SIGKILL)
+                p.popen.wait()
+
+
+def metadata_brokers(host: str, port: int, timeout_s: float) -> list[int]:
+    """The node ids a Metadata v12 answer lists (the registered, unfenced brokers)."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    from reference.server.protocol import round_trip
+
+    request = MetadataRequest[12](topics=[], allow_auto_topic_creation=False)
+    resp = round_trip(host, port, request, MetadataResponse, "kafkacheck-probe", timeout_s)
+    return sorted(b.node_id for b in resp.brokers)
+
+
+def cmd_kafka(args) -> int:
+    """``kafkacheck kafka fetch|where``."""
+    import sys
+
+    from kafkacheck.cli import UsageError
+
+    try:
+        dist = KafkaDist(check_version(args.kafka_version))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.action == "where":
+        print(dist.home)
+        return 0 if dist.fetched else 2
+    try:
+        dist.fetch()
+    except KafkaUnavailable as e:
+        print(f"kafkacheck: error: {e}", file=sys.stderr)
+        return 2
+    print(f"Apache Kafka {dist.version}: {dist.libs}")
+    return 0
