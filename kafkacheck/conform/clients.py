@@ -73,7 +73,7 @@ class ConfluentClient:
             admin.create_topics([NewTopic(topic, partitions, rf, config=configs or {})],
                                 operation_timeout=self.timeout_s)[topic].result(self.timeout_s)
         except Exception as e:
-            return str(e)
+            return str(e) or repr(e)  # (a future that timed out has an empty message)
         return None
 
     def produce(self, topic: str, partition: int, values: list[bytes], acks: str = "all",

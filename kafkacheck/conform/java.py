@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -41,6 +42,7 @@ from kafkacheck.conform.workload import GroupMember, commit_refused
 SOURCE = Path(__file__).parent / "java" / "KafkacheckDriver.java"
 MAIN_CLASS = "KafkacheckDriver"
 MARGIN_S = 10.0  # how much longer than its own timeout Python waits for an answer
+STARTUP_TIMEOUT_S = 60.0
 ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
              "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
              "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}
@@ -75,9 +77,12 @@ def build_driver(dist: KafkaDist, log=print) -> Path:
             first = next((x for x in (done.stdout + done.stderr).splitlines() if "error" in x), done.stderr[:300])
             raise KafkaUnavailable(f"could not build the Java client driver against Kafka {dist.version}: {first}")
         (tmp / "log4j2.properties").write_text(CLIENT_LOG4J)
-        tmp.rename(out)
+        try:
+            tmp.rename(out)
+        except OSError:  # another kafkacheck built the same driver meanwhile
+            if not (out / f"{MAIN_CLASS}.class").exists():
+                raise
     finally:
-        import shutil
         shutil.rmtree(tmp, ignore_errors=True)
     return out
 
@@ -93,6 +98,7 @@ class JavaDriver:
         self.lock = threading.Lock()
         self.pending: dict[int, tuple[threading.Event, list]] = {}
         self.dead: str | None = None
+        self.ready = threading.Event()
 
     def start(self) -> None:
         classes = build_driver(self.dist)
@@ -106,20 +112,22 @@ class JavaDriver:
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         finally:
             log.close()
-        assert self.proc.stdout is not None
-        first = self.proc.stdout.readline()
-        if not first.startswith(b'{"ready"'):
+        threading.Thread(target=self._read, args=(self.proc,), name="java-driver", daemon=True).start()
+        if not self.ready.wait(STARTUP_TIMEOUT_S) or self.dead:
             self.close()
-            raise KafkaUnavailable(f"the Java client driver did not start (see {self.log_path})")
-        threading.Thread(target=self._read, name="java-driver", daemon=True).start()
+            raise KafkaUnavailable(f"the Java client driver did not start within {STARTUP_TIMEOUT_S} s "
+                                   f"(see {self.log_path})")
         atexit.register(self.close)
 
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for line in self.proc.stdout:
+    def _read(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
             try:
                 answer = json.loads(line)
             except ValueError:
+                continue
+            if answer.get("ready"):
+                self.ready.set()
                 continue
             with self.lock:
                 waiter = self.pending.pop(answer.get("id"), None)
@@ -128,6 +136,7 @@ class JavaDriver:
                 waiter[0].set()
         with self.lock:  # the process ended: nobody waits for ever
             self.dead = f"the Java client driver exited (see {self.log_path})"
+            self.ready.set()
             for event, _box in self.pending.values():
                 event.set()
             self.pending.clear()

@@ -150,9 +150,14 @@ class KafkaDist:
             if done.returncode != 0 or not (tmp / "libs" / f"kafka_2.13-{self.version}.jar").exists():
                 raise KafkaUnavailable(f"could not fetch Apache Kafka {self.version} from Maven Central: "
                                        f"{_mvn_error(done.stdout + done.stderr)}")
-            if self.home.exists():  # a leftover without jars (an older layout, a partial copy)
-                shutil.rmtree(self.home)
-            tmp.rename(self.home)
+            if not self.fetched:  # (another kafkacheck may have finished the same fetch meanwhile)
+                if self.home.exists():  # a leftover without jars: an older layout, a partial copy
+                    shutil.rmtree(self.home)
+                try:
+                    tmp.rename(self.home)
+                except OSError:
+                    if not self.fetched:
+                        raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         log(f"fetched {len(list(self.libs.glob('*.jar')))} jars")
@@ -354,7 +359,7 @@ class KafkaCluster:
                                       f"{self.work_dir}")
             time.sleep(0.2)
 
-    def stop(self, grace_s: float = 5.0) -> None:
+    def stop(self, grace_s: float = 3.0) -> None:
         """SIGTERM to every node at once (a node of a quorum that is shutting down may wait
         for controllers that are gone), then SIGKILL whatever is left after ``grace_s``."""
         procs = [n.process for n in self.nodes if n.process is not None and n.process.alive]

@@ -821,7 +821,13 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
                                daemon=True)
     for t in [*threads, *members, nemesis]:
         t.start()
-    time.sleep(seconds)
+    try:
+        time.sleep(seconds)
+    except BaseException:  # Ctrl-C: the nemesis ends its fault before the brokers are stopped
+        run.stop.set()
+        run.done.set()
+        nemesis.join(10)
+        raise
     run.stop.set()
     nemesis.join(30)
     deadline = time.monotonic() + timeout_s * 3  # one deadline for all: a hung client is reported, not waited on
@@ -896,7 +902,8 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
     run_meta = {"format": 1, "run_id": out_dir.name, "seed": seed, "target": target.name, "workload": workload,
                 "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "config": config, "faults": faults,
-                "versions": {"kafkacheck": kafkacheck.__version__, "broker": target.name}}
+                "versions": {"kafkacheck": kafkacheck.__version__,
+                             "broker": getattr(target, "version", "") or target.name}}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "run.json").write_text(json.dumps(run_meta, indent=2, sort_keys=True) + "\n")
     write_jsonl(out_dir / "history.jsonl", h.recorder.ops)

@@ -138,7 +138,13 @@ class Peers:
 
 
 class _Link:
-    """One outgoing connection; reconnects on the next send after a failure."""
+    """One outgoing connection; reconnects on the next send after a failure.
+
+    The peer never writes on this connection, so end-of-file from it means its process is
+    gone: the link closes at once, and the next message opens a new connection (to the
+    restarted process). Without that, the first message after a peer's restart went into the
+    dead connection and was lost: a request the engine retries survives that, but a client's
+    CreateTopics waiting for the controller's one answer did not (it hung for its timeout)."""
 
     QUEUE_MAX = 10_000
 
@@ -156,20 +162,37 @@ class _Link:
 
     async def _run(self) -> None:
         try:
-            _reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.address), 2.0)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.address), 2.0)
         except (OSError, TimeoutError):
             while not self.queue.empty():
                 self.queue.get_nowait()  # unreachable: what was queued is lost
             return
+        gone = asyncio.ensure_future(reader.read(1))
         try:
             while True:
-                frame = await self.queue.get()
-                writer.write(frame)
+                get = asyncio.ensure_future(self.queue.get())
+                await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if gone.done():
+                    if get.done():  # taken, not sent: back in line for the next connection
+                        self._requeue(get.result())
+                    get.cancel()
+                    break
+                writer.write(get.result())
                 await asyncio.wait_for(writer.drain(), 5.0)
         except (ConnectionError, OSError, TimeoutError):
             pass
         finally:
+            gone.cancel()
             writer.close()
+        if not self.queue.empty():  # messages came while the peer was gone: a new connection
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def _requeue(self, frame: bytes) -> None:
+        rest = [frame]
+        while not self.queue.empty():
+            rest.append(self.queue.get_nowait())
+        for f in rest:
+            self.queue.put_nowait(f)
 
     def close(self) -> None:
         if self.task is not None:
