@@ -1,6 +1,6 @@
 """Linearizability checker speed: python benchmarks/lin_speed.py [--oracle-files N] [--log-ops N]
 
-1. Every file of ../shared/porcupine_data with the verdict porcupine's tests assert and the
+1. Every file of tests/data/porcupine_data with the verdict porcupine's tests assert and the
    time per file (C++ search, all cores), against the targets of issue 5 (about twice as fast
    as porcupine measured on this machine):
    the etcd files together < 0.3 s; kv/c50-ok < 0.15 s; kv/c50-bad < 0.03 s;
@@ -31,7 +31,7 @@ from linearizability.formats import read_etcd_log, read_kv_edn
 from linearizability.kafka import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "porcupine_data"
+DATA = ROOT / "tests" / "data" / "porcupine_data"
 ETCD_OK = {2, 5, 7, 18, 25, 31, 38, 45, 48, 49, 51, 53, 56, 67, 75, 76, 80, 87, 92, 98, 100, 101, 102}
 LOG_RUN = ROOT / "runs" / "bench-lin-log"
 
@@ -149,7 +149,7 @@ def main() -> int:
     ap.add_argument("--log-ops", type=int, default=100_000, help="operations of the Kafka log history")
     args = ap.parse_args()
     if not DATA.exists():
-        print(f"{DATA} is missing (../shared beside the checkout)", file=sys.stderr)
+        print(f"{DATA} is missing ", file=sys.stderr)
         return 1
     good, cases = porcupine_files(args.repeat)
     good &= oracle_ratio(cases, args.oracle_files, args.oracle_repeat)

@@ -84,6 +84,9 @@ def build_driver(dist: KafkaDist, log=print) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    for old in dist.home.glob("driver-*"):  # builds of an earlier driver source
+        if old != out:
+            shutil.rmtree(old, ignore_errors=True)
     return out
 
 

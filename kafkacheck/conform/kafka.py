@@ -403,10 +403,13 @@ def cmd_kafka(args) -> int:
     if args.action == "where":
         print(dist.home)
         return 0 if dist.fetched else 2
+    from kafkacheck.conform.java import build_driver
+
     try:
         dist.fetch()
+        driver = build_driver(dist)
     except KafkaUnavailable as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return 2
-    print(f"Apache Kafka {dist.version}: {dist.libs}")
+    print(f"Apache Kafka {dist.version}: {dist.libs}; the Java client driver: {driver}")
     return 0

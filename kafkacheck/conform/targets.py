@@ -198,6 +198,7 @@ def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | Non
     dist = KafkaDist(version or DEFAULT_VERSION)
     dist.fetch(log)  # KafkaUnavailable: the caller says what is missing
     cluster = KafkaCluster(dist, work_dir, brokers, proxied)
+    started = time.monotonic()
     target = Target("kafka", cluster.bootstrap, brokers, {}, cluster, cleanup, version=f"Apache Kafka {dist.version}")
     try:
         if proxied:
@@ -207,6 +208,8 @@ def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | Non
                 target.proxies[node.name] = proxy
         cluster.start()
         target.processes = cluster.processes()
+        log(f"Apache Kafka {dist.version}: {brokers} node{'s' if brokers > 1 else ''} ready in "
+            f"{time.monotonic() - started:.1f} s (logs in {work_dir})")
     except BaseException as e:  # Ctrl-C while starting too: nothing is left running
         target.processes = cluster.processes()
         target.close()

@@ -155,15 +155,14 @@ def test_hunt_finds_a_planted_bug_and_shrinks_it():
     assert "ack-before-isr: reproduce with: kafkacheck run --seed" in r.stdout
 
 
-SHARED = __import__("pathlib").Path(__file__).resolve().parents[3] / "shared" / "porcupine_data"
+PORCUPINE = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "porcupine_data"
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/porcupine_data is not there")
 def test_lin_checks_porcupine_files_with_exit_codes(tmp_path):
-    p = kc("lin", str(SHARED / "jepsen" / "etcd_002.log"))
+    p = kc("lin", str(PORCUPINE / "jepsen" / "etcd_002.log"))
     assert p.returncode == 0, p.stderr
     assert "ok" in p.stdout
-    p = kc("lin", str(SHARED / "kv" / "c10-bad.txt"), "--model", "kv-map", "--format", "json",
+    p = kc("lin", str(PORCUPINE / "kv" / "c10-bad.txt"), "--model", "kv-map", "--format", "json",
            "--html", str(tmp_path / "page.html"))
     assert p.returncode == 1, p.stderr
     out = json.loads(p.stdout)

@@ -1,4 +1,4 @@
-"""Verdict parity with porcupine's own tests on its test data (../shared/porcupine_data)."""
+"""Verdict parity with porcupine's own tests on its test data (tests/data/porcupine_data, MIT)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import pytest
 from linearizability import check_operations, get_model
 from linearizability.formats import read_etcd_log, read_kv_edn
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "porcupine_data"
+DATA = Path(__file__).resolve().parents[1] / "data" / "porcupine_data"
 # porcupine_test.go: these etcd histories are linearizable, every other one is not
 ETCD_OK = {2, 5, 7, 18, 25, 31, 38, 45, 48, 49, 51, 53, 56, 67, 75, 76, 80, 87, 92, 98, 100, 101, 102}
 ETCD_FILES = sorted(DATA.glob("jepsen/etcd_*.log"))
 
-pytestmark = pytest.mark.skipif(not DATA.exists(), reason=f"{DATA} is not there (../shared beside the checkout)")
 
 
 def etcd_number(path: Path) -> int:
