@@ -135,17 +135,24 @@ def partition_state(ctx: Context, topic: str, partition: int = 0) -> tuple[int, 
     the case needs to know to pick a broker to stop, independent of the client under test)."""
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+    from kafkacheck.conform.targets import parse_bootstrap
     from reference.server.protocol import round_trip
 
-    host, port = ctx.target.first()
     request = MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(topic_id=None, name=topic)],
                                   allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    resp = round_trip(host, port, request, MetadataResponse, "kafkacheck-conform", 5.0)
-    for t in resp.topics:
-        for p in t.partitions:
-            if t.name == topic and p.partition_index == partition:
-                return p.leader_id, list(p.replica_nodes), list(p.isr_nodes)
-    raise CaseSetupError(f"Metadata does not list {topic}:{partition}")
+    error: OSError | None = None
+    for host, port in parse_bootstrap(ctx.target.bootstrap):  # the first that answers: one may be down
+        try:
+            resp = round_trip(host, port, request, MetadataResponse, "kafkacheck-conform", 5.0)
+        except OSError as e:
+            error = e
+            continue
+        for t in resp.topics:
+            for p in t.partitions:
+                if t.name == topic and p.partition_index == partition:
+                    return p.leader_id, list(p.replica_nodes), list(p.isr_nodes)
+        raise CaseSetupError(f"Metadata does not list {topic}:{partition}")
+    raise CaseSetupError(f"no broker answered Metadata: {error}")
 
 
 def min_insync_refused(ctx: Context) -> Outcome:

@@ -47,6 +47,21 @@ class ClientError(Exception):
     pass
 
 
+def settle(assignments, partitions: int, settle_s: float) -> list[set[int]]:
+    """Poll ``assignments()`` (each member's partitions) until they cover ``partitions`` and
+    stay the same for 2 s, or ``settle_s`` passes; the last seen."""
+    end = time.monotonic() + settle_s
+    last, stable_since = None, time.monotonic()
+    while time.monotonic() < end:
+        current = assignments()
+        if current != last:
+            last, stable_since = current, time.monotonic()
+        elif sum(map(len, current)) >= partitions and time.monotonic() - stable_since > 2:
+            break
+        time.sleep(0.1)
+    return last or []
+
+
 # ---------------------------------------------------------------- confluent-kafka
 
 
@@ -447,16 +462,8 @@ class KafkaPythonClient:
         for t in threads:
             t.start()
         try:
-            end = time.monotonic() + settle_s
-            last, stable_since = None, time.monotonic()
-            while time.monotonic() < end:
-                current = [{tp.partition for tp in c.assignment()} for c in consumers]
-                if current != last:
-                    last, stable_since = current, time.monotonic()
-                elif sum(map(len, current)) >= partitions and time.monotonic() - stable_since > 2:
-                    break
-                time.sleep(0.1)
-            view.assignments = last or []
+            view.assignments = settle(lambda: [{tp.partition for tp in c.assignment()} for c in consumers],
+                                      partitions, settle_s)
             return view
         finally:
             stop.set()

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kafkacheck.conform.clients import GroupView, Rec, Sent
-from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, need_tool
+from kafkacheck.conform.clients import GroupView, Rec, Sent, settle
+from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, log4j2_config, need_tool
 from kafkacheck.conform.workload import GroupMember, commit_refused
 
 SOURCE = Path(__file__).parent / "java" / "KafkacheckDriver.java"
@@ -46,15 +46,7 @@ STARTUP_TIMEOUT_S = 60.0
 ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
              "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
              "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}
-CLIENT_LOG4J = """status = warn
-appender.console.type = Console
-appender.console.name = STDERR
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.console.ref = STDERR
-"""
+CLIENT_LOG4J = log4j2_config("WARN", "SYSTEM_ERR")
 
 
 class JavaError(Exception):
@@ -76,7 +68,6 @@ def build_driver(dist: KafkaDist, log=print) -> Path:
         if done.returncode != 0:
             first = next((x for x in (done.stdout + done.stderr).splitlines() if "error" in x), done.stderr[:300])
             raise KafkaUnavailable(f"could not build the Java client driver against Kafka {dist.version}: {first}")
-        (tmp / "log4j2.properties").write_text(CLIENT_LOG4J)
         try:
             tmp.rename(out)
         except OSError:  # another kafkacheck built the same driver meanwhile
@@ -106,11 +97,13 @@ class JavaDriver:
     def start(self) -> None:
         classes = build_driver(self.dist)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        config = self.log_path.parent / "java-client-log4j2.properties"
+        config.write_text(CLIENT_LOG4J)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         try:
             self.proc = subprocess.Popen(
                 [self.dist.java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                 f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
+                 f"-Dlog4j2.configurationFile={config}",
                  "-cp", f"{self.dist.classpath()}:{classes}", MAIN_CLASS],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         finally:
@@ -412,16 +405,7 @@ class JavaClient:
         for t in threads:
             t.start()
         try:
-            end = time.monotonic() + settle_s
-            last, stable_since = None, time.monotonic()
-            while time.monotonic() < end:
-                current = [set(o) for o in owned]
-                if current != last:
-                    last, stable_since = current, time.monotonic()
-                elif sum(map(len, current)) >= partitions and time.monotonic() - stable_since > 2:
-                    break
-                time.sleep(0.1)
-            view.assignments = last or []
+            view.assignments = settle(lambda: [set(o) for o in owned], partitions, settle_s)
             return view
         finally:
             stop.set()

@@ -183,18 +183,19 @@ def random_cluster_id() -> str:
             return text
 
 
-LOG4J2 = """status = warn
-appender.console.type = Console
-appender.console.name = STDOUT
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.console.ref = STDOUT
-logger.request.name = kafka.request.logger
-logger.request.level = WARN
-logger.statechange.name = state.change.logger
-logger.statechange.level = WARN
-"""
+def log4j2_config(level: str, stream: str = "SYSTEM_OUT", quiet: tuple[str, ...] = ()) -> str:
+    """A log4j2 properties file: everything at ``level`` to ``stream``, ``quiet`` loggers at WARN."""
+    lines = ["status = warn", "appender.console.type = Console", "appender.console.name = CONSOLE",
+             f"appender.console.target = {stream}", "appender.console.layout.type = PatternLayout",
+             "appender.console.layout.pattern = [%d] %p %m (%c)%n", f"rootLogger.level = {level}",
+             "rootLogger.appenderRef.console.ref = CONSOLE"]
+    for i, name in enumerate(quiet):
+        lines += [f"logger.q{i}.name = {name}", f"logger.q{i}.level = WARN"]
+    return "\n".join(lines) + "\n"
+
+
+# a broker's log: INFO (it says when the broker is ready), without the per-request chatter
+LOG4J2 = log4j2_config("INFO", quiet=("kafka.request.logger", "state.change.logger"))
 
 
 @dataclass

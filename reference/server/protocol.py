@@ -200,11 +200,12 @@ def round_trip(host: str, port: int, request: Any, response_class: type, client_
     request.with_header(correlation_id=1, client_id=client_id)
     with socket.create_connection((host, port), timeout=timeout_s) as s:
         s.sendall(bytes(request.encode(header=True, framed=True)))
-        size = int.from_bytes(_recv_exact(s, 4), "big")
-        return response_class.decode(_recv_exact(s, size), version=request.API_VERSION, header=True)
+        size = int.from_bytes(recv_exact(s, 4), "big")
+        return response_class.decode(recv_exact(s, size), version=request.API_VERSION, header=True)
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from a blocking socket; ConnectionError when it closes first."""
     buf = bytearray()
     while len(buf) < n:
         chunk = s.recv(n - len(buf))

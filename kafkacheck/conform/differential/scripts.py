@@ -238,6 +238,14 @@ def _txn(s: Session, txn_id: str, step: str) -> tuple[dict, tuple[str, int]]:
     return raw, coordinator
 
 
+def _txn_on(s: Session, topic: str, name: str) -> tuple[str, int, int, tuple[str, int]]:
+    """A topic and a transactional producer: (transactional id, producer id, epoch, coordinator)."""
+    s.create_topic(topic)
+    txn_id = s.t(name)
+    raw, coordinator = _txn(s, txn_id, "init")
+    return txn_id, raw["producer_id"], raw["producer_epoch"], coordinator
+
+
 def _add_partitions(s: Session, step: str, txn_id: str, pid: int, epoch: int, topic: str,
                     coordinator: tuple[str, int]) -> dict:
     if s.wire.versions[ADD_PARTITIONS_TO_TXN] >= 4:
@@ -258,10 +266,7 @@ def _end_txn(s: Session, step: str, txn_id: str, pid: int, epoch: int, commit: b
 
 @script("transactions: an abort, the last stable offset, read_committed, a commit, fencing by a new epoch")
 def transactions(s: Session) -> None:
-    s.create_topic("txn")
-    txn_id = s.t("txn-a")
-    raw, coordinator = _txn(s, txn_id, "init")
-    pid, epoch = raw["producer_id"], raw["producer_epoch"]
+    txn_id, pid, epoch, coordinator = _txn_on(s, "txn", "txn-a")
     s.produce("plain-before", "txn", [batch("p0")])
     _add_partitions(s, "add-partitions-1", txn_id, pid, epoch, "txn", coordinator)
     s.produce("txn-send-1", "txn", [batch("t1", producer_id=pid, epoch=epoch, sequence=0, transactional=True)],
@@ -298,10 +303,7 @@ def transactions(s: Session) -> None:
 
 @script("a transactional write to a partition never added to the transaction")
 def txn_unadded_partition(s: Session) -> None:
-    s.create_topic("txn-unadded")
-    txn_id = s.t("txn-b")
-    raw, _coordinator = _txn(s, txn_id, "init")
-    pid, epoch = raw["producer_id"], raw["producer_epoch"]
+    txn_id, pid, epoch, _coordinator = _txn_on(s, "txn-unadded", "txn-b")
     s.produce("send-unadded", "txn-unadded", [batch("u", producer_id=pid, epoch=epoch, sequence=0,
                                                     transactional=True)], transactional_id=txn_id)
     s.fetch("read-uncommitted", "txn-unadded", 0, isolation=0)
@@ -336,29 +338,43 @@ def _offset_fetch(s: Session, step: str, group: str, topic: str, coordinator: tu
     return s.step(step, OFFSET_FETCH, values, coordinator)
 
 
+def _heartbeat(s: Session, step: str, group: str, generation: int, member: str, coordinator: tuple[str, int]) -> dict:
+    return s.step(step, HEARTBEAT, {"group_id": group, "generation_id": generation, "member_id": member,
+                                    "group_instance_id": None}, coordinator)
+
+
+def _sync(s: Session, step: str, group: str, generation: int, member: str, protocol: str,
+          assignments: dict[str, bytes], coordinator: tuple[str, int]) -> dict:
+    return s.step(step, SYNC_GROUP, {"group_id": group, "generation_id": generation, "member_id": member,
+                                     "group_instance_id": None, "protocol_type": "consumer", "protocol_name": protocol,
+                                     "assignments": [{"member_id": m, "assignment": a} for m, a in assignments.items()]},
+                  coordinator)
+
+
+def _group(s: Session, topic: str, name: str) -> tuple[str, tuple[str, int]]:
+    """A topic, and a group's name and coordinator."""
+    s.create_topic(topic)
+    group = s.t(name)
+    return group, s.wire.coordinator(group, 0)
+
+
 @script("a consumer group of one: KIP-394 member ids, generations, commits with stale and unknown members, "
         "a rejoin, a leave")
 def group_single_member(s: Session) -> None:
-    s.create_topic("grp")
-    group = s.t("group-a")
-    coordinator = s.wire.coordinator(group, 0)
+    group, coordinator = _group(s, "grp", "group-a")
     first = _join(s, "join-without-member-id", group, "", coordinator)
     member = first["member_id"]
     joined = _join(s, "join-with-member-id", group, member, coordinator)
     member, generation = joined["member_id"], joined["generation_id"]
-    s.step("sync", SYNC_GROUP, {"group_id": group, "generation_id": generation, "member_id": member,
-                                "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
-                                "assignments": [{"member_id": member, "assignment": b"assignment"}]}, coordinator)
-    s.step("heartbeat", HEARTBEAT, {"group_id": group, "generation_id": generation, "member_id": member,
-                                    "group_instance_id": None}, coordinator)
+    _sync(s, "sync", group, generation, member, "range", {member: b"assignment"}, coordinator)
+    _heartbeat(s, "heartbeat", group, generation, member, coordinator)
     _commit(s, "commit-current", group, generation, member, "grp", 5, coordinator)
     _commit(s, "commit-stale-generation", group, generation - 1, member, "grp", 6, coordinator)
     _commit(s, "commit-unknown-member", group, generation, "nobody", "grp", 7, coordinator)
     _commit(s, "commit-no-generation", group, -1, "", "grp", 8, coordinator)
     _offset_fetch(s, "offset-fetch", group, "grp", coordinator)
     _join(s, "rejoin-same-metadata", group, member, coordinator)
-    s.step("heartbeat-after-rejoin", HEARTBEAT, {"group_id": group, "generation_id": generation,
-                                                 "member_id": member, "group_instance_id": None}, coordinator)
+    _heartbeat(s, "heartbeat-after-rejoin", group, generation, member, coordinator)
     s.step("leave", LEAVE_GROUP, {"group_id": group, "members": [{"member_id": member, "group_instance_id": None,
                                                                   "reason": None}]}, coordinator)
     _offset_fetch(s, "offset-fetch-after-leave", group, "grp", coordinator)
@@ -369,47 +385,35 @@ def group_single_member(s: Session) -> None:
 def group_rebalance(s: Session) -> None:
     import threading
 
-    s.create_topic("grp-3")
-    group = s.t("group-c")
-    coordinator = s.wire.coordinator(group, 0)
+    group, coordinator = _group(s, "grp-3", "group-c")
     host, port = s.wire.bootstrap
     wires = [Wire(f"{host}:{port}", s.wire.versions) for _ in range(3)]
+    members = [Session(w, s.names, s.steps) for w in wires]  # one connection each, one record
     try:
-        ids = []
-        for i, w in enumerate(wires):
-            ids.append(Session(w, s.names, s.steps).step_join(f"m{i}-join-without-id", group, "", coordinator)
-                       ["member_id"])
-        first = Session(wires[0], s.names, s.steps).step_join("m0-join", group, ids[0], coordinator,
-                                                              ("range", "roundrobin"))
+        ids = [m.step_join(f"m{i}-join-without-id", group, "", coordinator)["member_id"]
+               for i, m in enumerate(members)]
+        first = members[0].step_join("m0-join", group, ids[0], coordinator, ("range", "roundrobin"))
         generation = first["generation_id"]
-        s.step("m0-sync", SYNC_GROUP, {"group_id": group, "generation_id": generation, "member_id": ids[0],
-                                       "group_instance_id": None, "protocol_type": "consumer",
-                                       "protocol_name": first["protocol_name"],
-                                       "assignments": [{"member_id": ids[0], "assignment": b"all"}]}, coordinator)
+        _sync(s, "m0-sync", group, generation, ids[0], first["protocol_name"], {ids[0]: b"all"}, coordinator)
         # two more members prefer roundrobin; their joins wait until the first member rejoins
-        joins = [threading.Thread(target=lambda i=i: Session(wires[i], s.names, s.steps).step_join(
-            f"m{i}-join", group, ids[i], coordinator, ("roundrobin", "range")), daemon=True) for i in (1, 2)]
+        joins = [threading.Thread(target=members[i].step_join, daemon=True,
+                                  args=(f"m{i}-join", group, ids[i], coordinator, ("roundrobin", "range")))
+                 for i in (1, 2)]
         for t in joins:
             t.start()
         time.sleep(1.0)
-        s.step("m0-heartbeat-during-rebalance", HEARTBEAT, {"group_id": group, "generation_id": generation,
-                                                            "member_id": ids[0], "group_instance_id": None},
-               coordinator)
+        _heartbeat(s, "m0-heartbeat-during-rebalance", group, generation, ids[0], coordinator)
         rejoined = s.step_join("m0-rejoin", group, ids[0], coordinator, ("range", "roundrobin"))
         for t in joins:
             t.join(20)
         # a follower that joins again with the same protocols while the group completes, and
         # again once it is stable, gets the current generation without a rebalance
-        Session(wires[1], s.names, s.steps).step_join("m1-rejoin-while-completing", group, ids[1], coordinator,
-                                                      ("roundrobin", "range"))
-        s.step("m0-sync-generation-2", SYNC_GROUP, {
-            "group_id": group, "generation_id": rejoined["generation_id"], "member_id": ids[0],
-            "group_instance_id": None, "protocol_type": "consumer", "protocol_name": rejoined["protocol_name"],
-            "assignments": [{"member_id": m, "assignment": b"p%d" % i} for i, m in enumerate(ids)]}, coordinator)
-        Session(wires[1], s.names, s.steps).step_join("m1-rejoin-while-stable", group, ids[1], coordinator,
-                                                      ("roundrobin", "range"))
-        s.step("m0-heartbeat-after", HEARTBEAT, {"group_id": group, "generation_id": rejoined["generation_id"],
-                                                 "member_id": ids[0], "group_instance_id": None}, coordinator)
+        members[1].step_join("m1-rejoin-while-completing", group, ids[1], coordinator, ("roundrobin", "range"))
+        generation = rejoined["generation_id"]
+        _sync(s, "m0-sync-generation-2", group, generation, ids[0], rejoined["protocol_name"],
+              {m: b"p%d" % i for i, m in enumerate(ids)}, coordinator)
+        members[1].step_join("m1-rejoin-while-stable", group, ids[1], coordinator, ("roundrobin", "range"))
+        _heartbeat(s, "m0-heartbeat-after", group, generation, ids[0], coordinator)
     finally:
         for w in wires:
             w.close()

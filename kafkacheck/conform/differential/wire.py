@@ -51,7 +51,7 @@ class Wire:
 
     def send(self, key: int, values: dict, to: tuple[str, int] | None = None) -> dict:
         """Send one request; its response as a plain dict."""
-        from reference.server.protocol import REQUESTS, RESPONSES, build
+        from reference.server.protocol import REQUESTS, RESPONSES, build, recv_exact
 
         if key not in self.versions:
             from reference.server.protocol import API_NAMES
@@ -64,8 +64,8 @@ class Wire:
         s = self._socket(addr)
         try:
             s.sendall(frame)
-            size = struct.unpack(">i", _recv(s, 4))[0]
-            body = _recv(s, size)
+            size = struct.unpack(">i", recv_exact(s, 4))[0]
+            body = recv_exact(s, size)
         except OSError as e:
             self.sockets.pop(addr, None)
             s.close()
@@ -102,16 +102,6 @@ class Wire:
             if time.monotonic() > deadline:
                 raise WireError(f"FindCoordinator({key}) answered error {c['error_code']} for {self.timeout_s:.0f} s")
             time.sleep(0.2)
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        buf += chunk
-    return bytes(buf)
 
 
 def common_versions(*servers: dict[int, tuple[int, int]]) -> dict[int, int]:
