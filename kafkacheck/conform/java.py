@@ -32,6 +32,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,11 @@ def producer_conf(bootstrap: str, timeout_s: float, **extra: Any) -> dict[str, A
             "delivery.timeout.ms": _ms(timeout_s) + 1000, "max.block.ms": _ms(timeout_s), "linger.ms": 2, **extra}
 
 
+def admin_conf(bootstrap: str, timeout_s: float, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "request.timeout.ms": _ms(timeout_s),
+            "default.api.timeout.ms": _ms(timeout_s), **extra}
+
+
 def consumer_conf(bootstrap: str, timeout_s: float, **extra: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "enable.auto.commit": "false", "request.timeout.ms": _ms(timeout_s),
             "default.api.timeout.ms": _ms(timeout_s), **extra}
@@ -257,21 +263,25 @@ class JavaClient:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
 
-    def _admin(self) -> _Handle:
-        return _Handle("admin", {"bootstrap.servers": self.bootstrap, "request.timeout.ms": _ms(self.timeout_s),
-                                 "default.api.timeout.ms": _ms(self.timeout_s)}, self.timeout_s)
+    @contextlib.contextmanager
+    def _client(self, kind: str, **extra: Any) -> Iterator[_Handle]:
+        """A client object in the driver for one call: an admin client, or a producer or
+        consumer with ``extra`` settings; closed afterwards."""
+        make_conf = {"admin": admin_conf, "producer": producer_conf, "consumer": consumer_conf}[kind]
+        conf = make_conf(self.bootstrap, self.timeout_s, **extra)
+        handle = _Handle(kind, conf, self.timeout_s)
+        try:
+            yield handle
+        finally:
+            handle.close()
 
     def create_topic(self, topic: str, partitions: int, rf: int, configs: dict | None = None) -> str | None:
-        admin = None
         try:
-            admin = self._admin()
-            admin.call("create_topic", topic=topic, partitions=partitions, rf=rf, configs=configs or {})
-            return None
+            with self._client("admin") as admin:
+                admin.call("create_topic", topic=topic, partitions=partitions, rf=rf, configs=configs or {})
         except JavaError as e:
             return str(e)
-        finally:
-            if admin is not None:
-                admin.close()
+        return None
 
     def produce(self, topic: str, partition: int, values: list[bytes], acks: str = "all",
                 idempotent: bool = False, key: bytes | None = None,
@@ -280,102 +290,72 @@ class JavaClient:
         extra: dict[str, Any] = {"acks": acks, "enable.idempotence": str(idempotent).lower()}
         if retries is not None:
             extra["retries"] = retries
-        p = None
+        records = [{"topic": topic, "partition": partition, "key": _b64(key), "value": _b64(v),
+                    "headers": [[k, _b64(hv)] for k, hv in headers or []]} for v in values]
         try:
-            p = _Handle("producer", producer_conf(self.bootstrap, self.timeout_s, **extra), self.timeout_s)
-            records = [{"topic": topic, "partition": partition, "key": _b64(key), "value": _b64(v),
-                        "headers": [[k, _b64(hv)] for k, hv in headers or []]} for v in values]
-            for s, r in zip(out, p.call("send", self.timeout_s + 2, records=records), strict=True):
-                if "offset" in r:
-                    s.offset = r["offset"]
-                else:
-                    s.error = r["error"]
+            with self._client("producer", **extra) as p:
+                for s, r in zip(out, p.call("send", self.timeout_s + 2, records=records), strict=True):
+                    if "offset" in r:
+                        s.offset = r["offset"]
+                    else:
+                        s.error = r["error"]
         except JavaError as e:
             for s in out:
                 if s.offset < 0:
                     s.error = str(e)
-        finally:
-            if p is not None:
-                p.close()
         return out
 
     def read(self, topic: str, partition: int, start: int, isolation: str = "read_uncommitted",
              want: int | None = None, idle_s: float = 2.0) -> list[Rec] | str:
-        c = None
+        out: list[Rec] = []
         try:
-            c = _Handle("consumer", consumer_conf(self.bootstrap, self.timeout_s, **{
-                "isolation.level": isolation, "auto.offset.reset": "none"}), self.timeout_s)
-            c.call("assign", tps=[[topic, partition]], seek=[[topic, partition, start]])
-            out: list[Rec] = []
-            end = time.monotonic() + self.timeout_s
-            last = time.monotonic()
-            while time.monotonic() < end and (want is None or len(out) < want):
-                got = c.call("poll", poll_ms=200)["records"]
-                if not got:
-                    if time.monotonic() - last > idle_s:
-                        break
-                    continue
+            with self._client("consumer", **{"isolation.level": isolation, "auto.offset.reset": "none"}) as c:
+                c.call("assign", tps=[[topic, partition]], seek=[[topic, partition, start]])
+                end = time.monotonic() + self.timeout_s
                 last = time.monotonic()
-                out += [Rec(r[2], _unb64(r[3]), _unb64(r[4]), tuple((k, _unb64(v)) for k, v in r[5]))
-                        for r in got]
-            return out
+                while time.monotonic() < end and (want is None or len(out) < want):
+                    got = c.call("poll", poll_ms=200)["records"]
+                    if not got:
+                        if time.monotonic() - last > idle_s:
+                            break
+                        continue
+                    last = time.monotonic()
+                    out += [Rec(r[2], _unb64(r[3]), _unb64(r[4]), tuple((k, _unb64(v)) for k, v in r[5]))
+                            for r in got]
         except JavaError as e:
             return str(e)
-        finally:
-            if c is not None:
-                c.close()
+        return out
 
     def offsets(self, topic: str, partition: int, isolation: str = "read_uncommitted") -> tuple[int, int] | str:
-        c = None
         try:
-            c = _Handle("consumer", consumer_conf(self.bootstrap, self.timeout_s, **{"isolation.level": isolation}),
-                        self.timeout_s)
-            [[_t, _p, begin, end]] = c.call("offsets", tps=[[topic, partition]])
-            return begin, end
+            with self._client("consumer", **{"isolation.level": isolation}) as c:
+                [[_t, _p, begin, end]] = c.call("offsets", tps=[[topic, partition]])
         except JavaError as e:
             return str(e)
-        finally:
-            if c is not None:
-                c.close()
+        return begin, end
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int | str:
-        admin = None
         try:
-            admin = self._admin()
-            return admin.call("delete_records", topic=topic, partition=partition, offset=offset)
+            with self._client("admin") as admin:
+                return admin.call("delete_records", topic=topic, partition=partition, offset=offset)
         except JavaError as e:
             return str(e)
-        finally:
-            if admin is not None:
-                admin.close()
-
-    def _group_consumer(self, group: str) -> _Handle:
-        return _Handle("consumer", consumer_conf(self.bootstrap, self.timeout_s, **{"group.id": group}),
-                       self.timeout_s)
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> str | None:
-        c = None
         try:
-            c = self._group_consumer(group)
-            c.call("commit", offsets=[[topic, partition, offset]])
-            return None
+            with self._client("consumer", **{"group.id": group}) as c:
+                c.call("commit", offsets=[[topic, partition, offset]])
         except JavaError as e:
             return str(e)
-        finally:
-            if c is not None:
-                c.close()
+        return None
 
     def committed(self, group: str, topic: str, partition: int) -> int | str:
-        c = None
         try:
-            c = self._group_consumer(group)
-            [[_t, _p, offset]] = c.call("committed", tps=[[topic, partition]])
-            return -1 if offset is None else offset
+            with self._client("consumer", **{"group.id": group}) as c:
+                [[_t, _p, offset]] = c.call("committed", tps=[[topic, partition]])
         except JavaError as e:
             return str(e)
-        finally:
-            if c is not None:
-                c.close()
+        return -1 if offset is None else offset
 
     def transactional(self, txn_id: str) -> JavaTxn:
         return JavaTxn(self, txn_id)
