@@ -17,6 +17,7 @@ from fault_injection.nemesis import FAULTS, ScheduleError, load_schedule, parse_
 from kafkacheck.workloads import WORKLOADS
 from linearizability.history import HistoryError as LinHistoryError
 from properties.kafka import HistoryShapeError
+from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S
 from properties.queue import check as check_queue
 from properties.queue import with_invariant_violations
 from reference.assignors import ASSIGNORS
@@ -119,16 +120,21 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="allowed by default (reported, not violations): int-send-skip, G0*, G1c cycles "
                "with write-write edges, G-single, G2, G1b; poll-skip and nonmonotonic-poll when "
                "the run used subscribe.\nExit codes: 0 valid, 1 invalid, 2 unknown (the cycle "
-               "search ran out of time), 3 unusable input.")
+               "search ran out of its budget), 3 unusable input.")
     chk.add_argument("path", help="a run directory or a history.jsonl")
     chk.add_argument("--format", choices=["table", "json"], default="table",
                      help="a readable table (default) or the results.json object")
     chk.add_argument("--no-ww-deps", action="store_true",
                      help="do not infer write-write edges from offsets (Jepsen's default; with "
                           "them, which is ours, G0 and write-write G1c cycles are found)")
-    chk.add_argument("--cycle-budget", type=float, default=30.0, metavar="S",
-                     help="seconds the cycle search may take; past it the verdict is unknown "
-                          "unless a violation was already found (default 30)")
+    chk.add_argument("--cycle-budget", type=int, default=DEFAULT_STEPS, metavar="STEPS",
+                     help="work the cycle search may do, in steps (edges and path-search nodes "
+                          "examined); past it the verdict is unknown unless a violation was "
+                          f"already found. Work, not seconds, so a busy machine gives the same "
+                          f"verdict (default {DEFAULT_STEPS:,})")
+    chk.add_argument("--cycle-time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
+                     help="wall-clock safety net for the cycle search; hitting it makes the "
+                          f"verdict unknown and says so (default {DEFAULT_TIME_LIMIT_S:g})")
     chk.add_argument("--staleness-bound", type=int, default=None, metavar="MS",
                      help="after the last fault ends, acknowledged data must be readable within "
                           "this many ms (stale-read; default: the run's, else 30000)")
@@ -208,8 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     lin.add_argument("path", help="a run directory, history.jsonl, Jepsen etcd log or porcupine kv file")
     lin.add_argument("--model", default=None, help="register, kv, kv-map, partition-log or committed-offsets "
                                                    "(default: the one the file's format implies)")
+    lin.add_argument("--iterations-max", type=int, default=None, metavar="N",
+                     help="give up on a partition after N search steps with verdict unknown: a budget "
+                          "of work, so the verdict does not depend on the machine's load (default: no limit)")
     lin.add_argument("--timeout", type=float, default=None, metavar="S",
-                     help="give up after S seconds with verdict unknown (default: no limit)")
+                     help="wall-clock safety net: give up after S seconds with verdict unknown "
+                          "(default: no limit)")
     lin.add_argument("--memory-max", type=float, default=4096, metavar="MB",
                      help="give up with verdict unknown when the search caches pass MB megabytes (default 4096)")
     lin.add_argument("--engine", choices=["auto", "c++", "python"], default="auto",
@@ -633,6 +643,22 @@ def _judge(directory: Path | None, meta: dict, ops: Iterable[dict], **options) -
     return with_invariant_violations(result, events)
 
 
+def _write_results(path: Path, result: dict) -> None:
+    """Write a re-check's verdict, keeping what only the run knew: how to reproduce it and the
+    simulation's statistics."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = {}
+    if isinstance(old, dict):
+        if "reproduce" in old:
+            result["reproduce"] = old["reproduce"]
+        stats = old.get("stats")
+        if isinstance(stats, dict) and "simulation" in stats:
+            result["stats"]["simulation"] = stats["simulation"]
+    path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+
 def _check(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict
 
@@ -640,6 +666,8 @@ def _check(args: argparse.Namespace) -> int:
     ops = iter_history(history)  # streamed: a million-op history is never a list of dicts
     if args.cycle_budget <= 0:
         raise UsageError("--cycle-budget must be positive")
+    if args.cycle_time_limit <= 0:
+        raise UsageError("--cycle-time-limit must be positive")
     config = dict(meta.get("config") or {})
     if args.no_ww_deps:
         config["ww_deps"] = False
@@ -651,9 +679,10 @@ def _check(args: argparse.Namespace) -> int:
         config["sub_via"] = [args.sub_via]
     meta = {**meta, "config": config}
     result = _judge(directory if Path(args.path).is_dir() else None, meta, ops,
-                    cycle_budget_s=args.cycle_budget, forbid=tuple(args.forbid), linearizable=args.lin)
+                    cycle_steps=args.cycle_budget, cycle_time_limit_s=args.cycle_time_limit,
+                    forbid=tuple(args.forbid), linearizable=args.lin)
     if Path(args.path).is_dir():
-        (directory / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        _write_results(directory / "results.json", result)
     if args.format == "json":
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
@@ -670,7 +699,17 @@ def _lin(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be positive")
     if args.memory_max <= 0:
         raise UsageError("--memory-max must be positive")
-    result = lin.run(args.path, args.model, args.timeout, args.memory_max, args.engine, args.html, args.format)
+    if args.iterations_max is not None and args.iterations_max < 1:
+        raise UsageError("--iterations-max must be at least 1")
+    try:
+        result = lin.run(args.path, args.model, args.timeout, args.memory_max, args.engine, args.html, args.format,
+                         iterations_max=args.iterations_max)
+    except lin.NothingChecked as e:
+        if args.format == "json":
+            print(json.dumps({"verdict": "empty-history", "explanation": str(e), "partitions": []}, indent=2))
+        else:
+            print(f"empty-history: {e}")
+        return EXIT_INVALID  # as `check` judges an empty history: it cannot be called valid
     return {"ok": EXIT_VALID, "illegal": EXIT_INVALID}.get(result.verdict, EXIT_UNKNOWN)
 
 
@@ -743,7 +782,8 @@ def _import_jepsen(args: argparse.Namespace) -> int:
     print(f"imported {n} ops from {args.history} into {out}", file=sys.stderr)
     if not args.check:
         return EXIT_VALID
-    ns = argparse.Namespace(path=str(out), format="table", no_ww_deps=False, cycle_budget=30.0,
+    ns = argparse.Namespace(path=str(out), format="table", no_ww_deps=False, cycle_budget=DEFAULT_STEPS,
+                            cycle_time_limit=DEFAULT_TIME_LIMIT_S,
                             staleness_bound=None, sub_via=None, forbid=[])
     return _check(ns)
 

@@ -126,7 +126,7 @@ def simulate_run(spec: RunSpec) -> RunRecord:
         record = load_run_dir(tmp)
         record.meta["run_id"] = spec.run_id
         record.meta["corpus_spec"] = asdict(spec)
-        record.results = judge(record, cycle_budget_s=10.0)
+        record.results = judge(record)
         return record
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

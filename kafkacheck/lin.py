@@ -19,6 +19,10 @@ FORMAT_MODELS = {"run": KAFKA_MODELS, "etcd": ("register",), "kv": ("kv", "kv-ma
 ROWS_SHOWN = 20
 
 
+class NothingChecked(Exception):
+    """The history is well formed but holds nothing the model checks: never "ok"."""
+
+
 def detect_format(path: Path) -> str:
     if path.is_dir() or path.suffix == ".jsonl":
         return "run"
@@ -94,14 +98,20 @@ def print_result(result: CheckResult, path: Path) -> None:
 
 
 def run(path: str, model_name: str | None, timeout_s: float | None, memory_max_mb: float, engine: str,
-        html: str | None, output: str) -> CheckResult:
+        html: str | None, output: str, iterations_max: int | None = None) -> CheckResult:
     from rich.console import Console
 
     source = Path(path)
     model, ops = load(source, model_name)
+    if not ops:
+        fmt = detect_format(source)
+        if fmt != "run":  # the detector saw one telltale line, but nothing parsed as an operation
+            raise HistoryError(f"{source}: no {fmt} operation in it: not a history")
+        raise NothingChecked(f"{source}: nothing to check: no operation the {model.name} model reads "
+                             f"(empty-history); a history without operations cannot be judged linearizable")
     with Console(stderr=True).status(f"checking {len(ops)} operations with {model.name}..."):
         result = check_operations(model, ops, timeout_s=timeout_s, memory_max_mb=memory_max_mb, engine=engine,
-                                  partial=True)
+                                  partial=True, iterations_max=iterations_max)
     if output == "json":
         print(json.dumps(result_json(result), indent=2))
     else:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 3
+EXIT_OK, EXIT_VIOLATION, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 3
 
 
 def variants() -> dict[str, str]:
@@ -60,20 +60,29 @@ def cmd_model_check(args) -> int:
     if result.ok and args.induction:
         with console.status(f"k-induction up to k={args.induction}"):
             # the base case of k-induction is BMC clean to depth k - 1
+            undecided = []
             for k in range(1, min(args.induction, args.depth + 1) + 1):
-                if k_induction(model, k):
+                closed = k_induction(model, k)
+                if closed is None:
+                    undecided.append(k)
+                elif closed:
                     result.induction = k
                     break
     if args.json:
         Path(args.json).write_text(json.dumps(as_dict(result), indent=2) + "\n")
-    if result.ok:
+    if result.unknown is not None:
+        console.print(f"{args.variant}: unknown: no violation up to depth {result.checked_depth}, and z3 could "
+                      f"not decide depth {result.checked_depth + 1} ({result.unknown}; {result.seconds:.1f} s)")
+        code = EXIT_UNKNOWN
+    elif result.ok:
         console.print(f"{args.variant}: no violation up to depth {args.depth} ({result.seconds:.1f} s)")
         if args.induction:
             console.print(f"k-induction: closed at k={result.induction} (with the model's lemmas), so the "
                           f"invariants hold at every depth for this model's sizes"
                           if result.induction else
                           f"k-induction: did not close up to k={args.induction} (the invariants are not "
-                          f"inductive alone), so the verdict stands to depth {args.depth} only")
+                          f"inductive alone{'; z3 could not decide k=' + ', '.join(map(str, undecided)) if undecided else ''}), "
+                          f"so the verdict stands to depth {args.depth} only")
         code = EXIT_OK
     else:
         table = Table(title=f"{args.variant}: {result.violated} violated after {result.depth} steps "
@@ -89,7 +98,7 @@ def cmd_model_check(args) -> int:
     if args.replay:
         from kafkacheck.replay import replay
 
-        if result.ok:
+        if result.violated is None:
             console.print("--replay: nothing to replay (no counterexample)")
         else:
             ok = replay(args.variant, result, bug, console, seeds=args.replay_seeds)

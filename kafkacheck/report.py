@@ -50,6 +50,11 @@ def print_verdict(result: dict, run_dir: Path, meta: dict) -> None:
         table.add_row("final read", ("reached the end" if final.get("reached_end") else
                                      "did NOT reach the end") + f" in {final.get('took_ms')} ms "
                       f"(bound {final.get('staleness_bound_ms')} ms)")
+    lin = stats.get("linearizability")
+    if lin and lin.get("checked"):
+        table.add_row("linearizability", f"{lin['verdict']}: {lin['partitions']} partition logs, "
+                      f"{lin['operations']} appends and reads, {lin['iterations']:,} search steps "
+                      f"({lin['seconds']:.1f} s)")
     for kind, n in (result.get("allowed") or {}).items():
         table.add_row(f"allowed: {kind}", str(n))
     console.print(table)

@@ -5,8 +5,9 @@ event form). Built-in models run on the C++ search (``linearizability._porcupine
 partitions spread over threads and interleaved in slices; models defined in Python, or
 ``engine="python"``, run on the pure-Python search of :mod:`linearizability.oracle`, the
 partitions interleaved the same way. Either way the first illegal partition stops the others,
-``timeout_s`` and ``memory_max_mb`` turn a search that runs too long or too big into
-``unknown``, and ``partial=True`` keeps the longest linearizable prefix of every partition
+``iterations_max`` (work per partition, so the verdict does not depend on the machine's
+load), ``timeout_s`` (a wall-clock safety net) and ``memory_max_mb`` turn a search that runs
+too long or too big into ``unknown`` with the reason, and ``partial=True`` keeps the longest linearizable prefix of every partition
 (for reports and the HTML page).
 """
 
@@ -35,7 +36,7 @@ except ImportError:  # pragma: no cover - only when the extension was not built
 class PartitionResult:
     verdict: str                      # ok, illegal, unknown
     operations: list[Operation]
-    reason: str = ""                  # why unknown: timeout, memory, cancelled
+    reason: str = ""                  # why unknown: iterations, timeout, memory, cancelled
     longest: list[int] = field(default_factory=list)   # op positions of the longest linearizable prefix
     blocked: int | None = None        # the op whose return the search could not get past
     iterations: int = 0
@@ -79,7 +80,8 @@ def native_available() -> bool:
 
 def check_operations(model: Model, operations: Sequence[Operation], *, timeout_s: float | None = None,
                      memory_max_mb: float = MEMORY_MAX_MB, partial: bool = False, engine: str = "auto",
-                     threads: int | None = None, partitioned: bool = True) -> CheckResult:
+                     threads: int | None = None, partitioned: bool = True,
+                     iterations_max: int | None = None) -> CheckResult:
     """Is the history linearizable with respect to ``model``? ``engine`` is ``auto`` (C++
     when the model has a native twin), ``c++`` or ``python``; ``partitioned=False`` checks the
     history as one piece even when the model could split it."""
@@ -99,9 +101,9 @@ def check_operations(model: Model, operations: Sequence[Operation], *, timeout_s
             raise HistoryError(f"model {model.name!r} has no C++ twin; use engine='python'")
         if _porcupine is None:
             raise HistoryError("the C++ extension linearizability._porcupine is not built; reinstall with pip")
-        results = _check_native(model, searched, timeout_s, memory_max_mb, partial, threads)
+        results = _check_native(model, searched, timeout_s, memory_max_mb, partial, threads, iterations_max)
     elif engine in ("auto", "python"):
-        results = _check_python(model, searched, timeout_s, memory_max_mb, partial)
+        results = _check_python(model, searched, timeout_s, memory_max_mb, partial, iterations_max)
     else:
         raise HistoryError(f"engine must be auto, c++ or python, not {engine!r}")
     for result, original in zip(results, parts, strict=True):
@@ -117,18 +119,18 @@ def check_events(model: Model, events: Iterable[Event], **options) -> CheckResul
 
 
 def _check_native(model: Model, parts: list[list[Operation]], timeout_s: float | None, memory_max_mb: float,
-                  partial: bool, threads: int | None) -> list[PartitionResult]:
+                  partial: bool, threads: int | None, iterations_max: int | None) -> list[PartitionResult]:
     encoded = [model.encode(p, pending_return_time(p)) for p in parts]
     raw = _porcupine.check(model.native, encoded, timeout_s=timeout_s or 0.0,
                            bytes_max=int(memory_max_mb * 1024 * 1024), threads=threads or os.cpu_count() or 1,
-                           partial=partial, slice=SLICE_ITERATIONS)
+                           partial=partial, slice=SLICE_ITERATIONS, iterations_max=iterations_max or 0)
     return [PartitionResult(r["verdict"], ops, r["reason"], list(r["longest"]),
                             None if r["blocked"] < 0 else r["blocked"], r["iterations"], r["cache_entries"])
             for r, ops in zip(raw, parts, strict=True)]
 
 
 def _check_python(model: Model, parts: list[list[Operation]], timeout_s: float | None, memory_max_mb: float,
-                  partial: bool) -> list[PartitionResult]:
+                  partial: bool, iterations_max: int | None) -> list[PartitionResult]:
     entries_max = int(memory_max_mb * 1024 * 1024 / PYTHON_ENTRY_BYTES)
     searches = [PythonSearch(model, p, partial=partial) for p in parts]
     deadline = None if not timeout_s else time.monotonic() + timeout_s
@@ -140,6 +142,10 @@ def _check_python(model: Model, parts: list[list[Operation]], timeout_s: float |
             status = searches[i].run(SLICE_ITERATIONS)
             if status != "running":
                 running.remove(i)
+            elif iterations_max and searches[i].iterations >= iterations_max:
+                running.remove(i)  # this partition alone ran out of work
+                searches[i].give_up()
+                reasons[i] = "iterations"
             if status == "illegal":
                 stop_reason = "cancelled"
                 break

@@ -26,7 +26,9 @@ Searches, one cycle reported per strongly connected component and type:
 
 Strongly connected components are found first by an iterative Tarjan over compact
 adjacency dicts; only the ops inside a cycle become a networkx graph, where the typed
-cycle searches run. The search stops at its time budget and says what it did not finish.
+cycle searches run. The search stops when its budget of work (edges and nodes examined, so
+the verdict does not depend on the machine's load) runs out, or at a wall-clock safety net,
+and says which and what it did not finish.
 """
 
 from __future__ import annotations
@@ -46,16 +48,48 @@ SHOWN = 50  # cycles explained step by step per type (the checker lists 50 per t
 TRIES = 20  # edges tried per component when looking for an example of an allowed type
 
 
+DEFAULT_STEPS = 100_000_000  # edges and search nodes examined: a correct 1M-op history needs 5.7M
+DEFAULT_TIME_LIMIT_S = 3600.0  # the outer safety net only; a verdict never hangs on it silently
+
+
 class Budget:
-    def __init__(self, seconds: float) -> None:
+    """The cycle search's budget, in work: each edge tried and each node a path search expands
+    is one step, so the same history gets the same verdict on an idle or a busy machine. A
+    wall-clock limit remains as an outer safety net; ``reason`` says which ran out."""
+
+    def __init__(self, steps: int = DEFAULT_STEPS, seconds: float = DEFAULT_TIME_LIMIT_S) -> None:
+        self.steps = steps
         self.seconds = seconds
+        self.used = 0
+        self._next_clock = 0  # read the clock every 4096 steps, and at the first
         self.deadline = time.monotonic() + seconds
-        self.exhausted = False
+        self.reason: str | None = None  # "steps" or "time" once exhausted
+
+    @property
+    def exhausted(self) -> bool:
+        return self.reason is not None
+
+    def spend(self, n: int = 1) -> bool:
+        """Count ``n`` steps; True when the budget is exhausted."""
+        self.used += n
+        if self.reason is None:
+            if self.used > self.steps:
+                self.reason = "steps"
+            elif self.used >= self._next_clock:
+                self._next_clock = self.used + 4096
+                if time.monotonic() > self.deadline:
+                    self.reason = "time"
+        return self.reason is not None
 
     def out(self) -> bool:
-        if not self.exhausted and time.monotonic() > self.deadline:
-            self.exhausted = True
-        return self.exhausted
+        return self.reason is not None
+
+    def explain(self) -> str:
+        if self.reason == "time":
+            return (f"the cycle search hit its wall-clock safety net ({self.seconds:g} s) after "
+                    f"{self.used:,} of its {self.steps:,} steps; cycles it did not reach are unchecked")
+        return (f"the cycle search used up its budget of {self.steps:,} steps (edges and path-search "
+                f"nodes examined); cycles it did not reach are unchecked")
 
 
 class _Graph:
@@ -196,13 +230,16 @@ def build(a: Analysis, ww_deps: bool) -> tuple[_Graph, list[Op]]:
     return g, nodes
 
 
-def _cycle_through(succ, comp: set, u: int, v: int, allowed: int) -> list[int] | None:
+def _cycle_through(succ, comp: set, u: int, v: int, allowed: int, budget: Budget) -> list[int] | None:
     """Shortest path v -> u inside ``comp`` over edges with a type in ``allowed``, closing the
-    edge u -> v."""
+    edge u -> v. None when there is none, or when the budget ran out first (the caller sees
+    ``budget.out()``)."""
     prev = {v: None}
     queue = deque([v])
     while queue:
         x = queue.popleft()
+        if budget.spend(1 + len(succ[x])):
+            return None
         if x == u:
             path = [u]
             while prev[path[-1]] is not None:
@@ -234,7 +271,7 @@ def _search(g: nx.DiGraph, allowed: int, required: int, budget: Budget,
         done = False
         for u in sorted(comp):
             for v, data in succ[u].items():
-                if budget.out():
+                if budget.spend():
                     return found
                 if v not in comp or not data["t"] & required:
                     continue
@@ -242,7 +279,7 @@ def _search(g: nx.DiGraph, allowed: int, required: int, budget: Budget,
                 if tries is not None and attempts > tries:
                     done = True
                     break
-                cyc = _cycle_through(succ, comp, u, v, allowed if path is None else path)
+                cyc = _cycle_through(succ, comp, u, v, allowed if path is None else path, budget)
                 if cyc is not None and (accept is None or accept(cyc, h)):
                     found.append(cyc)
                     done = True
@@ -311,7 +348,7 @@ def check_cycles(a: Analysis, add: Report, ww_deps: bool, budget: Budget) -> dic
                        f"The cycle needs {name} order; allowed, since it includes write-write "
                        f"dependencies")
     if budget.out():
-        stats["budget_exhausted"] = True
+        stats.update(budget_exhausted=True, budget_reason=budget.explain(), cycle_steps=budget.used)
         return stats
     # anti-dependency cycles: read skew
     comps = g.components(WW | WR | RW)
@@ -330,8 +367,9 @@ def check_cycles(a: Analysis, add: Report, ww_deps: bool, budget: Budget) -> dic
             report("G2", cyc, _edge_types(cyc, rg, (WR, WW, RW)), True,
                    "Anti-dependencies form a cycle (each op missed a write of the next); Kafka "
                    "does not serialise reads, so it is allowed")
+    stats["cycle_steps"] = budget.used
     if budget.out():
-        stats["budget_exhausted"] = True
+        stats.update(budget_exhausted=True, budget_reason=budget.explain())
     return stats
 
 

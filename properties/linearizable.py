@@ -14,17 +14,24 @@ from linearizability import check_operations, get_model
 from linearizability.kafka import log_operations
 
 KIND = "nonlinearizable-log"
-DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_ITERATIONS = 1_000_000_000  # per partition: work, so a busy machine gets the same verdict
+DEFAULT_TIMEOUT_S = 3600.0  # the wall-clock safety net, reported as such when it is what stopped
 
 
 def check_log(ops: Iterable[dict], config: dict, report: Callable[..., None],
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
+              iterations_max: int = DEFAULT_ITERATIONS,
+              timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[str | None, dict]:
     """Reports one anomaly per illegal partition; returns a sentence when the check could not
-    decide (or does not apply), else None."""
+    decide (or does not apply), else None, and a summary of what was checked."""
     if config.get("compacted"):
-        return "the linearizability check does not apply to compacted topics (compaction removes records by design)"
+        return ("the linearizability check does not apply to compacted topics (compaction removes records "
+                "by design)", {"checked": False})
     model = get_model("partition-log")
-    result = check_operations(model, log_operations(ops, config), timeout_s=timeout_s, partial=True)
+    operations = log_operations(ops, config)
+    result = check_operations(model, operations, timeout_s=timeout_s, partial=True, iterations_max=iterations_max)
+    summary = {"checked": True, "verdict": result.verdict, "partitions": len(result.partitions),
+               "operations": len(operations), "iterations": sum(p.iterations for p in result.partitions),
+               "seconds": round(result.elapsed_s, 3)}
     for p in result.illegal_partitions():
         key = p.operations[0].input[1]
         stuck = p.stuck
@@ -38,5 +45,10 @@ def check_log(ops: Iterable[dict], config: dict, report: Callable[..., None],
                            f"(kafkacheck lin RUN --html FILE shows it)")
     if result.verdict == "unknown":
         reasons = sorted({p.reason for p in result.partitions if p.reason and p.reason != "cancelled"})
-        return f"the linearizability check gave up ({', '.join(reasons) or 'unknown'}) after {result.elapsed_s:.1f} s"
-    return None
+        why = {"iterations": f"a partition used up its budget of {iterations_max:,} iterations",
+               "timeout": f"the wall-clock safety net of {timeout_s:g} s", "memory": "the memory cap"}
+        return (f"the linearizability check gave up ({'; '.join(why.get(r, r) for r in reasons) or 'unknown'}) "
+                f"after {result.elapsed_s:.1f} s", summary)
+    if not operations:
+        return "the linearizability check found no appends or reads to check", {**summary, "checked": False}
+    return None, summary

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from properties.compaction import Compaction
-from properties.cycles import Budget, check_cycles
+from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S, Budget, check_cycles
 from properties.groups import check_groups
 from properties.kafka import (
     CLIENT_TXN_FS,
@@ -60,7 +60,6 @@ COMPACTION_ALLOWED = ("poll-skip", "int-poll-skip")
 ALWAYS_ALLOWED = ("int-send-skip", "G0", "G0-process", "G0-realtime", "G-single", "G2", "G1b",
                   "compacted-away")
 
-DEFAULT_CYCLE_BUDGET_S = 30.0
 DEFAULT_STALENESS_BOUND_MS = 30_000
 
 
@@ -98,17 +97,17 @@ def _gc_paused() -> Iterator[None]:
 
 
 def check(ops: Iterable[dict], config: dict | None = None, *,
-          cycle_budget_s: float = DEFAULT_CYCLE_BUDGET_S, forbid: tuple[str, ...] = (),
-          linearizable: bool = False) -> dict:
+          cycle_steps: int = DEFAULT_STEPS, cycle_time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+          forbid: tuple[str, ...] = (), linearizable: bool = False) -> dict:
     """Judge a history; returns the results.json object of TRACE_FORMAT.md. ``ops`` may be a
     stream (:func:`traces.history.iter_history`): it is read once, and kept as dicts only when
     the consumer-group or compaction checks need them. ``linearizable`` adds the
     partition-log linearizability check (properties/linearizable.py)."""
     with _gc_paused():
-        return _check(ops, config or {}, cycle_budget_s, forbid, linearizable)
+        return _check(ops, config or {}, Budget(cycle_steps, cycle_time_limit_s), forbid, linearizable)
 
 
-def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tuple[str, ...],
+def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str, ...],
            linearizable: bool) -> dict:
     if config.get("groups") or config.get("compacted") or linearizable:
         ops = list(ops)
@@ -134,7 +133,6 @@ def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tup
         final = config.get("final_read") or {}
         check_staleness(a, r.add, int(config.get("staleness_bound_ms")
                                       or final.get("staleness_bound_ms") or DEFAULT_STALENESS_BOUND_MS))
-    budget = Budget(cycle_budget_s)
     cycle_stats = check_cycles(a, r.add, bool(config.get("ww_deps", True)), budget)
 
     if compacted is not None:
@@ -144,7 +142,8 @@ def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tup
     check_groups(ops, config, r.add)
     _check_final_read(config, unread, r)
     _check_stall(config, r)
-    lin_unknown = check_log(ops, config, r.add) if linearizable and not config.get("compacted") else None
+    lin_unknown, lin_stats = (check_log(ops, config, r.add) if linearizable and not config.get("compacted")
+                              else (None, None))
 
     # ---------------------------------------------------------- verdict
     forbidden = set(forbid)
@@ -174,8 +173,7 @@ def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tup
         "counts": {k: r.counts[k] for k in sorted(r.counts)},
         "allowed": dict(sorted(r.allowed.items())),
         "allowed_anomalies": {k: r.allowed_items[k] for k in sorted(r.allowed_items) if r.allowed_items[k]},
-        "unknown": ([f"the cycle search ran out of its {cycle_budget_s:g} s budget; cycles it did "
-                     f"not reach are unchecked"] if cycle_stats.get("budget_exhausted") else [])
+        "unknown": ([cycle_stats["budget_reason"]] if cycle_stats.get("budget_exhausted") else [])
                    + ([lin_unknown] if lin_unknown else []),
         "stats": {
             "ops": counted.n,
@@ -186,6 +184,7 @@ def _check(ops: Iterable[dict], config: dict, cycle_budget_s: float, forbid: tup
             "keys": len(a.orders),
             "nemesis_ops": len(nemesis),
             "cycles": cycle_stats,
+            **({"linearizability": lin_stats} if lin_stats is not None else {}),
         },
     }
 

@@ -73,7 +73,7 @@ def _cycles_of_run(pdf: pd.DataFrame) -> pd.DataFrame:
         if first >= 0 and (c[1] < 0 or first < c[1]):
             c[1] = first
 
-    check_cycles(a, add, True, Budget(10.0))
+    check_cycles(a, add, True, Budget())
     times = dict(zip(pdf["index"], pdf["time"], strict=True))
     rows = [(run_id, k, n, first if first >= 0 else None, times.get(first), allowed)
             for k, (n, first, allowed) in sorted(counts.items())]

@@ -4,6 +4,9 @@
 // operation as a tuple; here the tuples become typed operations, every partition gets its own
 // Search, and a few threads interleave the searches in slices (the GIL released) until each is
 // decided, one is illegal (which stops the rest), the deadline passes or the memory cap is hit.
+// A partition that spends its budget of iterations (work, so the verdict does not depend on
+// how busy the machine is) stops alone, as unknown ("iterations"). The calling thread polls
+// for Python signals between slices, so Ctrl-C stops the search within milliseconds.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -28,11 +31,12 @@ struct Settings {
     int threads = 1;
     bool partial = false;
     uint64_t slice = 4096;
+    uint64_t iterations_max = 0;  // per partition; 0: none
 };
 
 struct Outcome {
     std::string verdict;      // ok, illegal, unknown
-    std::string reason;       // for unknown: timeout, memory, cancelled
+    std::string reason;       // for unknown: timeout, memory, iterations, cancelled, interrupted
     std::vector<int32_t> longest;
     int32_t blocked;
     uint64_t iterations;
@@ -143,7 +147,11 @@ std::vector<Outcome> run_searches(std::vector<Partition<Model>>& parts, const Se
         budget.stop = true;
     };
 
-    auto worker = [&]() {
+    std::vector<char> spent(searches.size(), 0);  // stopped alone: its iterations ran out
+    bool interrupted = false;
+    auto last_poll = clock::now();
+    // the calling thread (main == true) also polls Python's signal handlers between slices
+    auto worker = [&](bool main) {
         for (;;) {
             size_t index;
             {
@@ -162,7 +170,20 @@ std::vector<Outcome> run_searches(std::vector<Partition<Model>>& parts, const Se
                     stop("timeout");
                 }
                 std::lock_guard<std::mutex> lock(mutex);
-                queue.push_back(index);
+                if (settings.iterations_max > 0 && searches[index]->iterations() >= settings.iterations_max) {
+                    spent[index] = 1;
+                } else {
+                    queue.push_back(index);
+                }
+            }
+            if (main && clock::now() - last_poll > std::chrono::milliseconds(20)) {
+                last_poll = clock::now();
+                py::gil_scoped_acquire acquire;
+                if (PyErr_CheckSignals() != 0) {
+                    interrupted = true;  // the exception stays set; raised after the threads join
+                    stop("interrupted");
+                    return;
+                }
             }
         }
     };
@@ -170,17 +191,19 @@ std::vector<Outcome> run_searches(std::vector<Partition<Model>>& parts, const Se
         py::gil_scoped_release release;
         int threads = std::max(1, std::min<int>(settings.threads, int(searches.size())));
         std::vector<std::thread> pool;
-        for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-        worker();
+        for (int i = 1; i < threads; ++i) pool.emplace_back(worker, false);
+        worker(true);
         for (auto& t : pool) t.join();
     }
+    if (interrupted) throw py::error_already_set();
     std::vector<Outcome> out;
-    for (auto& s : searches) {
+    for (size_t i = 0; i < searches.size(); ++i) {
+        auto& s = searches[i];
         Outcome o{status_name(s->status()), "", s->longest(), s->blocked(), s->iterations(), s->cache_entries()};
         if (s->status() == Status::Unknown) o.reason = "memory";
         if (s->status() == Status::Running) {
             o.verdict = "unknown";
-            o.reason = stop_reason.empty() ? "cancelled" : stop_reason;
+            o.reason = spent[i] ? "iterations" : (stop_reason.empty() ? "cancelled" : stop_reason);
         }
         out.push_back(std::move(o));
     }
@@ -195,8 +218,8 @@ std::vector<Outcome> check_with(const py::list& partitions, const Settings& sett
 }
 
 py::list check(const std::string& model, const py::list& partitions, double timeout_s, int64_t bytes_max, int threads,
-               bool partial, uint64_t slice) {
-    Settings settings{timeout_s, bytes_max, threads, partial, std::max<uint64_t>(slice, 1)};
+               bool partial, uint64_t slice, uint64_t iterations_max) {
+    Settings settings{timeout_s, bytes_max, threads, partial, std::max<uint64_t>(slice, 1), iterations_max};
     std::vector<Outcome> outcomes;
     if (model == "register") {
         outcomes = check_with<RegisterModel>(partitions, settings, register_partition);
@@ -228,6 +251,7 @@ py::list check(const std::string& model, const py::list& partitions, double time
 PYBIND11_MODULE(_porcupine, m) {
     m.doc() = "porcupine's linearizability search in C++ (see linearizability/checker.py for the Python API)";
     m.def("check", &check, py::arg("model"), py::arg("partitions"), py::arg("timeout_s") = 0.0,
-          py::arg("bytes_max") = 0, py::arg("threads") = 1, py::arg("partial") = false, py::arg("slice") = 4096);
+          py::arg("bytes_max") = 0, py::arg("threads") = 1, py::arg("partial") = false, py::arg("slice") = 4096,
+          py::arg("iterations_max") = 0);
     m.attr("NIL") = NIL;
 }

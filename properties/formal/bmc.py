@@ -32,10 +32,22 @@ class Result:
     seconds: float = 0.0
     checked_depth: int = 0  # BMC found nothing up to this depth
     induction: int | None = None  # k at which k-induction closed
+    unknown: str | None = None  # z3 answered neither sat nor unsat at depth checked_depth + 1 (its reason)
 
     @property
     def ok(self) -> bool:
-        return self.violated is None
+        """No counterexample and every depth asked was decided."""
+        return self.violated is None and self.unknown is None
+
+
+def _solve(solver: z3.Solver) -> Any:
+    """``solver.check()``, where an answer that is neither sat nor unsat is never read as
+    either: z3 catches Ctrl-C itself and answers unknown ("canceled"), which becomes the
+    KeyboardInterrupt Python never saw; any other unknown is returned for the caller to report."""
+    verdict = solver.check()
+    if verdict == z3.unknown and solver.reason_unknown() in ("canceled", "interrupted from keyboard"):
+        raise KeyboardInterrupt
+    return verdict
 
 
 def properties(model, s, prev=None) -> dict[str, Any]:
@@ -64,7 +76,11 @@ def check(model, depth: int, progress=None) -> Result:
         invs = properties(model, states[k], states[k - 1] if k > 0 else None)
         solver.push()
         solver.add(z3.Or([z3.Not(f) for f in invs.values()]))
-        verdict = solver.check()
+        verdict = _solve(solver)
+        if verdict == z3.unknown:
+            result.unknown = solver.reason_unknown() or "unknown"
+            result.seconds = time.monotonic() - start
+            return result
         if verdict == z3.sat:
             m = solver.model()
             result.violated = next(name for name, f in invs.items() if z3.is_false(m.eval(f, model_completion=True)))
@@ -86,10 +102,11 @@ def check(model, depth: int, progress=None) -> Result:
     return result
 
 
-def k_induction(model, k: int) -> bool:
+def k_induction(model, k: int) -> bool | None:
     """True when k good consecutive states (from any well-formed state) always step to a good
     one; "good" takes in the model's lemmas. With BMC clean to depth k - 1 (the base case) the
-    invariants then hold at every depth."""
+    invariants then hold at every depth. False when some such path steps to a bad state, None
+    when z3 could not decide."""
     solver = z3.Solver()
     states = [model.fresh(1000 + i) for i in range(k + 1)]
     for i, s in enumerate(states):
@@ -99,12 +116,14 @@ def k_induction(model, k: int) -> bool:
     for i in range(k):
         solver.add(z3.And(list(properties(model, states[i], states[i - 1] if i > 0 else None).values())))
     solver.add(z3.Not(z3.And(list(properties(model, states[k], states[k - 1]).values()))))
-    return solver.check() == z3.unsat
+    verdict = _solve(solver)
+    return None if verdict == z3.unknown else verdict == z3.unsat
 
 
 def as_dict(r: Result) -> dict[str, Any]:
     return {"variant": r.variant, "depth": r.depth, "violated": r.violated, "steps": r.steps,
-            "seconds": round(r.seconds, 3), "checked_depth": r.checked_depth, "induction": r.induction}
+            "seconds": round(r.seconds, 3), "checked_depth": r.checked_depth, "induction": r.induction,
+            "unknown": r.unknown}
 
 
 def relation(choice, options: list[tuple[Any, dict]], s: Any, t: Any, fields: tuple[str, ...]) -> Any:

@@ -172,11 +172,28 @@ def test_lin_checks_porcupine_files_with_exit_codes(tmp_path):
 
 def test_lin_checks_a_run_directory(small_run):
     _code, out = small_run
-    for model in ("partition-log", "committed-offsets"):
-        p = kc("lin", str(out), "--model", model)
-        assert p.returncode == 0, p.stdout + p.stderr
+    p = kc("lin", str(out), "--model", "partition-log")
+    assert p.returncode == 0, p.stdout + p.stderr
+    # the queue workload commits no offsets: nothing checked is not "ok"
+    p = kc("lin", str(out), "--model", "committed-offsets")
+    assert p.returncode == 1 and p.stdout.startswith("empty-history:"), p.stdout + p.stderr
     p = kc("check", str(out), "--lin", "--format", "json")
     assert p.returncode == 0 and json.loads(p.stdout)["valid"] is True
+    lin = json.loads(p.stdout)["stats"]["linearizability"]
+    assert lin["checked"] and lin["verdict"] == "ok" and lin["operations"] > 0
+    p = kc("check", str(out), "--lin")
+    assert p.returncode == 0 and "linearizability" in p.stdout and "ok:" in p.stdout, p.stdout
+
+
+def test_lin_on_nothing_checkable_never_says_ok(tmp_path):
+    empty = tmp_path / "history.jsonl"
+    empty.write_text("")
+    p = kc("lin", str(empty))
+    assert p.returncode == 1 and "empty-history" in p.stdout, p.stdout + p.stderr
+    logs = tmp_path / "jepsen.log"  # looks like an etcd log (jepsen.util), holds no operation
+    logs.write_text("".join(f"2026-11-24 12:00:00 INFO jepsen.util - line {i}\n" for i in range(5000)))
+    p = kc("lin", str(logs))
+    assert p.returncode == 3 and "not a history" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_lin_bad_input_is_one_line_and_exit_3(tmp_path):
@@ -187,3 +204,17 @@ def test_lin_bad_input_is_one_line_and_exit_3(tmp_path):
         p = kc(*args)
         assert p.returncode == 3, (args, p.stdout, p.stderr)
         assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) <= 2
+
+
+def test_check_keeps_what_only_the_run_knew(small_run, tmp_path):
+    import shutil
+
+    _code, out = small_run
+    copy = tmp_path / "r"
+    shutil.copytree(out, copy)
+    before = json.loads((copy / "results.json").read_text())
+    assert before["reproduce"] and before["stats"]["simulation"]
+    assert kc("check", str(copy)).returncode == 0
+    after = json.loads((copy / "results.json").read_text())
+    assert after["reproduce"] == before["reproduce"]
+    assert after["stats"]["simulation"] == before["stats"]["simulation"]

@@ -186,3 +186,46 @@ def test_the_html_page_shows_the_failure(tmp_path):
     assert data[0]["verdict"] == "illegal" and data[0]["blocked"] == 2
     assert rows[0]["step"] == 0 and rows[1]["step"] == 1 and rows[2]["step"] == -1
     assert rows[1]["state"] == "1" and rows[2]["desc"] == "read() -> 2"
+
+
+def _hard_register_history(n: int) -> list[Operation]:
+    """n concurrent writes and a concurrent read of a value nobody wrote: illegal, and the
+    search must try every subset of the writes first (2^n states)."""
+    ops = [Operation(i, ("write", i + 1), 0, None, 1000) for i in range(n)]
+    return [*ops, Operation(n, ("read",), 0, 999, 1000)]
+
+
+@pytest.mark.parametrize("engine", ["c++", "python"])
+def test_an_iteration_budget_gives_the_same_unknown_on_any_machine(engine):
+    """The budget that decides "unknown" counts search steps: the same history stops at the
+    same place however busy the machine (a timeout would not)."""
+    ops = _hard_register_history(12)
+    runs = [check_operations(REGISTER, ops, engine=engine, iterations_max=20_000) for _ in range(2)]
+    for r in runs:
+        assert r.verdict == "unknown" and r.partitions[0].reason == "iterations"
+    assert runs[0].partitions[0].iterations == runs[1].partitions[0].iterations
+    assert 20_000 <= runs[0].partitions[0].iterations < 20_000 + 4096
+    assert check_operations(REGISTER, ops, engine=engine).verdict == "illegal"  # no budget: decided
+
+
+def test_ctrl_c_stops_the_cpp_search_promptly():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("from linearizability import check_operations, get_model, Operation\n"
+            "ops = [Operation(i, ('write', i + 1), 0, None, 1000) for i in range(30)]\n"
+            "ops.append(Operation(30, ('read',), 0, 999, 1000))\n"
+            "print('searching', flush=True)\n"
+            "check_operations(get_model('register'), ops, engine='c++')\n"
+            "print('finished')\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "searching\n"
+    time.sleep(1.5)
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 5, "the search did not poll for the interrupt"
+    assert "KeyboardInterrupt" in err and "finished" not in out

@@ -177,9 +177,26 @@ def test_ww_cycles_are_allowed_but_can_be_forbidden():
     assert "G0" not in check(bad, {**CONFIG, "ww_deps": False})["allowed"]
 
 
-def test_a_cycle_search_out_of_time_gives_unknown():
-    result = check(CASES["G0"][0]().ops, CONFIG, cycle_budget_s=1e-9)
-    assert result["valid"] == "unknown" and result["unknown"]
+def test_a_cycle_search_out_of_budget_gives_unknown_and_says_which_budget():
+    ops = CASES["G0"][0]().ops
+    result = check(ops, CONFIG, cycle_steps=1)
+    assert result["valid"] == "unknown" and "budget of 1 steps" in result["unknown"][0]
+    result = check(ops, CONFIG, cycle_time_limit_s=1e-12)
+    assert result["valid"] == "unknown" and "wall-clock safety net" in result["unknown"][0]
+
+
+def test_a_busy_machine_gives_the_same_verdict(monkeypatch):
+    """The budget that decides a verdict counts work: a clock that runs 1000 s per reading (a
+    machine so busy that each step takes minutes) changes nothing below the safety net."""
+    import properties.cycles as cycles
+
+    ops = CASES["G0"][0]().ops
+    idle = check(ops, CONFIG)
+    clock = iter(range(0, 10**9, 1000))
+    monkeypatch.setattr(cycles.time, "monotonic", lambda: next(clock))
+    busy = check(ops, CONFIG, cycle_time_limit_s=10**8)
+    assert busy["valid"] is idle["valid"] is True
+    assert busy["stats"]["cycles"]["cycle_steps"] == idle["stats"]["cycles"]["cycle_steps"] > 0
 
 
 def test_non_unique_values_are_refused_clearly():

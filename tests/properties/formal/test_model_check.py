@@ -135,3 +135,42 @@ def test_a_reordered_no_epoch_hw_counterexample_gives_the_same_schedule():
     def shape(schedule):
         return [(s["f"], s["value"]) for s in schedule]
     assert shape(schedule_for(swapped, 2)) == shape(schedule_for(steps, 2))
+
+
+@pytest.mark.parametrize("reason, code", [("timeout", 2), ("canceled", 130)])
+def test_an_undecided_solver_answer_is_never_no_violation(monkeypatch, capsys, reason, code):
+    """z3 answers unknown when it gives up or when Ctrl-C reaches it (it catches SIGINT
+    itself, so Python never raises): neither may read as "no violation" (exit 0)."""
+    import z3
+
+    real = z3.Solver.check
+    calls = []
+
+    def check_giving_up_at_depth_3(self, *a):
+        calls.append(1)
+        return z3.unknown if len(calls) == 4 else real(self, *a)
+
+    monkeypatch.setattr(z3.Solver, "check", check_giving_up_at_depth_3)
+    monkeypatch.setattr(z3.Solver, "reason_unknown", lambda self: reason)
+    assert main(["model-check", "--variant", "kip101", "--depth", "8"]) == code
+    out = capsys.readouterr().out
+    assert "no violation up to depth 8" not in out
+    if code == 2:
+        assert "unknown: no violation up to depth 2" in out
+
+
+def test_ctrl_c_during_model_check_exits_130_without_a_verdict():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "kafkacheck.cli", "model-check", "--variant", "fixed",
+                             "--replicas", "3", "--log-len", "4", "--depth", "40"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "no violation up to depth 40" not in out and "Traceback" not in err
