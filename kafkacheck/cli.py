@@ -16,8 +16,8 @@ from pathlib import Path
 from fault_injection.nemesis import FAULTS, ScheduleError, load_schedule, parse_faults
 from kafkacheck.workloads import WORKLOADS
 from linearizability.history import HistoryError as LinHistoryError
-from properties.kafka import HistoryShapeError
 from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S
+from properties.kafka import HistoryShapeError
 from properties.queue import check as check_queue
 from properties.queue import with_invariant_violations
 from reference.assignors import ASSIGNORS

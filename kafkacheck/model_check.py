@@ -36,6 +36,10 @@ def _state_text(state: dict) -> str:
             f"partition e{state['partition_epoch']} {state['records']}")
 
 
+def _undecided_text(ks: list[int]) -> str:
+    return "; z3 could not decide k=" + ", ".join(map(str, ks)) if ks else ""
+
+
 def cmd_model_check(args) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -81,7 +85,7 @@ def cmd_model_check(args) -> int:
                           f"invariants hold at every depth for this model's sizes"
                           if result.induction else
                           f"k-induction: did not close up to k={args.induction} (the invariants are not "
-                          f"inductive alone{'; z3 could not decide k=' + ', '.join(map(str, undecided)) if undecided else ''}), "
+                          f"inductive alone{_undecided_text(undecided)}), "
                           f"so the verdict stands to depth {args.depth} only")
         code = EXIT_OK
     else:

@@ -5,9 +5,9 @@ event form). Built-in models run on the C++ search (``linearizability._porcupine
 partitions spread over threads and interleaved in slices; models defined in Python, or
 ``engine="python"``, run on the pure-Python search of :mod:`linearizability.oracle`, the
 partitions interleaved the same way. Either way the first illegal partition stops the others,
-``iterations_max`` (work per partition, so the verdict does not depend on the machine's
-load), ``timeout_s`` (a wall-clock safety net) and ``memory_max_mb`` turn a search that runs
-too long or too big into ``unknown`` with the reason, and ``partial=True`` keeps the longest linearizable prefix of every partition
+``iterations_max`` (work per partition, so the verdict does not depend on the
+machine's load), ``timeout_s`` (a wall-clock safety net) and ``memory_max_mb`` turn a
+search that runs too long or too big into ``unknown`` with the reason, and ``partial=True`` keeps the longest linearizable prefix of every partition
 (for reports and the HTML page).
 """
 
