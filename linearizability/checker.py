@@ -7,8 +7,9 @@ partitions spread over threads and interleaved in slices; models defined in Pyth
 partitions interleaved the same way. Either way the first illegal partition stops the others,
 ``iterations_max`` (work per partition, so the verdict does not depend on the
 machine's load), ``timeout_s`` (a wall-clock safety net) and ``memory_max_mb`` turn a
-search that runs too long or too big into ``unknown`` with the reason, and ``partial=True`` keeps the longest linearizable prefix of every partition
-(for reports and the HTML page).
+search that runs too long or too big into ``unknown`` with the reason, and
+``partial=True`` keeps the longest linearizable prefix of every partition (for reports and
+the HTML page).
 """
 
 from __future__ import annotations
