@@ -86,6 +86,22 @@ def cycle_checks(c: Corpus) -> DataFrame:
     return ops.groupBy("run_id").applyInPandas(_cycles_of_run, schema=CYCLE_SCHEMA)
 
 
+def covered_types() -> set[str]:
+    """The checker's anomaly types that a Spark detection answers for in both directions;
+    the others (white-box invariant violations, stale reads, transaction and group anomalies
+    beyond Spark's queries...) come into the report from the checker's verdicts."""
+    return {t for fam, ts in CHECKER_TYPES.items() if fam not in ONE_WAY for t in ts}
+
+
+def checker_only(c: Corpus) -> DataFrame:
+    """(run_id, anomaly, count, allowed, first_time) for the checker's anomaly types that no
+    Spark detection covers, so that every family the checker reports reaches the rates, the
+    heat map, the bug table and the agreement table (first_time is unknown: null)."""
+    return (c.verdicts.where(~F.col("anomaly").isin(*sorted(covered_types())))
+            .select("run_id", "anomaly", F.col("count").cast("long").alias("count"), "allowed",
+                    F.lit(None).cast("long").alias("first_time")))
+
+
 def per_run(c: Corpus, found: DataFrame) -> DataFrame:
     """(run_id, anomaly, count, allowed, first_time) for every anomaly type a run shows."""
     return found.groupBy("run_id", "anomaly").agg(
@@ -190,6 +206,19 @@ def agreement(c: Corpus, runs_anomalies: DataFrame, cycles: DataFrame | None) ->
             (F.col("both") + F.col("neither"))
             / (F.col("both") + F.col("neither") + F.col("spark_only") + F.col("checker_only")), 4))
         .orderBy("family"))
+    summary = summary.withColumn("source", F.lit("Spark and the checker"))
+    # the checker's other families: Spark has no detector for them, so there is nothing to
+    # agree on, but they are listed with the runs the checker found them in
+    known = covered_types() | {t for fam, ts in families if fam not in CHECKER_TYPES for t in ts}
+    extra = (c.verdicts.where(~F.col("anomaly").isin(*sorted(known)))
+             .groupBy(F.col("anomaly").alias("family"))
+             .agg(F.countDistinct("run_id").alias("checker_only"))
+             .select("family", F.lit(0).cast("long").alias("both"), F.lit(0).cast("long").alias("spark_only"),
+                     F.col("checker_only").cast("long"),
+                     (F.lit(c.runs.count()) - F.col("checker_only")).cast("long").alias("neither"),
+                     F.lit(None).cast("double").alias("agreement"),
+                     F.lit("the checker only (no Spark detector)").alias("source")))
+    summary = summary.unionByName(extra).orderBy("family")
     disagreements = both.where(F.col("spark") != F.col("checker")).join(
         c.runs.select("run_id", "workload", "bug", "fault_mix"), "run_id").orderBy("family", "run_id")
     return summary, disagreements

@@ -89,12 +89,18 @@ def analyze(corpus: str, out: Path, spark, cycles: bool = True,
         _table(r, "cycles", cyc.groupBy("anomaly", "allowed").agg({"run_id": "count", "count": "sum"})
                .withColumnRenamed("count(run_id)", "runs").withColumnRenamed("sum(count)", "cycles")
                .orderBy("anomaly"), "Dependency cycles found per run (properties.cycles in applyInPandas)")
-    runs_anoms = runs_anoms.cache()
+    spark_types = runs_anoms.select("anomaly").distinct()
+    runs_anoms = runs_anoms.unionByName(jobs.checker_only(c)).cache()
+    from pyspark.sql import functions as F
+
     step("anomaly counts", lambda: _table(
         r, "anomaly_counts", runs_anoms.groupBy("anomaly", "allowed").agg(
             {"run_id": "count", "count": "sum"}).withColumnRenamed("count(run_id)", "runs")
-        .withColumnRenamed("sum(count)", "instances").orderBy("anomaly"),
-        "Anomalies found by Spark (runs showing each type, instances)"))
+        .withColumnRenamed("sum(count)", "instances")
+        .join(spark_types.withColumn("found_by", F.lit("Spark")), "anomaly", "left")
+        .fillna({"found_by": "the checker (no Spark detector)"}).orderBy("anomaly"),
+        "Anomalies in the corpus (runs showing each type, instances): found by Spark, and the "
+        "checker's types that Spark has no detector for"))
     rates = jobs.rates(c, runs_anoms)
     for dim, df in rates.items():
         step(f"rates by {dim}", lambda dim=dim, df=df: _table(r, f"rate_by_{dim}", df, f"Anomaly rate by {dim}"))
@@ -185,7 +191,7 @@ def write_index(r: Report, corpus: str, n_runs: int) -> None:
         parts.append(f"<h2>{html.escape(title)}</h2><img src='{name}' alt='{html.escape(title)}'>")
     for name, pdf in r.tables.items():
         title = (r.out / f"{name}.md").read_text().splitlines()[0].lstrip("# ")
-        body = pdf.head(200).to_html(index=False, border=0, na_rep="")
+        body = pdf.head(200).to_html(index=False, border=0, na_rep="") if len(pdf) else "<p>none</p>"
         more = f"<p>{len(pdf)} rows; all in <a href='{name}.csv'>{name}.csv</a></p>" if len(pdf) > 200 else ""
         parts.append(f"<h2>{html.escape(title)}</h2><p><a href='{name}.csv'>CSV</a> · "
                      f"<a href='{name}.md'>Markdown</a></p>{body}{more}")

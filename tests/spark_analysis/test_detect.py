@@ -149,3 +149,26 @@ def test_allowed_with_subscribe_and_agreement(spark, tmp_path):
     assert fams["lost-write"].both == 1                       # the verdict said lost-write too
     assert fams["duplicate"].spark_only == 1                  # it did not say duplicate
     assert {row.family for row in dis.collect()} >= {"duplicate", "inconsistent-offsets"}
+
+
+def test_the_checkers_families_without_a_spark_detector_reach_every_table(spark, tmp_path):
+    """A run the checker judged invalid through a white-box invariant (no Spark detection
+    covers that) shows in the rates, the bug table, the counts and the agreement table."""
+    from spark_analysis.report import analyze
+
+    broken = clean()
+    broken.meta["run_id"] = "broken"
+    broken.meta["config"]["bugs"] = ["ack-before-isr"]
+    broken.results = {"valid": False, "anomaly_types": ["invariant-violation"], "counts": {"invariant-violation": 2}}
+    runs = [clean(), broken]
+    write_part(tmp_path / "c", part_name(["clean", "broken"], 0), to_tables(run_rows(r) for r in runs))
+    r = analyze(str(tmp_path / "c"), tmp_path / "r", spark, cycles=False)
+    bug = r.tables["rate_by_bug"].set_index("bug")
+    assert bug.loc["ack-before-isr", "anomaly_rate"] == 1.0 and bug.loc["ack-before-isr", "invariant-violation"] == 1
+    assert "invariant-violation" in set(r.tables["bug_reveals"]["anomaly"])
+    counts = r.tables["anomaly_counts"].set_index("anomaly")
+    assert counts.loc["invariant-violation", "runs"] == 1
+    agree = r.tables["agreement"].set_index("family")
+    assert agree.loc["invariant-violation", "checker_only"] == 1
+    assert "no Spark detector" in agree.loc["invariant-violation", "source"]
+    assert "invariant-violation" not in set(r.tables["disagreements"].get("family", []))
