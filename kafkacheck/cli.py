@@ -7,6 +7,7 @@ input or usage. Every error is one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -25,6 +26,7 @@ from reference.bugs import BUGS, parse_bugs
 from traces.history import CorpusError, HistoryError, iter_history, load_run, locate_run
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 3
+DEFAULT_OPS = 10_000
 
 
 class UsageError(Exception):
@@ -73,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--static-members", action="store_true",
                      help="groups workload: static membership (a group.instance.id per member)")
     run.add_argument("--seed", type=int, default=0, help="seed of the run's RNG (default 0)")
-    run.add_argument("--ops", type=int, default=10_000,
+    run.add_argument("--ops", type=int, default=DEFAULT_OPS,
                      help="client operations to perform (default 10000)")
     run.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     run.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
@@ -600,14 +602,41 @@ def _reproduce_command(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
+def _run_dir_name(run_id: str, reproduce: str) -> str:
+    """The default run directory: the run id, and when any option besides the seed, workload
+    and bug switches differs from its default, a short hash of them, so that runs made with
+    different options never share (and overwrite) a directory."""
+    words = reproduce.split()[4:]  # after "kafkacheck run --seed N"
+    pairs = [words[i:i + 2] if i + 1 < len(words) and not words[i + 1].startswith("--") else [words[i]]
+             for i in range(len(words)) if words[i].startswith("--")]
+    options = [w for p in pairs if p[0] not in ("--workload", "--bug") for w in p]
+    if options == ["--ops", str(DEFAULT_OPS)]:
+        return run_id
+    return f"{run_id}-{hashlib.sha256(' '.join(options).encode()).hexdigest()[:8]}"
+
+
+def _refuse_other_run(out: Path, reproduce: str) -> None:
+    """A directory that holds a run made with other options is not overwritten."""
+    try:
+        old = json.loads((out / "results.json").read_text())
+    except (OSError, ValueError):
+        return
+    made_by = old.get("reproduce") if isinstance(old, dict) else None
+    if made_by and made_by != reproduce:
+        raise UsageError(f"{out} holds a run made with other options ({made_by}); "
+                         f"choose another --out, or delete it first")
+
+
 def _run(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict, progress_bar
     from kafkacheck.runner import run_id_for, simulate
 
     options = _options(args)
-    out = Path(args.out) if args.out else Path("runs") / run_id_for(options)
+    reproduce = _reproduce_command(args)
+    out = Path(args.out) if args.out else Path("runs") / _run_dir_name(run_id_for(options), reproduce)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
+    _refuse_other_run(out, reproduce)
     try:  # before simulating, so a bad --out costs nothing
         out.mkdir(parents=True, exist_ok=True)
         (out / ".write-test").write_text("")
@@ -619,7 +648,7 @@ def _run(args: argparse.Namespace) -> int:
     meta, ops, _ = load_run(out)
     result = _judge(out, meta, ops)
     result["stats"]["simulation"] = outcome.stats
-    result["reproduce"] = _reproduce_command(args)
+    result["reproduce"] = reproduce
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     if args.format == "json":
         print(json.dumps(result, indent=2, sort_keys=True))

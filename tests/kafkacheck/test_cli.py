@@ -218,3 +218,19 @@ def test_check_keeps_what_only_the_run_knew(small_run, tmp_path):
     after = json.loads((copy / "results.json").read_text())
     assert after["reproduce"] == before["reproduce"]
     assert after["stats"]["simulation"] == before["stats"]["simulation"]
+
+
+def test_runs_with_other_options_never_share_a_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--seed", "3", "--ops", "300", "--no-progress", "--format", "json"]) == 0
+    assert main(["run", "--seed", "3", "--ops", "400", "--no-progress", "--format", "json"]) == 0
+    dirs = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert len(dirs) == 2 and all(d.startswith("seed3-correct-") for d in dirs), dirs
+    ops = {json.loads((tmp_path / "runs" / d / "results.json").read_text())["reproduce"] for d in dirs}
+    assert len(ops) == 2
+    # an explicit --out that holds a run made with other options is refused, not overwritten
+    target = tmp_path / "runs" / dirs[0]
+    before = (target / "history.jsonl").read_bytes()
+    p = kc("run", "--seed", "3", "--ops", "500", "--no-progress", "--out", str(target))
+    assert p.returncode == 3 and "other options" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert (target / "history.jsonl").read_bytes() == before
