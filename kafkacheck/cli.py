@@ -23,7 +23,15 @@ from properties.queue import check as check_queue
 from properties.queue import with_invariant_violations
 from reference.assignors import ASSIGNORS
 from reference.bugs import BUGS, parse_bugs
-from traces.history import CorpusError, HistoryError, iter_history, load_run, locate_run
+from traces.history import (
+    CorpusError,
+    HistoryError,
+    iter_history,
+    load_run,
+    loads_line,
+    locate_run,
+    named_values,
+)
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 3
 DEFAULT_OPS = 10_000
@@ -35,8 +43,8 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2; usage errors are 3 here
-        self.print_usage(sys.stderr)
-        print(f"kafkacheck: error: {message}", file=sys.stderr)
+        # one line, and where to look (not argparse's usage block of 5-14 lines)
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 
@@ -318,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--ready-timeout", type=float, default=30.0, metavar="S",
                      help="how long to wait for the cluster to be ready (default 30)")
     srv.add_argument("--verbose", action="store_true", help="log broker events (leaders, fencing) to the logs")
+    srv.add_argument("--max-connections", type=int, default=1000, metavar="N",
+                     help="client connections one broker process keeps open; more are closed at once, "
+                          "logged once a minute (default 1000)")
+    srv.add_argument("--idle-timeout", type=float, default=600.0, metavar="S",
+                     help="close a connection with nothing in flight that sent nothing for S seconds "
+                          "(Kafka's connections.max.idle.ms; default 600)")
 
     con = sub.add_parser(
         "conform", help="run the conformance suite against a real Kafka-compatible broker",
@@ -665,10 +679,10 @@ def _judge(directory: Path | None, meta: dict, ops: Iterable[dict], **options) -
         return result
     events = []
     for n, line in enumerate(events_path.read_text().splitlines(), 1):
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            raise HistoryError(f"{events_path}:{n}: not valid JSON") from None
+        event = loads_line(line, f"{events_path}:{n}")
+        if not isinstance(event, dict):
+            raise HistoryError(f"{events_path}:{n}: an event must be a JSON object")
+        events.append(event)
     return with_invariant_violations(result, events)
 
 
@@ -692,7 +706,7 @@ def _check(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict
 
     meta, history, directory = locate_run(args.path)
-    ops = iter_history(history)  # streamed: a million-op history is never a list of dicts
+    ops = iter_history(history, named_values(meta))  # streamed: a million-op history is never a list of dicts
     if args.cycle_budget <= 0:
         raise UsageError("--cycle-budget must be positive")
     if args.cycle_time_limit <= 0:
@@ -811,11 +825,12 @@ def _import_jepsen(args: argparse.Namespace) -> int:
     print(f"imported {n} ops from {args.history} into {out}", file=sys.stderr)
     if not args.check:
         return EXIT_VALID
-    ns = argparse.Namespace(path=str(out), format="table", no_ww_deps=False, cycle_budget=DEFAULT_STEPS,
-                            cycle_time_limit=DEFAULT_TIME_LIMIT_S,
-                            staleness_bound=None, sub_via=None, forbid=[])
-    return _check(ns)
+    return _check(build_parser().parse_args(["check", str(out)]))  # check's own defaults, all of them
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run as ``python -m kafkacheck.cli``: use the module's importable copy, so that the
+    # UsageError the subcommands raise (kafkacheck.cli.UsageError) is the one main() catches
+    from kafkacheck.cli import main as _main
+
+    sys.exit(_main())

@@ -16,7 +16,14 @@ import time
 from pathlib import Path
 
 from fault_injection.processes import LocalProcess, ProcessGroup
-from reference.server.cluster import SERVER_TIMINGS, ClusterLayout, ServerOptions
+from reference.server.cluster import (
+    SERVER_TIMINGS,
+    ClusterLayout,
+    DataDirInUse,
+    DataDirLock,
+    ServerOptions,
+    holder_of,
+)
 
 
 class ClusterNotReady(RuntimeError):
@@ -42,6 +49,7 @@ class ReferenceCluster:
         self.bootstrap = self.layout.bootstrap(options.host)
         self.group = ProcessGroup()
         self.log_dir = options.data_dir / "logs"
+        self.lock: DataDirLock | None = None
         nodes = [list(range(0, options.brokers + 1))] if single_process else \
             [[n] for n in range(0, options.brokers + 1)]
         for ids in nodes:
@@ -50,7 +58,7 @@ class ReferenceCluster:
                     "--brokers", str(options.brokers),
                     "--min-insync-replicas", str(options.min_insync_replicas),
                     "--default-replication-factor", str(options.default_replication_factor),
-                    "--log-level", log_level]
+                    "--log-level", log_level, "--exit-with-parent"]
             for n in ids:
                 argv += ["--node", str(n)]
             if options.unclean_leader_election:
@@ -59,13 +67,45 @@ class ReferenceCluster:
                 argv += ["--flush-ms", str(options.flush_ms)]
             if options.bugs:
                 argv += ["--bugs", ",".join(sorted(options.bugs))]
+            argv += ["--max-connections", str(options.max_connections), "--idle-timeout", str(options.idle_timeout_s)]
             self.group.add(name, argv, self.log_dir / f"{name}.log")
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self, timeout_s: float = 30.0) -> None:
+        """Lock the data directory (DataDirInUse when another launcher holds it), stop what a
+        dead launcher left behind, start every node and wait until the cluster is ready."""
+        if self.lock is None:
+            self.lock = DataDirLock(self.options.data_dir)
+        self._stop_orphans()
         self.group.start_all()
         self.wait_ready(timeout_s)
+
+    def _stop_orphans(self, grace_s: float = 5.0) -> None:
+        """Nodes of a launcher that died (kill -9) stop by themselves within a second
+        (--exit-with-parent); one that still holds its node lock after ``grace_s`` is stopped
+        here, by the pid in its lock file (SIGTERM, then SIGKILL)."""
+        import os
+
+        locks = sorted(self.options.data_dir.glob("node-*.lock"))
+        end = time.monotonic() + grace_s
+        while any(holder_of(p) for p in locks) and time.monotonic() < end:
+            time.sleep(0.1)
+        for path in locks:
+            pid = holder_of(path)
+            if pid is None or pid <= 0:
+                continue
+            print(f"stopping pid {pid}, a node left running by an earlier launcher ({path.name})", file=sys.stderr)
+            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    break
+                end = time.monotonic() + wait
+                while holder_of(path) and time.monotonic() < end:
+                    time.sleep(0.1)
+                if not holder_of(path):
+                    break
 
     def ready(self) -> bool:
         for broker, port in sorted(self.layout.client_ports.items()):
@@ -99,6 +139,9 @@ class ReferenceCluster:
 
     def stop(self) -> None:
         self.group.stop_all()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def __enter__(self) -> ReferenceCluster:
         try:
@@ -140,6 +183,8 @@ def cmd_serve(args) -> int:
 
     if args.brokers < 1:
         raise UsageError("--brokers must be at least 1")
+    if args.max_connections < 1 or args.idle_timeout <= 0:
+        raise UsageError("--max-connections must be at least 1 and --idle-timeout positive")
     if not 0 <= args.port <= 65535 - args.brokers:
         raise UsageError("--port must be 0 (free ports) or a port with room for one per broker")
     rf = args.default_replication_factor if args.default_replication_factor is not None else min(3, args.brokers)
@@ -149,7 +194,8 @@ def cmd_serve(args) -> int:
     data_dir = Path(args.data_dir)
     options = ServerOptions(data_dir=data_dir, brokers=args.brokers, port=args.port,
                             min_insync_replicas=min_isr, default_replication_factor=rf,
-                            unclean_leader_election=args.unclean_leader_election, flush_ms=args.flush_ms)
+                            unclean_leader_election=args.unclean_leader_election, flush_ms=args.flush_ms,
+                            max_connections=args.max_connections, idle_timeout_s=args.idle_timeout)
     try:
         cluster = ReferenceCluster(options, single_process=args.single_process,
                                    log_level="INFO" if args.verbose else "WARNING")
@@ -159,6 +205,9 @@ def cmd_serve(args) -> int:
     print(f"starting {args.brokers} brokers and a controller ({mode}), data in {data_dir}", flush=True)
     try:
         cluster.start(timeout_s=args.ready_timeout)
+    except DataDirInUse as e:
+        cluster.stop()
+        raise UsageError(f"{e}: one kafkacheck serve per data directory") from None
     except ClusterNotReady as e:
         cluster.stop()
         print(f"kafkacheck: error: {e}", file=sys.stderr)

@@ -36,7 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from linearizability.history import UNKNOWN, HistoryError, Operation
-from traces.history import iter_history, locate_run
+from traces.history import iter_history, locate_run, named_values
 
 KAFKA_MODELS = ("partition-log", "committed-offsets")
 
@@ -49,9 +49,9 @@ def read_run(path: str | os.PathLike, model: str) -> tuple[dict, list[Operation]
         if config.get("compacted"):
             raise HistoryError("the partition-log model does not apply to compacted topics: compaction removes "
                                "records from the log by design (use kafkacheck check for compaction runs)")
-        return meta, log_operations(iter_history(history), config)
+        return meta, log_operations(iter_history(history, named_values(meta)), config)
     if model == "committed-offsets":
-        return meta, offset_operations(iter_history(history))
+        return meta, offset_operations(iter_history(history, named_values(meta)))
     raise HistoryError(f"a run directory is checked with one of the models {', '.join(KAFKA_MODELS)}, not {model!r}")
 
 

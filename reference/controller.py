@@ -46,6 +46,7 @@ from reference.messages import (
 )
 from reference.node import Node
 from reference.storage import Storage, StorageError
+from reference.topics import INTERNAL_TOPICS, legal_topic_name
 
 # Not a partition log: the simulated disk faults that corrupt partition logs spare it, as
 # the controller stands in for a replicated quorum.
@@ -418,6 +419,12 @@ class Controller(Node):
                                                    PRODUCER_ID_BLOCK_SIZE))
 
     def _on_create_topics(self, src: int, req: CreateTopicsRequest) -> None:
+        if not legal_topic_name(req.name):  # whoever asks: the Kafka API's rule holds here too
+            self.send(src, CreateTopicsResponse(req.correlation_id, req.name, Errors.INVALID_TOPIC_EXCEPTION))
+            return
+        if req.num_partitions < 1:
+            self.send(src, CreateTopicsResponse(req.correlation_id, req.name, Errors.INVALID_PARTITIONS))
+            return
         if any(tp.topic == req.name for tp in self.partitions):
             self.send(src, CreateTopicsResponse(req.correlation_id, req.name,
                                                 Errors.TOPIC_ALREADY_EXISTS))
@@ -442,7 +449,11 @@ class Controller(Node):
 
     def _on_delete_topics(self, src: int, req: DeleteTopicsRequest) -> None:
         """Remove a topic from the metadata; each replica deletes its log when the image
-        without it arrives (a broker that was down deletes it on its next image)."""
+        without it arrives (a broker that was down deletes it on its next image). The internal
+        topics cannot be deleted, whoever asks (as through the Kafka API)."""
+        if req.name in INTERNAL_TOPICS:
+            self.send(src, DeleteTopicsResponse(req.correlation_id, req.name, Errors.INVALID_TOPIC_EXCEPTION))
+            return
         if not any(tp.topic == req.name for tp in self.partitions):
             self.send(src, DeleteTopicsResponse(req.correlation_id, req.name,
                                                 Errors.UNKNOWN_TOPIC_OR_PARTITION))

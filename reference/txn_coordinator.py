@@ -55,12 +55,11 @@ from reference.messages import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
 
 if TYPE_CHECKING:
     from reference.broker import Broker
 
-TXN_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
 MAX_EPOCH = 32_766
 MARKER_RETRY_MS = 200
 MARKER_TIMEOUT_MS = 30_000

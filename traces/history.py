@@ -59,17 +59,67 @@ class Recorder:
 # ------------------------------------------------------------------ validation
 
 
-def _check_mop(mop: Any, where: str) -> None:
+def _is_int(x: Any) -> bool:
+    return type(x) is int  # not bool, not float
+
+
+def _check_value(v: Any, where: str, named_values: bool) -> None:
+    """Values are integers (TRACE_FORMAT.md), or null for a tombstone; a Jepsen import may
+    carry Jepsen's keyword values as their names (``named_values``)."""
+    if v is None or _is_int(v) or (named_values and isinstance(v, str)):
+        return
+    raise HistoryError(f"{where}: a value must be an integer{' or a name' if named_values else ''} "
+                       f"(or null for a tombstone), not {json.dumps(v)[:40]}")
+
+
+def _check_key(k: Any, where: str) -> None:
+    if not (isinstance(k, str) or _is_int(k)):
+        raise HistoryError(f"{where}: a key must be a string \"topic:partition\", not {json.dumps(k)[:40]}")
+
+
+def _check_record_key(k: Any, where: str) -> None:
+    if not (k is None or isinstance(k, str) or _is_int(k)):
+        raise HistoryError(f"{where}: a record key must be a string, an integer or null, not {json.dumps(k)[:40]}")
+
+
+def _check_mop(mop: Any, where: str, named_values: bool = False) -> None:
     if not isinstance(mop, list) or not mop or mop[0] not in ("send", "poll"):
         raise HistoryError(f"{where}: a micro-op must be a list starting with \"send\" or \"poll\"")
     if mop[0] == "send":
-        if len(mop) < 3 or not isinstance(mop[1], (str, int)):
-            raise HistoryError(f"{where}: a send micro-op is [\"send\", key, value]")
-    elif len(mop) > 2 or (len(mop) == 2 and not isinstance(mop[1], dict)):
+        if len(mop) not in (3, 4):
+            raise HistoryError(f"{where}: a send micro-op is [\"send\", key, value] (+ record key)")
+        _check_key(mop[1], where)
+        v = mop[2]
+        if isinstance(v, list) and len(v) == 2:  # a completion: [offset, value]
+            if not (v[0] is None or _is_int(v[0])):
+                raise HistoryError(f"{where}: a completed send is [\"send\", key, [offset, value]] with an "
+                                   f"integer (or null) offset, not {json.dumps(v)[:40]}")
+            v = v[1]
+        _check_value(v, where, named_values)
+        if len(mop) == 4:
+            _check_record_key(mop[3], where)
+        return
+    if len(mop) > 2 or (len(mop) == 2 and not isinstance(mop[1], dict)):
         raise HistoryError(f"{where}: a poll micro-op is [\"poll\"] or [\"poll\", {{key: [...]}}]")
+    for key, records in (mop[1] if len(mop) == 2 else {}).items():
+        if not isinstance(records, list):
+            raise HistoryError(f"{where}: a poll's records of {key} must be a list of [offset, value]")
+        for rec in records:
+            if not isinstance(rec, list) or len(rec) not in (2, 3) or not _is_int(rec[0]):
+                raise HistoryError(f"{where}: a polled record is [offset, value] (+ record key) with an "
+                                   f"integer offset, not {json.dumps(rec)[:40]}")
+            _check_value(rec[1], where, named_values)
+            if len(rec) == 3:
+                _check_record_key(rec[2], where)
 
 
-def validate_op(op: Any, where: str) -> dict:
+def named_values(meta: dict) -> bool:
+    """Whether a run's values may be names (Jepsen's keyword values, as ``import-jepsen`` writes
+    them) instead of integers."""
+    return meta.get("target") == "jepsen"
+
+
+def validate_op(op: Any, where: str, named_values: bool = False) -> dict:
     if not isinstance(op, dict):
         raise HistoryError(f"{where}: an operation must be a JSON object")
     for field in ("index", "time", "process", "type", "f"):
@@ -94,7 +144,7 @@ def validate_op(op: Any, where: str) -> dict:
         if not isinstance(value, list):
             raise HistoryError(f"{where}: the value of a {f} op must be a list of micro-ops")
         for mop in value:
-            _check_mop(mop, where)
+            _check_mop(mop, where, named_values)
     return op
 
 
@@ -143,9 +193,10 @@ def write_jsonl(path: str | os.PathLike, rows: list[dict]) -> None:
             fh.write("\n")
 
 
-def iter_history(path: str | os.PathLike) -> Iterator[dict]:
+def iter_history(path: str | os.PathLike, named_values: bool = False) -> Iterator[dict]:
     """Stream a history.jsonl, validating every line as it is read (a million-op history
-    never sits in memory as dicts); raises HistoryError on the first problem."""
+    never sits in memory as dicts); raises HistoryError on the first problem. ``named_values``
+    admits string values (a Jepsen import, see :func:`named_values`)."""
     p = Path(path)
     try:
         fh = open(p, encoding="utf-8")  # noqa: SIM115 -- closed in the finally below
@@ -166,19 +217,33 @@ def iter_history(path: str | os.PathLike) -> Iterator[dict]:
             n += 1
             if not line.strip():
                 continue
-            try:
-                op = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise HistoryError(f"{p}:{n}: not valid JSON ({e.msg} at column {e.colno})") from None
-            seq.feed(validate_op(op, f"{p}:{n}"), n)
+            op = loads_line(line, f"{p}:{n}")
+            seq.feed(validate_op(op, f"{p}:{n}", named_values), n)
             yield op
     finally:
         fh.close()
 
 
-def read_history(path: str | os.PathLike) -> list[dict]:
+def loads_line(line: str, where: str) -> Any:
+    """One JSON line; HistoryError (naming ``where``) for anything that is not JSON, nests too
+    deeply for the parser, or holds a number no JSON reader should accept (NaN, Infinity)."""
+    try:
+        return json.loads(line, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as e:
+        raise HistoryError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise HistoryError(f"{where}: JSON nested too deeply") from None
+    except ValueError as e:
+        raise HistoryError(f"{where}: {e}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_history(path: str | os.PathLike, named_values: bool = False) -> list[dict]:
     """Read and validate a whole history.jsonl; raise HistoryError on any problem."""
-    return list(iter_history(path))
+    return list(iter_history(path, named_values))
 
 
 def read_run_json(path: str | os.PathLike) -> dict:
@@ -187,10 +252,16 @@ def read_run_json(path: str | os.PathLike) -> dict:
         meta = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as e:
-        raise HistoryError(f"{p}: not a valid run.json ({e})") from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise HistoryError(f"{p}: not a valid run.json ({str(e)[:120] or 'nested too deeply'})") from None
     if not isinstance(meta, dict):
         raise HistoryError(f"{p}: run.json must hold one JSON object")
+    config = meta.get("config")
+    if config is not None and not isinstance(config, dict):
+        raise HistoryError(f"{p}: run.json's \"config\" must be a JSON object")
+    for field in ("final_read",):
+        if (config or {}).get(field) is not None and not isinstance(config[field], dict):
+            raise HistoryError(f"{p}: run.json's config.{field} must be a JSON object")
     return meta
 
 
@@ -210,4 +281,4 @@ def locate_run(path: str | os.PathLike) -> tuple[dict, Path, Path]:
 def load_run(path: str | os.PathLike) -> tuple[dict, list[dict], Path]:
     """A run directory or a history.jsonl: (run metadata, ops, directory)."""
     meta, hist, directory = locate_run(path)
-    return meta, read_history(hist), directory
+    return meta, read_history(hist, named_values(meta)), directory

@@ -6,7 +6,8 @@ too); ``edn_format`` parses it. The mapping:
 * keywords become their names (``:x`` -> ``"x"``, ``:ok`` -> ``"ok"``), integer keys their
   decimal string, so a key names one partition as in our format;
 * ``[:send k v]`` / ``[:send k [offset v]]`` / ``[:poll]`` / ``[:poll {k [[o v] ...]}]`` map
-  one to one; keyword values become strings (the checker only needs values to be unique);
+  one to one; keyword values become strings (the checker only needs values to be unique;
+  run.json's ``target: jepsen`` admits such names where our own histories hold integers);
 * ``:process :nemesis`` stays ``"nemesis"``; ``:time`` is already in nanoseconds;
 * ``:rebalance-log`` becomes ``rebalance_log``; ``:error`` becomes a short string;
 * a completion with no invocation gets one synthesised just before it, and an op with no
@@ -17,6 +18,7 @@ too); ``edn_format`` parses it. The mapping:
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ import edn_format
 from edn_format import Keyword
 from edn_format.immutable_list import ImmutableList
 
-from traces.history import FORMAT_VERSION, HistoryError, dumps
+from traces.history import FORMAT_VERSION, HistoryError, dumps, validate_op
 
 SEQS = (list, tuple, frozenset, set, ImmutableList)
 
@@ -79,12 +81,24 @@ def _records(text: str, source: str) -> list[dict]:
             if line.strip():
                 out.append(dict(edn_format.loads(line)))
         return out
-    except (edn_format.EDNDecodeError, ValueError, TypeError) as e:
-        raise HistoryError(f"{source}: not a Jepsen EDN history ({str(e).splitlines()[0][:120]})") from None
+    except RecursionError:
+        raise HistoryError(f"{source}: not a Jepsen EDN history (nested too deeply)") from None
+    except (edn_format.EDNDecodeError, ValueError, TypeError, AttributeError, KeyError,
+            NotImplementedError, OverflowError) as e:
+        # edn_format raises NotImplementedError for an unknown #tag, among others
+        first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+        raise HistoryError(f"{source}: not a Jepsen EDN history ({first})") from None
 
 
 def convert(text: str, source: str = "history.edn") -> list[dict]:
     """Jepsen EDN history text -> our ops (dicts of TRACE_FORMAT.md), densely indexed."""
+    try:
+        return _convert(text, source)
+    except RecursionError:  # parsed, but too deep to convert (or even to print)
+        raise HistoryError(f"{source}: not a Jepsen EDN history (nested too deeply)") from None
+
+
+def _convert(text: str, source: str) -> list[dict]:
     out: list[dict] = []
     open_by_process: dict[Any, dict] = {}
     raw = _records(text, source)
@@ -106,7 +120,11 @@ def convert(text: str, source: str = "history.edn") -> list[dict]:
             if process != "nemesis":
                 raise HistoryError(f"{where}: :process must be an integer or :nemesis")
         time = get("time")
-        time = int(time) if isinstance(time, (int, float)) else (out[-1]["time"] if out else 0)
+        if isinstance(time, bool) or (time is not None and not isinstance(time, (int, float))):
+            raise HistoryError(f"{where}: :time must be a number of nanoseconds")
+        if isinstance(time, float) and not math.isfinite(time):
+            raise HistoryError(f"{where}: :time {time} is not a finite number")
+        time = int(time) if time is not None else (out[-1]["time"] if out else 0)
         value = get("value")
         op: dict[str, Any] = {"time": time, "process": process, "type": type_, "f": str(f)}
         if process != "nemesis" and f in ("send", "poll", "txn"):
@@ -143,6 +161,7 @@ def convert(text: str, source: str = "history.edn") -> list[dict]:
         out.append(op)
     for i, op in enumerate(out):
         op["index"] = i
+        validate_op(op, f"{source}: op {i}", named_values=True)  # what we write obeys TRACE_FORMAT.md
     return out
 
 

@@ -36,7 +36,7 @@ def _conform(args) -> int:
     from kafkacheck.conform import cases as catalogue
     from kafkacheck.conform.clients import CLIENTS
     from kafkacheck.conform.kafka import KafkaUnavailable
-    from kafkacheck.conform.report import Entry, Report, print_table, write_html, write_json, write_junit
+    from kafkacheck.conform.report import Entry, Report
     from kafkacheck.conform.targets import TargetError, external, parse_bootstrap, spawn
 
     if (args.bootstrap is None) == (args.spawn is None):
@@ -105,10 +105,14 @@ def _conform(args) -> int:
         return EXIT_UNKNOWN
     try:
         try:
-            target.probe()
+            target.probe(args.timeout)
             if args.client == "java":
                 _start_java(args, out, console)
         except (TargetError, KafkaUnavailable) as e:
+            report = Report(target.name if args.spawn else "external", target.bootstrap, args.client,
+                            datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                            {str(k): list(v) for k, v in sorted(target.apis.items())}, unusable=str(e))
+            _write_reports(report, out, console)
             print(f"kafkacheck: error: {e}", file=sys.stderr)
             return EXIT_UNKNOWN
         try:
@@ -128,19 +132,36 @@ def _conform(args) -> int:
             console.print(f"[{i}/{len(selected)}] {case.name}: {outcome.status} ({seconds:.1f} s)")
             report.entries.append(Entry("case", case.name, case.guarantee, case.reference, outcome.status,
                                         outcome.evidence, round(seconds, 3), outcome.details))
-        if args.workload != "none":
+            if outcome.status == "error" and (problem := target.responsive(min(args.timeout, 10.0))):
+                # not one failed case among many: the broker stopped answering
+                report.unusable = f"the broker stopped answering during {case.name}: {problem}"
+                for rest in selected[i:]:
+                    report.entries.append(Entry("case", rest.name, rest.guarantee, rest.reference, "skip",
+                                                "not run: the broker stopped answering", 0.0))
+                break
+        if args.workload != "none" and report.unusable is None:
             _run_workload(args, target, client, out, report, console)
     finally:
         if args.client == "java":
             from kafkacheck.conform.java import stop_driver
             stop_driver()
         target.close()
+    _write_reports(report, out, console)
+    if report.unusable is not None:
+        print(f"kafkacheck: error: unusable target: {report.unusable} (a partial report was written)",
+              file=sys.stderr)
+        return EXIT_UNKNOWN
+    return EXIT_PASS if report.verdict == "pass" else EXIT_FAIL
+
+
+def _write_reports(report, out: Path, console) -> None:
+    from kafkacheck.conform.report import print_table, write_html, write_json, write_junit
+
     print_table(report, console)
     write_json(report, out / "report.json")
     write_junit(report, out / "junit.xml")
     write_html(report, out / "report.html")
     console.print(f"wrote {out / 'report.json'}, {out / 'junit.xml'}, {out / 'report.html'}")
-    return EXIT_PASS if report.verdict == "pass" else EXIT_FAIL
 
 
 def _interrupt(signum, frame) -> None:

@@ -32,6 +32,7 @@ class Report:
     brokers: int = 1
     entries: list[Entry] = field(default_factory=list)
     nemesis: list[dict] = field(default_factory=list)
+    unusable: str | None = None  # the broker stopped answering: why; the report is partial
 
     def counts(self) -> dict[str, int]:
         out = {"pass": 0, "fail": 0, "skip": 0, "error": 0}
@@ -41,6 +42,8 @@ class Report:
 
     @property
     def verdict(self) -> str:
+        if self.unusable is not None:
+            return "unusable"
         c = self.counts()
         return "fail" if c["fail"] or c["error"] else "pass"
 
@@ -70,6 +73,7 @@ def write_json(report: Report, path: Path) -> None:
     d = asdict(report)
     d["counts"] = report.counts()
     d["verdict"] = report.verdict
+    d["unusable"] = report.unusable
     path.write_text(json.dumps(d, indent=2, default=str) + "\n")
 
 

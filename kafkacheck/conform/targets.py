@@ -39,6 +39,24 @@ def api_versions(host: str, port: int, timeout_s: float = 3.0) -> dict[int, tupl
     return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
 
+def answers_metadata(host: str, port: int, timeout_s: float) -> str | None:
+    """None when the broker answers a Metadata request (v1, all topics) within ``timeout_s``
+    with a well-formed response; else what went wrong, in a few words."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    from reference.server.protocol import round_trip
+
+    try:
+        round_trip(host, port, MetadataRequest[1](topics=None), MetadataResponse, "kafkacheck-conform", timeout_s)
+    except TimeoutError:
+        return f"no answer to Metadata within {timeout_s:g} s"
+    except OSError as e:
+        return f"Metadata failed: {e.strerror or e}"
+    except Exception as e:  # any decoding failure: bytes that are not a Metadata response
+        return f"the answer to Metadata is not a Kafka response ({type(e).__name__})"
+    return None
+
+
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
     out = []
     for part in text.split(","):
@@ -85,12 +103,26 @@ class Target:
     def first(self) -> tuple[str, int]:
         return parse_bootstrap(self.bootstrap)[0]
 
-    def probe(self) -> None:
+    def probe(self, timeout_s: float = 20.0) -> None:
+        """The APIs the broker advertises, and proof that it answers more than ApiVersions: a
+        broker that cannot answer Metadata is an unusable target (exit 2), not a list of
+        failed cases."""
         host, port = self.first()
         try:
-            self.apis = api_versions(host, port)
+            self.apis = api_versions(host, port, min(timeout_s, 10.0))
         except OSError as e:
             raise TargetError(f"cannot reach {host}:{port}: {e}") from e
+        except Exception as e:  # well-framed bytes that do not decode
+            raise TargetError(f"{host}:{port} answered ApiVersions with bytes that are not a Kafka response "
+                              f"({type(e).__name__})") from None
+        problem = answers_metadata(host, port, timeout_s)
+        if problem is not None:
+            raise TargetError(f"unusable target {host}:{port}: {problem}")
+
+    def responsive(self, timeout_s: float) -> str | None:
+        """None while the broker still answers Metadata; else what went wrong."""
+        host, port = self.first()
+        return answers_metadata(host, port, timeout_s)
 
     def wait_ready(self, timeout_s: float = 30.0) -> None:
         if self.cluster is not None:

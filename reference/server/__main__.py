@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 
-from reference.server.cluster import ClusterLayout, ServerOptions, ServerProcess
+from reference.server.cluster import ClusterLayout, DataDirInUse, NodeLock, ServerOptions, ServerProcess
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flush-ms", type=int)
     p.add_argument("--bugs", default="")
     p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--max-connections", type=int, default=1000)
+    p.add_argument("--idle-timeout", type=float, default=600.0)
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="stop (cleanly) when the process that started this one is gone: the nodes of "
+                        "kafkacheck serve never outlive their launcher, even after its kill -9")
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level, stream=sys.stderr,
                         format=f"%(asctime)s node {','.join(map(str, a.node))} %(levelname)s %(message)s")
@@ -38,20 +44,50 @@ def main(argv: list[str] | None = None) -> int:
                             min_insync_replicas=a.min_insync_replicas,
                             default_replication_factor=a.default_replication_factor,
                             unclean_leader_election=a.unclean_leader_election, flush_ms=a.flush_ms,
-                            bugs=frozenset(b for b in a.bugs.split(",") if b))
+                            bugs=frozenset(b for b in a.bugs.split(",") if b),
+                            max_connections=a.max_connections, idle_timeout_s=a.idle_timeout)
+    _raise_open_files_limit()
     layout = ClusterLayout.load_or_create(options)
-    return asyncio.run(run(ServerProcess(options, layout, a.node)))
+    try:
+        lock = NodeLock(options.data_dir, a.node)
+    except DataDirInUse as e:
+        print(f"python -m reference.server: {e}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(run(ServerProcess(options, layout, a.node), os.getppid() if a.exit_with_parent else None))
+    finally:
+        lock.release()
 
 
-async def run(process: ServerProcess) -> int:
+def _raise_open_files_limit() -> None:
+    """Up to the hard limit: the connection cap, not the file limit, should refuse clients."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+async def run(process: ServerProcess, parent: int | None = None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await process.start()
+    watcher = loop.create_task(_watch_parent(parent, stop)) if parent is not None else None
     await stop.wait()
+    if watcher is not None:
+        watcher.cancel()
     await process.stop()
     return 0
+
+
+async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
+    """An orphan is re-parented: when the launcher is gone, stop as if told to."""
+    while os.getppid() == parent:
+        await asyncio.sleep(0.25)
+    logging.getLogger("kafkacheck.server").warning("the launcher (pid %d) is gone: stopping", parent)
+    stop.set()
 
 
 if __name__ == "__main__":

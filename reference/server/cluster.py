@@ -34,7 +34,7 @@ from reference.messages import CreateTopicsRequest
 from reference.node import Event
 from reference.server import gateway
 from reference.server.host import Host, now_ms
-from reference.server.peers import Peers, client_base
+from reference.server.peers import LogOnce, Peers, client_base, load_or_create_secret
 from reference.server.storage import FileStorage
 from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
 
@@ -73,6 +73,8 @@ class ServerOptions:
     bugs: frozenset[str] = field(default_factory=frozenset)
     # advertise other ports than the listeners' (a fault proxy forwards each to its broker)
     proxied: bool = False
+    max_connections: int = 1000  # client connections of one process; more are closed at once
+    idle_timeout_s: float = 600.0  # Kafka's connections.max.idle.ms
 
     def broker_config(self) -> BrokerConfig:
         return BrokerConfig.from_timings(SERVER_TIMINGS, min_insync_replicas=self.min_insync_replicas,
@@ -99,6 +101,71 @@ class ServerOptions:
             "offsets.topic.num.partitions": "3",
             "transaction.state.log.num.partitions": "3",
         }
+
+
+class DataDirInUse(RuntimeError):
+    pass
+
+
+class _FileLock:
+    """An exclusive ``flock`` on ``path`` for this process's lifetime, with the holder's pid in
+    the file (for the message another process gets). The kernel drops it when the holder
+    dies, however it dies."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self.fd)
+            raise DataDirInUse(f"{what} is in use by another process (pid {holder})") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class DataDirLock(_FileLock):
+    """The launcher's lock: one ``kafkacheck serve`` (or conform) per data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(data_dir / "serve.lock", f"the data directory {data_dir}")
+
+
+class NodeLock(_FileLock):
+    """A node process's lock on its nodes' part of the data directory."""
+
+    def __init__(self, data_dir: Path, nodes: list[int]) -> None:
+        super().__init__(data_dir / f"node-{'-'.join(map(str, sorted(nodes)))}.lock",
+                         f"node {','.join(map(str, sorted(nodes)))} of {data_dir}")
+
+
+def holder_of(path: Path) -> int | None:
+    """The pid that holds the flock on ``path``, or None when nobody does."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else -1
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 class ClusterLayout:
@@ -134,6 +201,7 @@ class ClusterLayout:
         for n in range(0, options.brokers + 1):
             layout.peer_ports[n] = ports.pop()
         layout.save(options.brokers)
+        load_or_create_secret(options.data_dir)  # before any node process starts
         return layout
 
     def save(self, brokers: int) -> None:
@@ -175,9 +243,11 @@ class ServerProcess:
         self.storages: list[FileStorage] = []
         self.connections: set[asyncio.Task] = set()
         self.setup_task: asyncio.Task | None = None
+        self.once = LogOnce()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(self._loop_error)
         self.host = host = Host(loop)
         host._next_client = client_base(min(self.node_ids))
         host.on_event = self._on_event
@@ -185,7 +255,7 @@ class ServerProcess:
         everything = set(range(0, o.brokers + 1))
         if set(self.node_ids) != everything:
             remote = {n: (o.host, self.layout.peer_ports[n]) for n in everything - set(self.node_ids)}
-            self.peers = Peers(remote, host.deliver)
+            self.peers = Peers(remote, host.deliver, load_or_create_secret(o.data_dir))
             await self.peers.listen(o.host, self.layout.peer_ports[min(self.node_ids)])
             host.remote = self.peers.send
         info = gateway.ClusterInfo(
@@ -193,7 +263,8 @@ class ServerProcess:
             endpoints={b: (o.host, p) for b, p in self.layout.advertised_ports.items()},
             default_partitions=o.default_partitions,
             default_replication_factor=o.default_replication_factor,
-            auto_create_topics=o.auto_create_topics, broker_configs=o.broker_configs())
+            auto_create_topics=o.auto_create_topics, broker_configs=o.broker_configs(),
+            idle_timeout_s=o.idle_timeout_s, request_timeout_s=min(30.0, o.idle_timeout_s))
         incarnation = now_ms()
         for n in sorted(self.node_ids):
             if n == CONTROLLER_ID:
@@ -218,12 +289,25 @@ class ServerProcess:
 
     async def _serve(self, info: gateway.ClusterInfo, broker: Broker, reader, writer) -> None:
         assert self.host is not None
+        if len(self.connections) >= self.options.max_connections:
+            self.once.warning("max-connections", "refused a connection from %s: %d connections open "
+                              "(the limit, --max-connections)", writer.get_extra_info("peername"),
+                              len(self.connections))
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self.connections.add(task)
             task.add_done_callback(self.connections.discard)
         with contextlib.suppress(asyncio.CancelledError):  # the server is stopping
             await gateway.Connection(self.host, info, broker, reader, writer).serve()
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        """asyncio's own trouble (an accept that failed: too many open files...), logged once
+        a minute by kind instead of a traceback each time."""
+        e = context.get("exception")
+        kind = type(e).__name__ if e is not None else context.get("message", "error")
+        self.once.warning(f"loop-{kind}", "%s: %s", context.get("message", "event loop error"), e or "")
 
     def _on_event(self, node_id: int, event: Event) -> None:
         if event.kind in ("recover", "broker-registered", "broker-fenced", "leader-elected",

@@ -18,6 +18,23 @@ at once; a task sends its engine messages before its first ``await``, so they re
 broker in arrival order, and a writer task sends the responses in arrival order. At most
 ``MAX_IN_FLIGHT`` requests of a connection are pending; beyond that the reader waits.
 
+Limits (what a careless or hostile client meets; Kafka has the same kinds):
+
+* a byte budget per connection (``response_budget_bytes``, 32 MB): a request is read only
+  while the responses this connection has not yet taken (computed or being computed, counted
+  by their size or, before they exist, by what they may hold: a fetch's partition max bytes)
+  fit the budget; one request is always admitted. A client that pipelines requests and never
+  reads the answers stops being read (as Kafka mutes a connection while its response is
+  being sent), and the broker's memory stays bounded;
+* ``idle_timeout_s`` (Kafka's ``connections.max.idle.ms``, 10 minutes): a connection with
+  nothing in flight that sends nothing is closed; ``request_timeout_s`` (30 s): a request
+  whose bytes stop arriving half way is dropped with its connection (slow loris);
+* big requests do not stall the broker: a frame over ``BIG_FRAME`` bytes is decoded and its
+  response encoded in a worker thread (the event loop keeps serving heartbeats and other
+  clients meanwhile), Metadata answers each distinct topic once (as Kafka does: a set) and
+  yields to the loop every ``YIELD_EVERY`` topics;
+* the number of connections of a process is capped in :mod:`reference.server.cluster`.
+
 Bad input: a frame larger than ``max_request_bytes``, an unknown API key, a version outside
 the served range or a body that does not decode closes the connection (what Kafka does),
 except an ApiVersions request of a newer version, which is answered with
@@ -30,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,14 +84,15 @@ from reference.messages import (
 )
 from reference.server import protocol
 from reference.server.host import Host
-from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
+from reference.topics import INTERNAL_TOPICS, legal_topic_name
 
 log = logging.getLogger("kafkacheck.server")
 
 MAX_IN_FLIGHT = 64
+BIG_FRAME = 256 * 1024  # decode and encode frames larger than this off the event loop
+YIELD_EVERY = 1000  # topics of one Metadata request handled between two turns of the loop
+SMALL_RESPONSE = 64 * 1024  # the budget a request other than Fetch reserves before it is answered
 ENGINE_MARGIN_S = 5.0  # how much longer than a request's own timeout we wait for the engine
-INTERNAL_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC)
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _CLOSE = object()
 
 # topic configs the engine applies, and those it accepts without acting on them
@@ -100,6 +117,9 @@ class ClusterInfo:
     default_replication_factor: int = 1
     auto_create_topics: bool = True
     max_request_bytes: int = 100 * 1024 * 1024
+    response_budget_bytes: int = 32 * 1024 * 1024
+    idle_timeout_s: float = 600.0
+    request_timeout_s: float = 30.0
     broker_configs: dict[str, str] = field(default_factory=dict)
 
 
@@ -125,6 +145,35 @@ def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
     return None
 
 
+class _Budget:
+    """Bytes of responses a connection owes its client (see the module's Limits)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.changed = asyncio.Event()
+
+    async def take(self, n: int) -> None:
+        while self.used > 0 and self.used + n > self.limit:
+            self.changed.clear()
+            await self.changed.wait()
+        self.used += n
+
+    def resize(self, old: int, new: int) -> None:
+        self.used += new - old
+
+    def give(self, n: int) -> None:
+        self.used -= n
+        self.changed.set()
+
+
+def _response_cost(key: int, request: Any) -> int:
+    """What a request's response may hold, before it exists: a fetch's partition max bytes."""
+    if key == protocol.FETCH_KEY:
+        return sum(max(p.partition_max_bytes, 1) for t in request.topics for p in t.partitions)
+    return SMALL_RESPONSE
+
+
 class Connection:
     def __init__(self, host: Host, info: ClusterInfo, broker: Broker,
                  reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -138,6 +187,7 @@ class Connection:
         self.next_corr = 0
         self.queue: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
         self.peer = writer.get_extra_info("peername")
+        self.budget = _Budget(info.response_budget_bytes)
 
     # ------------------------------------------------------------ engine calls
 
@@ -173,28 +223,52 @@ class Connection:
 
     # ------------------------------------------------------------ the connection
 
+    async def _read_head(self) -> bytes | None:
+        """The next frame's size prefix; None when the connection has been idle (nothing in
+        flight, nothing sent) for ``idle_timeout_s``."""
+        while True:
+            try:
+                return await asyncio.wait_for(self.reader.readexactly(4), self.info.idle_timeout_s)
+            except TimeoutError:
+                if self.queue.empty() and self.budget.used == 0:
+                    return None
+
     async def serve(self) -> None:
         writer_task = asyncio.create_task(self._write_loop())
         try:
             while True:
-                head = await self.reader.readexactly(4)
+                head = await self._read_head()
+                if head is None:
+                    log.info("closing %s: idle for %g s", self.peer, self.info.idle_timeout_s)
+                    break
                 (size,) = protocol.SIZE.unpack(head)
                 if size < protocol.REQUEST_HEADER.size or size > self.info.max_request_bytes:
                     log.info("closing %s: request size %d outside [%d, %d]", self.peer, size,
                              protocol.REQUEST_HEADER.size, self.info.max_request_bytes)
                     break
-                frame = await self.reader.readexactly(size)
                 try:
-                    request, key, version, corr = protocol.decode_request(frame)
+                    frame = await asyncio.wait_for(self.reader.readexactly(size), self.info.request_timeout_s)
+                except TimeoutError:
+                    log.info("closing %s: a request of %d bytes did not arrive within %g s", self.peer, size,
+                             self.info.request_timeout_s)
+                    break
+                try:
+                    if size > BIG_FRAME:  # decoding takes long: let the loop serve others meanwhile
+                        request, key, version, corr = await asyncio.to_thread(protocol.decode_request, frame)
+                    else:
+                        request, key, version, corr = protocol.decode_request(frame)
                 except protocol.BadRequest as e:
                     key, version, corr = protocol.peek_header(frame)
                     if key == protocol.API_VERSIONS_KEY and version > protocol.SUPPORTED[key][1]:
-                        await self.queue.put(protocol.api_versions_error(corr, Errors.UNSUPPORTED_VERSION))
+                        await self.queue.put((protocol.api_versions_error(corr, Errors.UNSUPPORTED_VERSION), 0))
                         continue
                     log.info("closing %s: %s", self.peer, e)
                     break
+                del frame
+                cost = min(_response_cost(key, request), self.budget.limit)
+                await self.budget.take(cost)  # stop reading while the client does not read
                 task = asyncio.create_task(self._handle(request, key, version, corr))
-                await self.queue.put(task)
+                await self.queue.put((task, cost))
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass  # the client went away
         finally:
@@ -215,19 +289,23 @@ class Connection:
             item = await self.queue.get()
             if item is _CLOSE:
                 return
+            job, cost = item
             try:
-                data = await item if isinstance(item, asyncio.Task) else item
+                data = await job if isinstance(job, asyncio.Task) else job
             except (Exception, asyncio.CancelledError):
                 data = _CLOSE
             if data is _CLOSE:
                 self.writer.close()
                 return
             if data:
+                self.budget.resize(cost, len(data))  # the real size, from now until it is taken
+                cost = len(data)
                 self.writer.write(data)
                 try:
                     await self.writer.drain()
                 except (ConnectionError, OSError):
                     return
+            self.budget.give(cost)
 
     async def _handle(self, request: Any, key: int, version: int, corr: int) -> Any:
         handler = HANDLERS[key]
@@ -237,6 +315,8 @@ class Connection:
             log.debug("%s v%d corr %d answered", protocol.API_NAMES[key], version, corr)
             if values is None:
                 return None  # acks=0: no response
+            if key == protocol.METADATA_KEY and len(values.get("topics") or ()) > YIELD_EVERY:
+                return await asyncio.to_thread(protocol.encode_response, key, version, corr, values)
             return protocol.encode_response(key, version, corr, values)
         except Exception:
             log.exception("%s v%d from %s failed", protocol.API_NAMES[key], version, self.peer)
@@ -289,17 +369,19 @@ async def metadata(c: Connection, req: Any, v: int) -> dict:
     if req.topics is None or (v == 0 and not req.topics):
         wanted = sorted(topics)
     else:
-        wanted = [t.name for t in req.topics]
+        wanted = list(dict.fromkeys(t.name for t in req.topics))  # each topic once, as Kafka (a set)
     auto = c.info.auto_create_topics and (v < 4 or req.allow_auto_topic_creation)
     out = []
-    for name in wanted:
+    for i, name in enumerate(wanted):
+        if i and i % YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # a request naming many topics does not stall the broker
         if name is None:
             out.append({"error_code": _e(Errors.UNKNOWN_TOPIC_ID), "name": None, "partitions": []})
             continue
         parts = topics.get(name)
         if parts is None:
             error = Errors.UNKNOWN_TOPIC_OR_PARTITION
-            if not _TOPIC_NAME.match(name):
+            if not legal_topic_name(name):
                 error = Errors.INVALID_TOPIC_EXCEPTION
             elif auto and name not in INTERNAL_TOPICS:
                 c.post(c.info.controller_id, CreateTopicsRequest, name=name,
@@ -475,7 +557,7 @@ async def create_topics(c: Connection, req: Any, v: int) -> dict:
             else t.replication_factor
         configs = {cfg.name: cfg.value for cfg in t.configs}
         error, message = Errors.NONE, None
-        if not _TOPIC_NAME.match(t.name) or t.name in (".", ".."):
+        if not legal_topic_name(t.name):
             error, message = Errors.INVALID_TOPIC_EXCEPTION, f"illegal topic name {t.name!r}"
         elif t.name in INTERNAL_TOPICS or t.name in existing:
             error, message = Errors.TOPIC_ALREADY_EXISTS, f"topic {t.name} already exists"

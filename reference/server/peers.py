@@ -11,6 +11,14 @@ simulated network.
 
 Node ids of client connections carry their process (``client_base``), so a response from
 the controller to a connection of broker 2 finds its way back.
+
+Authentication: the peer port takes engine messages, so only the cluster's own processes
+may talk to it. The launcher writes a random secret into the data directory (``peer.secret``,
+mode 0600); a listener opens every connection with a fresh nonce, and the connecting side
+must answer HMAC-SHA256(secret, nonce) within a few seconds, or the connection is closed
+(logged once a minute). The engine applies the Kafka API's rules to what arrives anyway
+(no deleting internal topics, no illegal topic names): the secret keeps strangers out, the
+rules keep mistakes in.
 """
 
 from __future__ import annotations
@@ -19,9 +27,15 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import hashlib
+import hmac
 import json
 import logging
+import os
+import secrets
 import struct
+import time
+from pathlib import Path
 from typing import Any
 
 from reference import messages
@@ -88,15 +102,58 @@ def decode(body: bytes) -> tuple[int, int, Any]:
     return int(src), int(dst), _dec(message)
 
 
+NONCE_BYTES = 16
+HANDSHAKE_TIMEOUT_S = 5.0
+SECRET_FILE = "peer.secret"
+
+
+def load_or_create_secret(data_dir: Path) -> bytes:
+    """The cluster's peer secret: created once (32 random bytes, owner-only), then read."""
+    path = data_dir / SECRET_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    text = path.read_text().strip()
+    if len(text) < 32:
+        raise ValueError(f"{path}: not a peer secret")
+    return bytes.fromhex(text)
+
+
+def proof(secret: bytes, nonce: bytes) -> bytes:
+    return hmac.new(secret, b"kafkacheck-peer:" + nonce, hashlib.sha256).digest()
+
+
+class LogOnce:
+    """Log a kind of trouble at most once a minute (a flood must not fill the disk)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, float] = {}
+        self.count: dict[str, int] = {}
+
+    def warning(self, kind: str, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        self.count[kind] = self.count.get(kind, 0) + 1
+        if now - self.last.get(kind, -1e9) >= 60:
+            n = self.count.pop(kind)
+            self.last[kind] = now
+            log.warning(msg + (f" ({n} times in the last minute)" if n > 1 else ""), *args)
+
+
 class Peers:
     """Links to the other processes of the cluster; ``deliver(src, dst, message)`` is called
-    for every message that arrives."""
+    for every message that arrives from an authenticated peer."""
 
-    def __init__(self, addresses: dict[int, tuple[str, int]], deliver) -> None:
+    def __init__(self, addresses: dict[int, tuple[str, int]], deliver, secret: bytes) -> None:
         self.addresses = addresses  # node id -> internal (host, port) of its process
         self.deliver = deliver
+        self.secret = secret
         self.links: dict[int, _Link] = {}
         self.server: asyncio.AbstractServer | None = None
+        self.once = LogOnce()
 
     async def listen(self, host: str, port: int) -> int:
         self.server = await asyncio.start_server(self._accept, host, port)
@@ -104,6 +161,16 @@ class Peers:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
+            nonce = secrets.token_bytes(NONCE_BYTES)
+            writer.write(nonce)
+            try:
+                answer = await asyncio.wait_for(reader.readexactly(32), HANDSHAKE_TIMEOUT_S)
+            except (TimeoutError, asyncio.IncompleteReadError):
+                answer = b""
+            if not hmac.compare_digest(answer, proof(self.secret, nonce)):
+                self.once.warning("peer-auth", "refused a peer connection from %s: it did not prove the "
+                                  "cluster's secret", writer.get_extra_info("peername"))
+                return
             while True:
                 (size,) = _LEN.unpack(await reader.readexactly(4))
                 if not 0 < size <= MAX_FRAME:
@@ -125,7 +192,7 @@ class Peers:
             return
         link = self.links.get(owner)
         if link is None:
-            link = self.links[owner] = _Link(self.addresses[owner])
+            link = self.links[owner] = _Link(self.addresses[owner], self.secret)
         link.send(encode(src, dst, message))
 
     async def close(self) -> None:
@@ -148,8 +215,9 @@ class _Link:
 
     QUEUE_MAX = 10_000
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], secret: bytes) -> None:
         self.address = address
+        self.secret = secret
         self.queue: asyncio.Queue[bytes] = asyncio.Queue(self.QUEUE_MAX)
         self.task: asyncio.Task | None = None
 
@@ -166,6 +234,14 @@ class _Link:
         except (OSError, TimeoutError):
             while not self.queue.empty():
                 self.queue.get_nowait()  # unreachable: what was queued is lost
+            return
+        try:  # the listener's nonce, and our proof of the secret
+            nonce = await asyncio.wait_for(reader.readexactly(NONCE_BYTES), HANDSHAKE_TIMEOUT_S)
+            writer.write(proof(self.secret, nonce))
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            writer.close()
+            while not self.queue.empty():
+                self.queue.get_nowait()
             return
         gone = asyncio.ensure_future(reader.read(1))
         try:

@@ -61,6 +61,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 
 API_VERSIONS_KEY = 18
+FETCH_KEY = 1
+METADATA_KEY = 3
 REQUEST_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 SIZE = struct.Struct(">i")
 

@@ -132,6 +132,9 @@ def test_import_jepsen_then_check(tmp_path):
     assert (tmp_path / "run" / "results.json").exists()
     r = kc("check", str(tmp_path / "run"), "--cycle-budget", "0")
     assert r.returncode == 3 and "Traceback" not in r.stderr
+    # the README's one-step form
+    r = kc("import-jepsen", str(edn), "--out", str(tmp_path / "run2"), "--check")
+    assert r.returncode == 1 and "G1c" in r.stdout and "Traceback" not in r.stderr, r.stderr
 
 
 def test_bad_edn_and_non_unique_values_are_one_line_errors(tmp_path):
@@ -234,3 +237,12 @@ def test_runs_with_other_options_never_share_a_directory(tmp_path, monkeypatch):
     p = kc("run", "--seed", "3", "--ops", "500", "--no-progress", "--out", str(target))
     assert p.returncode == 3 and "other options" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert (target / "history.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize("args", [["run", "--seed", "abc"], ["bogus"], ["conform", "--client", "nope"],
+                                  ["check"], ["lin", "x", "--iterations-max", "many"]])
+def test_argument_errors_are_one_line_with_a_hint(args):
+    p = kc(*args)
+    assert p.returncode == 3 and "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("--help)"), p.stderr

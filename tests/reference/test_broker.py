@@ -236,3 +236,24 @@ def test_without_the_sequence_check_a_retry_is_written_again():
     r.request(1, ProduceRequest(1, 1, 5_000, TP, idempotent_batch(42, 0)))
     r.request(1, ProduceRequest(2, 1, 5_000, TP, idempotent_batch(42, 0)))
     assert [x.base_offset for x in r.replies(ProduceResponse)] == [0, 1]
+
+
+def test_the_controller_applies_the_kafka_apis_topic_rules_whoever_asks():
+    """A peer-port message gets no more than the Kafka API: the internal topics cannot be
+    deleted, and illegal names (".", "..", empty, too long, odd characters) cannot be created."""
+    from reference.messages import CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse
+    from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
+
+    r = Router()
+    r.replies(CreateTopicsResponse)  # the set-up's topic
+    for name in (".", "..", "", "a/b", "x" * 250):
+        r.request(0, CreateTopicsRequest(10, name, 1, 1))
+        [resp] = r.replies(CreateTopicsResponse)
+        assert resp.error is Errors.INVALID_TOPIC_EXCEPTION, name
+    r.request(0, CreateTopicsRequest(11, OFFSETS_TOPIC, 1, 1))
+    r.replies(CreateTopicsResponse)
+    for name in (OFFSETS_TOPIC, TXN_TOPIC):
+        r.request(0, DeleteTopicsRequest(12, name))
+        [resp] = r.replies(DeleteTopicsResponse)
+        assert resp.error is Errors.INVALID_TOPIC_EXCEPTION, name
+    assert any(tp.topic == OFFSETS_TOPIC for tp in r.nodes[0].partitions)
