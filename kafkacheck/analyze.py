@@ -7,6 +7,43 @@ import time
 from pathlib import Path
 
 
+def _exit_on_interrupt(spark, out: Path) -> None:
+    """Ctrl-C: one line and exit 130, at once.
+
+    PySpark's own SIGINT handler cancels the jobs and raises KeyboardInterrupt inside py4j's
+    socket read, which then logs dozens of lines of tracebacks while the gateway unwinds. Ours
+    replaces it (installed after the SparkContext, which installs PySpark's): nothing is left to
+    save, as the report is only written whole at the end, and the Spark JVM exits by itself when
+    this process's end closes its standard input (PythonGatewayServer watches it).
+    """
+    import os
+    import signal
+    import threading
+
+    def quiet() -> None:
+        # the tasks under way fail as the JVM exits: nothing in that is news to the user
+        try:
+            jvm = spark.sparkContext._jvm
+            log4j = jvm.org.apache.logging.log4j
+            # every logger, Spark's own (configured apart from the root) included
+            log4j.core.config.Configurator.setAllLevels(log4j.LogManager.getRootLogger().getName(),
+                                                        log4j.Level.OFF)
+        except Exception:
+            pass
+
+    def stop(signum, frame):
+        # another thread, hence another py4j connection: this one may be inside a call
+        t = threading.Thread(target=quiet, daemon=True)
+        t.start()
+        t.join(2.0)
+        sys.stdout.flush()
+        print(f"kafkacheck analyze: interrupted; no report written to {out}/index.html", file=sys.stderr,
+              flush=True)
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, stop)
+
+
 def cmd_analyze(args) -> int:
     from kafkacheck.cli import EXIT_VALID, UsageError
 
@@ -36,6 +73,9 @@ def cmd_analyze(args) -> int:
     if not quiet:
         print("starting Spark ...", file=sys.stderr, flush=True)
     spark = get_spark(master=args.master, app_name="kafkacheck-analyze")
+    # a report from an earlier analysis must not pass for this one if this one is interrupted
+    (out / "index.html").unlink(missing_ok=True)
+    _exit_on_interrupt(spark, out)
     try:
         report = analyze(str(corpus.resolve()), out, spark, cycles=not args.no_cycles, progress=progress)
     except ValueError as e:

@@ -162,25 +162,33 @@ def build_parser() -> argparse.ArgumentParser:
         "hunt", help="prove the harness finds each planted bug (and nothing without one)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
-            "Run seeds 0, 1, 2, ... of a scenario that exercises the engine part a bug switch "
-            "breaks, --jobs runs at a time, until the first invalid verdict; print the seed, "
-            "the anomaly, the time to detection and a shrunk reproduction (the same seed with "
-            "as few ops as still fail). With no --bug, run the correct engine over every "
-            "scenario for the time limit: it must find nothing. --all does every switch and "
-            "then the no-switch run, and prints one table."),
+            "Run seeds 0, 1, ..., --runs - 1 of a scenario that exercises the engine part a bug "
+            "switch breaks, --jobs runs at a time, until the first invalid verdict; print the "
+            "seed, the anomaly, the time to detection and a shrunk reproduction (the same seed "
+            "with as few ops as still fail). With no --bug, run the correct engine over every "
+            "scenario, --runs runs: it must find nothing. --all does every switch and then the "
+            "no-switch runs, and prints one table. The verdict counts runs, never seconds: "
+            "--time-limit is a safety net whose expiry makes the outcome unknown."),
         epilog="bug switches:\n" + _bug_help() + "\n\nExit codes: 0 every switch detected "
-               "(and nothing found without one), 1 otherwise.")
+               "(and nothing found without one), 1 a switch missed in its runs or a finding "
+               "without a switch, 2 unknown (the time limit stopped a hunt first), 3 bad input.")
     hunt.add_argument("--bug", action="append", default=[], metavar="NAME",
                       help="a bug switch to hunt (repeatable)")
     hunt.add_argument("--all", action="store_true", help="every bug switch, then none")
-    hunt.add_argument("--time-limit", type=float, default=60.0, metavar="S",
-                      help="wall seconds per switch (default 60)")
+    hunt.add_argument("--runs", type=int, default=None, metavar="N",
+                      help="seeds a switch, and runs without one: the budget that decides (default 60)")
+    hunt.add_argument("--time-limit", type=float, default=None, metavar="S",
+                      help="wall seconds a switch, a safety net: if it expires first the outcome is "
+                           "unknown (exit 2), not missed (default 900)")
     hunt.add_argument("--jobs", type=int, default=None, metavar="N",
                       help="runs in parallel (default: the CPU count, at most 4)")
     hunt.add_argument("--quiet", action="store_true", help="only the final table")
     hunt.add_argument("--machines", action="store_true",
                       help="after the seeds, run the Hypothesis state machine that reaches each switch "
-                           "for the same time limit (and every machine without a switch)")
+                           "for --machine-time seconds (and every machine without a switch): shown "
+                           "in a column; only a finding without a switch changes the exit code")
+    hunt.add_argument("--machine-time", type=float, default=None, metavar="S",
+                      help="wall seconds a machine with --machines (default 60)")
 
     exp = sub.add_parser(
         "explore", help="run a Hypothesis state machine against the simulated cluster",
@@ -195,13 +203,16 @@ def build_parser() -> argparse.ArgumentParser:
                "  txn         two transactional producers (commit or abort), two read_committed consumers\n"
                "  groups      a producer and three group members (poll, commit, crash, leave, pause)\n"
                "  compaction  keyed updates and tombstones on a compacted topic, readers from the start\n\n"
-               "bug switches:\n" + _bug_help() + "\n\nExit codes: 0 nothing found, 1 a violation found "
-               "(or, with --replay, the program fails), 3 bad input.")
+               "bug switches:\n" + _bug_help() + "\n\nExit codes: 0 nothing found in --examples programs, "
+               "1 a violation found (or, with --replay, the program fails), 2 unknown (--time-limit "
+               "stopped it first), 3 bad input.")
     exp.add_argument("--machine", choices=["queue", "txn", "groups", "compaction"], default="queue")
     exp.add_argument("--examples", type=int, default=100, metavar="N", help="programs to try (default 100)")
     exp.add_argument("--steps", type=int, default=25, metavar="S", help="rules per program, at most (default 25)")
     exp.add_argument("--bug", action="append", default=[], metavar="NAME", help="a bug switch to turn on (repeatable)")
-    exp.add_argument("--time-limit", type=float, default=None, metavar="S", help="stop after S wall seconds")
+    exp.add_argument("--time-limit", type=float, default=None, metavar="S",
+                     help="stop after S wall seconds; if that comes before --examples programs the "
+                          "outcome is unknown (exit 2)")
     exp.add_argument("--out", metavar="FILE", default=None,
                      help="where to save a failing program (default explore-MACHINE.json)")
     exp.add_argument("--replay", metavar="FILE", default=None, help="run a saved program again instead")
@@ -762,13 +773,18 @@ def _hunt(args: argparse.Namespace) -> int:
     for b in args.bug:
         if b not in BUGS:
             raise UsageError(f"unknown bug switch {b!r}; choose from {', '.join(BUGS)}")
-    if args.time_limit <= 0:
-        raise UsageError("--time-limit must be positive")
+    runs = args.runs if args.runs is not None else hunt.DEFAULT_RUNS
+    time_limit = args.time_limit if args.time_limit is not None else hunt.DEFAULT_TIME_LIMIT_S
+    machine_time = args.machine_time if args.machine_time is not None else hunt.DEFAULT_MACHINE_TIME_S
+    if runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if time_limit <= 0 or machine_time <= 0:
+        raise UsageError("--time-limit and --machine-time must be positive")
     jobs = args.jobs if args.jobs is not None else hunt.default_jobs()
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    return hunt.main(args.bug, args.all, args.all or not args.bug, args.time_limit, jobs, args.quiet,
-                     args.machines)
+    return hunt.main(args.bug, args.all, args.all or not args.bug, runs, jobs, args.quiet,
+                     args.machines, time_limit, machine_time)
 
 
 def _explore(args: argparse.Namespace) -> int:
@@ -802,6 +818,11 @@ def _explore(args: argparse.Namespace) -> int:
         task = p.add_task("programs", total=None)
         result = explore.explore(args.machine, args.bug, args.examples, args.steps, args.time_limit,
                                  on_example=lambda n: p.update(task, completed=n))
+    if result.found is None and result.timed_out:
+        # a search cut short by the clock is not a verdict: how far it got depends on the machine
+        print(f"unknown: the time limit stopped machine {args.machine} after {result.examples} of "
+              f"{args.examples} programs ({result.seconds:.1f} s); no violation in those")
+        return EXIT_UNKNOWN
     if result.found is None:
         print(f"explored {result.examples} programs of machine {args.machine} in {result.seconds:.1f} s: "
               f"no violation")

@@ -1,11 +1,16 @@
 """``kafkacheck hunt``: proof that the harness finds the bugs it claims to find.
 
-For a bug switch, runs seeds 0, 1, 2, ... of a scenario that exercises that part of the
-engine (workload, length, faults; no seed is chosen by hand), ``--jobs`` at a time, and
-stops at the first invalid verdict. It then shrinks the reproduction: the same seed with
-half the ops, again and again, while the verdict stays invalid (every run is deterministic,
-so the shrunk command reproduces exactly). With no switch it runs the same scenarios for the
-same time and must find nothing.
+For a bug switch, runs seeds 0, 1, ..., ``runs - 1`` of a scenario that exercises that part
+of the engine (workload, length, faults; no seed is chosen by hand), ``--jobs`` at a time,
+and stops at the first invalid verdict (reporting the lowest invalid seed among those
+started). It then shrinks the reproduction: the same seed with half the ops, again and
+again, while the verdict stays invalid (every run is deterministic, so the shrunk command
+reproduces exactly). With no switch it runs ``runs`` runs of the same scenarios and must
+find nothing.
+
+The verdict depends on work only: a switch is "missed" when none of its ``runs`` seeds fails,
+which is the same on any machine. The wall-clock limit is a safety net: when it stops a hunt
+before its runs are done, the outcome is "unknown" (exit 2), never "missed" or "nothing".
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ import time
 from dataclasses import dataclass, field
 
 from reference.bugs import BUGS
+
+DEFAULT_RUNS = 60  # seeds a switch (and runs without one): the budget that decides
+DEFAULT_TIME_LIMIT_S = 900.0  # wall seconds a switch: only a safety net (outcome "unknown")
+DEFAULT_MACHINE_TIME_S = 60.0  # --machines: wall seconds a machine (what they find is shown, not judged)
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,8 @@ class Outcome:
     anomalies: list[str] = field(default_factory=list)
     seconds: float = 0.0
     runs: int = 0
+    runs_budget: int = 0
+    timed_out: bool = False  # the wall-clock safety net stopped it before its runs were done
     shrunk_ops: int | None = None
     shrunk_client_ops: int | None = None
     command: str = ""
@@ -100,35 +111,41 @@ def command(bug: str | None, sc: Scenario, seed: int, ops: int) -> str:
     return " ".join(parts)
 
 
-def hunt(bug: str, time_limit: float, jobs: int, log=print, shrink: bool = True) -> Outcome:
+def hunt(bug: str, runs: int, jobs: int, log=print, shrink: bool = True,
+         time_limit: float = DEFAULT_TIME_LIMIT_S) -> Outcome:
     sc = SCENARIOS[bug]
-    out = Outcome(bug, scenario=sc)
+    out = Outcome(bug, scenario=sc, runs_budget=runs)
     start = time.monotonic()
     ctx = mp.get_context("fork")
     with ctx.Pool(jobs) as pool:
-        pending = []
+        pending: dict[int, object] = {}
         seed = 0
         while True:
-            while len(pending) < jobs:
-                pending.append(pool.apply_async(_judge_run, ((bug, sc, seed, sc.ops),)))
+            # after a detection, only the lower seeds already started still count
+            while len(pending) < jobs and seed < runs and not out.detected:
+                pending[seed] = pool.apply_async(_judge_run, ((bug, sc, seed, sc.ops),))
                 seed += 1
-            done = [p for p in pending if p.ready()]
+            if out.detected:
+                for s in [s for s in pending if s > out.seed]:
+                    del pending[s]
+            if not pending:
+                break
+            done = [s for s, p in pending.items() if p.ready()]
             if not done:
                 if time.monotonic() - start > time_limit:
+                    out.timed_out = not out.detected
                     break
                 time.sleep(0.05)
                 continue
-            for p in done:
-                pending.remove(p)
-                s, valid, kinds, _n = p.get()
+            for s in sorted(done):
+                _s, valid, kinds, _n = pending.pop(s).get()
                 out.runs += 1
                 log(f"  {bug}: seed {s} {'INVALID ' + ','.join(kinds) if valid is False else valid}"
                     f" ({time.monotonic() - start:.1f} s)")
-                if valid is False and not out.detected:
+                if valid is False and (not out.detected or s < out.seed):
+                    if not out.detected:
+                        out.seconds = time.monotonic() - start
                     out.detected, out.seed, out.anomalies = True, s, kinds
-                    out.seconds = time.monotonic() - start
-            if out.detected or time.monotonic() - start > time_limit:
-                break
         pool.terminate()
     if not out.detected:
         out.seconds = time.monotonic() - start
@@ -147,22 +164,25 @@ def hunt(bug: str, time_limit: float, jobs: int, log=print, shrink: bool = True)
     return out
 
 
-def no_bug(time_limit: float, jobs: int, log=print) -> Outcome:
-    """The correct engine under the same scenarios for the same time: nothing may be found."""
-    out = Outcome(None)
+def no_bug(runs: int, jobs: int, log=print, time_limit: float = DEFAULT_TIME_LIMIT_S) -> Outcome:
+    """The correct engine under the same scenarios, ``runs`` runs in all: nothing may be found."""
+    out = Outcome(None, runs_budget=runs)
     start = time.monotonic()
     ctx = mp.get_context("fork")
     scenarios = NO_BUG_SCENARIOS + list(dict.fromkeys(SCENARIOS.values()))
     with ctx.Pool(jobs) as pool:
         pending = []
         i = 0
-        while time.monotonic() - start < time_limit or pending:
-            while len(pending) < jobs and time.monotonic() - start < time_limit:
+        while i < runs or pending:
+            while len(pending) < jobs and i < runs:
                 sc = scenarios[i % len(scenarios)]
                 pending.append((sc, pool.apply_async(_judge_run, ((None, sc, i // len(scenarios), sc.ops),))))
                 i += 1
             done = [x for x in pending if x[1].ready()]
             if not done:
+                if time.monotonic() - start > time_limit:
+                    out.timed_out = True
+                    break
                 time.sleep(0.05)
                 continue
             for x in done:
@@ -173,6 +193,7 @@ def no_bug(time_limit: float, jobs: int, log=print) -> Outcome:
                 log(f"  no switch: {x[0].workload} seed {s} {verdict}")
                 if valid is False:
                     out.false_positives.append((x[0].workload, s, kinds))
+        pool.terminate()
     out.seconds = time.monotonic() - start
     return out
 
@@ -181,23 +202,36 @@ def default_jobs() -> int:
     return max(1, min(os.cpu_count() or 2, 4))
 
 
-def print_table(outcomes: list[Outcome], time_limit: float) -> None:
+def _verdict(o: Outcome) -> str:
+    if o.bug is None:
+        if o.false_positives or o.machine_found:
+            return "FALSE POSITIVE"
+        if o.timed_out:
+            return f"unknown: time limit after {o.runs} of {o.runs_budget} runs"
+        return "nothing, as it must"
+    if o.detected:
+        return "yes"
+    if o.timed_out:
+        return f"unknown: time limit after {o.runs} of {o.runs_budget} runs"
+    return "NO"
+
+
+def print_table(outcomes: list[Outcome], runs: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"kafkacheck hunt (time limit {time_limit:g} s a switch)")
+    t = Table(title=f"kafkacheck hunt (up to {runs} runs a switch)")
     machines = any(o.machine for o in outcomes)
-    for col in ("bug switch", "detected", "anomaly", "seconds to detect", "runs", "seed",
+    for col in ("bug switch", "detected", "anomaly", "seconds", "runs", "seed",
                 "shrunk to", *(["Hypothesis machine"] if machines else [])):
         t.add_column(col)
     for o in outcomes:
         if o.bug is None:
-            t.add_row("(none)", "nothing, as it must" if not (o.false_positives or o.machine_found)
-                      else "FALSE POSITIVE",
+            t.add_row("(none)", _verdict(o),
                       ", ".join(sorted({k for _w, _s, ks in o.false_positives for k in ks})) or "-",
                       f"{o.seconds:.1f}", str(o.runs), "-", "-", *([_machine_cell(o)] if machines else []))
             continue
-        t.add_row(o.bug, "yes" if o.detected else "NO", ", ".join(o.anomalies) or "-",
+        t.add_row(o.bug, _verdict(o), ", ".join(o.anomalies) or "-",
                   f"{o.seconds:.1f}", str(o.runs), str(o.seed) if o.detected else "-",
                   f"{o.shrunk_ops} ops" if o.detected else "-", *([_machine_cell(o)] if machines else []))
     Console().print(t)
@@ -208,6 +242,9 @@ def print_table(outcomes: list[Outcome], time_limit: float) -> None:
             print(f"no switch: {workload} seed {seed} INVALID ({', '.join(kinds)})")
         if o.machine_found:
             print(f"{o.bug or 'no switch'}: machine {o.machine} found: {o.machine_found}")
+        if o.timed_out and not (o.detected or o.false_positives):
+            print(f"{o.bug or 'no switch'}: unknown: the {o.seconds:.0f} s time limit stopped it after "
+                  f"{o.runs} of {o.runs_budget} runs (a busy machine? raise --time-limit)")
 
 
 def _machine_cell(o: Outcome) -> str:
@@ -218,8 +255,11 @@ def _machine_cell(o: Outcome) -> str:
     return f"{o.machine}: nothing in {o.machine_programs} programs, {o.machine_seconds:.0f} s"
 
 
-def main(bugs: list[str], all_: bool, with_none: bool, time_limit: float, jobs: int,
-         quiet: bool, machines: bool = False) -> int:
+def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, quiet: bool,
+         machines: bool = False, time_limit: float = DEFAULT_TIME_LIMIT_S,
+         machine_time: float = DEFAULT_MACHINE_TIME_S) -> int:
+    """Exit 0: every switch detected and nothing found without one; 1: a switch missed in its
+    runs, or a finding without a switch; 2: otherwise undecided (the time limit cut a hunt)."""
     def log(msg: str) -> None:
         if not quiet:
             print(msg, file=sys.stderr, flush=True)
@@ -227,19 +267,21 @@ def main(bugs: list[str], all_: bool, with_none: bool, time_limit: float, jobs: 
     names = list(BUGS) if all_ else bugs
     outcomes = []
     for name in names:
-        log(f"hunting {name} ({SCENARIOS[name].workload}, {SCENARIOS[name].ops} ops a run)")
-        outcomes.append(hunt(name, time_limit, jobs, log))
+        log(f"hunting {name} ({SCENARIOS[name].workload}, {SCENARIOS[name].ops} ops a run, up to {runs} runs)")
+        outcomes.append(hunt(name, runs, jobs, log, time_limit=time_limit))
         if machines:
             from properties.machines import MACHINE_FOR_BUG
-            hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], time_limit, log)
+            hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], machine_time, log)
     if with_none:
-        log("running the correct engine (no switch)")
-        outcomes.append(no_bug(time_limit, jobs, log))
+        log(f"running the correct engine (no switch), {runs} runs")
+        outcomes.append(no_bug(runs, jobs, log, time_limit=time_limit))
         if machines:
             from properties.machines import MACHINES
             for m in MACHINES:
-                hunt_machine(outcomes[-1], m, [], time_limit / len(MACHINES), log)
-    print_table(outcomes, time_limit)
-    missed = [o for o in outcomes if o.bug is not None and not o.detected]
+                hunt_machine(outcomes[-1], m, [], machine_time / len(MACHINES), log)
+    print_table(outcomes, runs)
+    missed = [o for o in outcomes if o.bug is not None and not o.detected and not o.timed_out]
     false = [o for o in outcomes if o.bug is None and (o.false_positives or o.machine_found)]
-    return 1 if missed or false else 0
+    if missed or false:
+        return 1
+    return 2 if any(o.timed_out for o in outcomes) else 0

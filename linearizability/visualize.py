@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,25 @@ def _partition_data(model: Model, p: PartitionResult, number: int) -> dict[str, 
     }
 
 
+def _script_json(data) -> str:
+    """JSON that is inert inside <script>: no "</script", no "<!--" (which would make the
+    HTML parser swallow the rest of the page) and no line separators. Outside strings JSON has
+    none of these characters, and inside strings the escapes read back as the same text."""
+    text = json.dumps(data)
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
 def render_html(result: CheckResult, model: Model, path: str | Path, title: str = "") -> Path:
     """Writes the page; partitions that are illegal come first."""
     parts = sorted(enumerate(result.partitions), key=lambda x: (x[1].verdict != "illegal", x[0]))
     data = [_partition_data(model, p, n) for n, p in parts]
-    page = _PAGE.replace("__TITLE__", html.escape(title or f"linearizability: {result.model}"))
-    page = page.replace("__SUMMARY__", html.escape(result.summary()))
-    page = page.replace("__DATA__", json.dumps(data).replace("</", "<\\/"))
+    fill = {"__TITLE__": html.escape(title or f"linearizability: {result.model}"),
+            "__SUMMARY__": html.escape(result.summary()), "__DATA__": _script_json(data)}
+    # one pass: a placeholder's text inside a value is never itself replaced
+    page = re.sub("__(?:TITLE|SUMMARY|DATA)__", lambda m: fill[m.group(0)], _PAGE)
     path = Path(path)
     path.write_text(page)
     return path

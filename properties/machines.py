@@ -461,6 +461,7 @@ class Exploration:
     examples: int  # programs run (shrinking included)
     seconds: float
     steps: list  # the shrunk program (rules with their arguments)
+    timed_out: bool = False  # the time limit stopped it before its programs were run
 
 
 def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_limit: float | None = None,
@@ -484,18 +485,19 @@ def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_lim
 
     cls.on_example = staticmethod(hook)
     found = None
+    timed_out = False
     try:
         with with_reporter(lambda _text: None):  # the program is printed from ``steps`` instead
             run_state_machine_as_test(cls, settings=settings(
                 max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck), print_blob=False))
     except Stop:
-        pass
+        timed_out = True
     except (Finding, Flaky) as e:
         found = str(e).splitlines()[0] if str(e) else type(e).__name__
     last = cls.last
     program = [list(s) for s in last.steps] if (found and last is not None) else []
-    return Exploration(found, count[0], time.monotonic() - start, program)
+    return Exploration(found, count[0], time.monotonic() - start, program, timed_out and not found)
 
 
 def _found(m: ClusterMachine) -> bool:

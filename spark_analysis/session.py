@@ -63,6 +63,25 @@ def get_spark(master: str | None = None, app_name: str = "kafkacheck", shuffle_p
     gc = " -XX:+UseParallelGC" if local else ""
     conf.setIfMissing("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}{gc}")
     conf.setIfMissing("spark.app.name", app_name)
+    if local and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        _start_jvm_in_own_session(conf)
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _start_jvm_in_own_session(conf) -> None:
+    """Launch Spark's JVM (and so its Python workers) outside the terminal's process group.
+
+    Ctrl-C in a terminal signals the whole foreground group: the Python workers, which restore
+    Python's SIGINT handler, die mid-task and the JVM logs a failed task for each one before
+    the driver has said anything. In a session of its own the JVM only hears of an interruption
+    from the driver, and it still exits with the driver: PythonGatewayServer exits when its
+    standard input, a pipe from this process, closes.
+    """
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    SparkContext(conf=conf, gateway=gateway)
+

@@ -45,3 +45,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if skipped:
         terminalreporter.write_line(f"{len(skipped)} Apache Kafka test(s) skipped: Java 17+ and Maven are needed "
                                     f"to run Apache Kafka ({KAFKA_SKIP_HINT} to leave them out on purpose)")
+
+
+@pytest.fixture(autouse=True)
+def _no_client_left_running():
+    """A Kafka client a test leaves open keeps I/O threads that reconnect to a stopped broker
+    for the rest of the run and draw from the global ``random``, which Hypothesis then reports
+    in whatever property test runs meanwhile (HypothesisDeprecationWarning). Close them."""
+    import threading
+    import time
+
+    def clients() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("kafka-")}
+
+    before = clients()
+    yield
+    end = time.monotonic() + 3
+    while (left := clients() - before) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not left, f"a kafka-python client was left open: threads {sorted(t.name for t in left)}"

@@ -241,7 +241,7 @@ class ServerProcess:
         self.servers: list[asyncio.AbstractServer] = []
         self.peers: Peers | None = None
         self.storages: list[FileStorage] = []
-        self.connections: set[asyncio.Task] = set()
+        self.connections: dict[asyncio.Task, gateway.Connection] = {}
         self.setup_task: asyncio.Task | None = None
         self.once = LogOnce()
 
@@ -288,19 +288,31 @@ class ServerProcess:
             self.setup_task = loop.create_task(self._create_internal_topics())
 
     async def _serve(self, info: gateway.ClusterInfo, broker: Broker, reader, writer) -> None:
+        """Serve one client connection. At --max-connections, the least recently active idle
+        connection is closed to admit the new one (Kafka closes idle connections too, and an
+        attacker holding idle sockets must not lock working clients out); when every one is busy
+        the new one is closed instead. Either is logged once a minute."""
         assert self.host is not None
         if len(self.connections) >= self.options.max_connections:
-            self.once.warning("max-connections", "refused a connection from %s: %d connections open "
-                              "(the limit, --max-connections)", writer.get_extra_info("peername"),
-                              len(self.connections))
-            writer.close()
-            return
+            idle = [c for c in self.connections.values() if c.idle()]
+            if not idle:
+                self.once.warning("max-connections", "refused a connection from %s: %d connections open, "
+                                  "none idle (the limit, --max-connections)", writer.get_extra_info("peername"),
+                                  len(self.connections))
+                writer.close()
+                return
+            victim = min(idle, key=lambda c: c.last_active)
+            self.once.warning("max-connections-evict", "%d connections open (the limit, --max-connections): "
+                              "closing the least recently active idle one (%s) to admit %s",
+                              len(self.connections), victim.peer, writer.get_extra_info("peername"))
+            victim.evict()
+        conn = gateway.Connection(self.host, info, broker, reader, writer)
         task = asyncio.current_task()
         if task is not None:
-            self.connections.add(task)
-            task.add_done_callback(self.connections.discard)
+            self.connections[task] = conn
+            task.add_done_callback(lambda t: self.connections.pop(t, None))
         with contextlib.suppress(asyncio.CancelledError):  # the server is stopping
-            await gateway.Connection(self.host, info, broker, reader, writer).serve()
+            await conn.serve()
 
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
         """asyncio's own trouble (an accept that failed: too many open files...), logged once

@@ -33,7 +33,9 @@ Limits (what a careless or hostile client meets; Kafka has the same kinds):
   response encoded in a worker thread (the event loop keeps serving heartbeats and other
   clients meanwhile), Metadata answers each distinct topic once (as Kafka does: a set) and
   yields to the loop every ``YIELD_EVERY`` topics;
-* the number of connections of a process is capped in :mod:`reference.server.cluster`.
+* the number of connections of a process is capped in :mod:`reference.server.cluster`; at
+  the cap, a new connection closes the least recently active idle one (``idle``,
+  ``last_active``, ``evict``), so idle sockets held open cannot lock working clients out.
 
 Bad input: a frame larger than ``max_request_bytes``, an unknown API key, a version outside
 the served range or a body that does not decode closes the connection (what Kafka does),
@@ -188,6 +190,15 @@ class Connection:
         self.queue: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
         self.peer = writer.get_extra_info("peername")
         self.budget = _Budget(info.response_budget_bytes)
+        self.last_active = asyncio.get_running_loop().time()
+
+    def idle(self) -> bool:
+        """Nothing in flight: no request being handled, no response waiting to be taken."""
+        return self.queue.empty() and self.budget.used == 0 and not self.pending
+
+    def evict(self) -> None:
+        """Close the connection (to make room for a new one); serve() then cleans up."""
+        self.writer.close()
 
     # ------------------------------------------------------------ engine calls
 
@@ -265,6 +276,7 @@ class Connection:
                     log.info("closing %s: %s", self.peer, e)
                     break
                 del frame
+                self.last_active = asyncio.get_running_loop().time()
                 cost = min(_response_cost(key, request), self.budget.limit)
                 await self.budget.take(cost)  # stop reading while the client does not read
                 task = asyncio.create_task(self._handle(request, key, version, corr))
@@ -305,6 +317,7 @@ class Connection:
                     await self.writer.drain()
                 except (ConnectionError, OSError):
                     return
+                self.last_active = asyncio.get_running_loop().time()
             self.budget.give(cost)
 
     async def _handle(self, request: Any, key: int, version: int, corr: int) -> Any:

@@ -246,3 +246,17 @@ def test_argument_errors_are_one_line_with_a_hint(args):
     assert p.returncode == 3 and "Traceback" not in p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].endswith("--help)"), p.stderr
+
+
+def test_hunt_verdicts_count_runs_and_a_time_limit_is_unknown_not_missed():
+    """Missed means none of --runs seeds failed: the same on any machine. The wall clock is a
+    safety net whose expiry is "unknown" (exit 2), never "missed" (it once decided, issue 22)."""
+    r = kc("hunt", "--bug", "epoch-lookup-falls-back-to-hw", "--runs", "2", "--jobs", "1", "--quiet")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "NO" in r.stdout and "unknown" not in r.stdout
+    r = kc("hunt", "--bug", "epoch-lookup-falls-back-to-hw", "--runs", "500", "--time-limit", "2", "--jobs", "1",
+           "--quiet")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "unknown: the" in r.stdout and "of 500 runs" in r.stdout
+    r = kc("hunt", "--runs", "0")
+    assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1

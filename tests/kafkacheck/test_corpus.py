@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -97,3 +98,56 @@ def test_analyze_writes_the_report(spark, tmp_path, capsys):
     # the runs table's verdicts and Spark's duplicate detection agree run for run on this corpus
     dup = next(row for row in rows if row["family"] == "duplicate")
     assert dup["spark_only"] == dup["checker_only"] == "0"
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for d in __import__("pathlib").Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(d.name))
+    return out
+
+
+@pytest.mark.spark
+def test_analyze_interrupted_is_one_line_and_exit_130(tmp_path):
+    """Ctrl-C in a terminal signals the whole process group: one line, exit 130, no report, no
+    py4j or JVM traceback, and Spark's JVM gone with the driver."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    assert main(["corpus", "--runs", "6", "--out", str(tmp_path / "c"), "--no-progress"]) == 0
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "index.html").write_text("an earlier report")
+    err = tmp_path / "err"
+    with err.open("w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "kafkacheck", "analyze", str(tmp_path / "c"), "--out",
+                                 str(tmp_path / "r")], stdout=subprocess.DEVNULL, stderr=fh,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while "detect" not in err.read_text() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert proc.poll() is None, err.read_text()
+        jvms = _children(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.read_text()
+    tail = text[text.index("detect"):]
+    assert "Traceback" not in tail and "ERROR" not in tail and "Exception" not in tail, tail
+    assert "interrupted" in tail
+    assert not (tmp_path / "r" / "index.html").exists()
+    deadline = time.monotonic() + 20
+    while any(Path(f"/proc/{p}").exists() for p in jvms) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert jvms and not any(Path(f"/proc/{p}").exists() for p in jvms)

@@ -229,3 +229,19 @@ def test_ctrl_c_stops_the_cpp_search_promptly():
     out, err = proc.communicate(timeout=60)
     assert time.monotonic() - sent < 5, "the search did not poll for the interrupt"
     assert "KeyboardInterrupt" in err and "finished" not in out
+
+
+def test_the_html_page_survives_values_that_are_markup(tmp_path):
+    """A value '<!--<script>' (or '</script>') inside the page's data once left the page blank:
+    the HTML parser took it for the start of a comment inside the script."""
+    hostile = "<!--<script></script>__TITLE__&\u2028"
+    history = [Operation(0, ("write", hostile), 0, None, 10), Operation(1, ("read",), 20, hostile, 30),
+               Operation(2, ("read",), 40, "other", 50)]
+    result = check_operations(REGISTER, history, engine="python", partial=True)
+    page = render_html(result, REGISTER, tmp_path / "lin.html", title="<b>__DATA__</b>").read_text()
+    body = page.split("<script>", 1)[1].rsplit("</script>", 1)[0]
+    assert "<" not in body.split("const DATA = ", 1)[1].split(";\n", 1)[0]
+    assert "<!--" not in body and "<script" not in body and "</script" not in body
+    data = json.loads(body.split("const DATA = ", 1)[1].split(";\n", 1)[0])
+    assert any(hostile in (r.get("desc") or "") for r in data[0]["rows"])
+    assert "<title>&lt;b&gt;__DATA__&lt;/b&gt;</title>" in page

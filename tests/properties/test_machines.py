@@ -88,3 +88,10 @@ def test_explore_command(tmp_path, capsys):
     assert "no rule 'nope'" in capsys.readouterr().err
     assert main(["explore", "--replay", str(tmp_path / "missing.json")]) == 3
     assert main(["explore", "--bug", "nonsense"]) == 3
+
+
+def test_explore_cut_short_by_its_time_limit_is_unknown(capsys):
+    """How many programs fit in S seconds depends on the machine: not a clean verdict."""
+    assert main(["explore", "--machine", "queue", "--examples", "100000", "--time-limit", "2",
+                 "--no-progress"]) == 2
+    assert capsys.readouterr().out.startswith("unknown: the time limit stopped machine queue after ")

@@ -71,6 +71,7 @@ def test_kafka_python_produce_consume_with_keys_headers_and_gzip(cluster):
     topic = name("kp")
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=20_000)
     admin.create_topics([KNewTopic(topic, 3, 3)])
+    admin.close()  # a client left open keeps an I/O thread that draws from the global random
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", compression_type="gzip",
                              linger_ms=5)
     sent = {}

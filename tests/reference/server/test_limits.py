@@ -180,22 +180,25 @@ def test_the_peer_port_takes_nothing_from_a_stranger(served):
     assert "did not prove the cluster's secret" in served.log("controller")
 
 
-def test_connections_over_the_cap_are_closed_and_logged_once(served):
+def test_at_the_connection_cap_idle_sockets_make_room_for_working_clients(served):
+    """--max-connections 40: sixty idle sockets held open (the issue's 20,000, scaled) neither
+    exhaust the broker nor lock a working client out: at the cap the least recently active
+    idle connection is closed, once-a-minute logged."""
     socks = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(60)]
-    refused = 0
+    time.sleep(0.5)
+    assert _topics(served.port)  # served while the idle ones are still held
+    closed = 0
     for s in socks:
-        s.settimeout(1.0)
+        s.settimeout(0.5)
         try:
             if s.recv(1) == b"":
-                refused += 1
+                closed += 1
         except TimeoutError:
             pass
     for s in socks:
         s.close()
-    assert refused >= 20
-    time.sleep(0.5)
-    assert _topics(served.port)  # a new client is served once they are gone
-    assert served.log().count("refused a connection") == 1
+    assert closed >= 20  # the oldest idle ones made room
+    assert served.log().count("closing the least recently active idle one") == 1
 
 
 def test_idle_and_half_sent_connections_are_closed(served):
