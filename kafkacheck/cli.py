@@ -388,7 +388,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="faults during the workload, when kafkacheck started the broker: kill (kill -9 and "
                           "restart a broker process), pause (SIGSTOP/SIGCONT); through a TCP fault proxy in front "
                           "of each broker: partition (clients cut off both ways), one-way (one direction), delay "
-                          "(300 ms), drop (open connections reset); '' for none (default kill,pause,partition,delay)")
+                          "(300 ms), drop (open connections reset); between the nodes of a spawned reference or "
+                          "Kafka cluster, each node in a network namespace of its own (needs root): isolate (the "
+                          "leader of a partition the workload writes cut off from every other node, still "
+                          "reachable by clients), split (a minority of the nodes against the majority), "
+                          "one-way-nodes (a node's packets to the others dropped), lossy-nodes (loss and "
+                          "duplicates between nodes), slow-nodes (slow links between nodes); '' for none "
+                          "(default kill,pause,partition,delay)")
+    con.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                     help="a setting for every spawned broker (repeatable): Kafka's properties for --spawn kafka; "
+                          "for --spawn reference the equivalents it has (min.insync.replicas, "
+                          "unclean.leader.election.enable, default.replication.factor, num.partitions, "
+                          "auto.create.topics.enable, log.flush.interval.ms, log.flush.interval.messages), "
+                          "anything else is an error")
     con.add_argument("--bug", metavar="NAME[,NAME]",
                      help="with --spawn reference: switch on bugs of the reference broker (the names of "
                           "kafkacheck run --bug), to see the cases and the workload catch them over the wire")

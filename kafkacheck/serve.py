@@ -42,11 +42,20 @@ def metadata_probe(host: str, port: int, timeout_s: float = 2.0) -> tuple[list[i
 
 
 class ReferenceCluster:
-    def __init__(self, options: ServerOptions, single_process: bool = False, log_level: str = "WARNING") -> None:
+    def __init__(self, options: ServerOptions, single_process: bool = False, log_level: str = "WARNING",
+                 netns=None) -> None:
+        """``netns``: a fault_injection.netns.NodeNetwork with a node named like each process
+        ("controller", "broker-N"): every node runs in its namespace, at its address."""
         self.options = options
         self.single_process = single_process
+        self.netns = netns
+        if netns is not None:
+            if single_process:
+                raise ValueError("nodes in network namespaces need a process each")
+            options.hosts = {n: netns.address("controller" if n == 0 else f"broker-{n}")
+                             for n in range(0, options.brokers + 1)}
         self.layout = ClusterLayout.load_or_create(options)
-        self.bootstrap = self.layout.bootstrap(options.host)
+        self.bootstrap = self.layout.bootstrap()
         self.group = ProcessGroup()
         self.log_dir = options.data_dir / "logs"
         self.lock: DataDirLock | None = None
@@ -54,7 +63,8 @@ class ReferenceCluster:
             [[n] for n in range(0, options.brokers + 1)]
         for ids in nodes:
             name = "cluster" if single_process else ("controller" if ids == [0] else f"broker-{ids[0]}")
-            argv = [sys.executable, "-m", "reference.server", "--data-dir", str(options.data_dir),
+            prefix = netns.exec_prefix(name) if netns is not None else []
+            argv = [*prefix, sys.executable, "-m", "reference.server", "--data-dir", str(options.data_dir),
                     "--brokers", str(options.brokers),
                     "--min-insync-replicas", str(options.min_insync_replicas),
                     "--default-replication-factor", str(options.default_replication_factor),
@@ -113,7 +123,7 @@ class ReferenceCluster:
             if proc is not None and (not proc.alive or proc.paused):
                 continue
             try:
-                brokers, topics = metadata_probe(self.options.host, port, 1.0)
+                brokers, topics = metadata_probe(self.layout.host_of(broker), port, 1.0)
             except (OSError, ValueError):
                 return False
             live = [b for b in self.layout.client_ports if self._up(b)]

@@ -47,6 +47,7 @@ from properties.kafka import (
     check_staleness,
     check_version_orders,
     compile_ops,
+    is_tombstone,
     readers_of,
 )
 from properties.linearizable import check_log
@@ -140,7 +141,7 @@ def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str,
     _check_nonatomic(a, r)
     _check_eos(a, config, r)
     check_groups(ops, config, r.add)
-    _check_final_read(config, unread, r)
+    _check_final_read(config, unread, r, a, compacted.superseded if compacted is not None else None)
     _check_stall(config, r)
     lin_unknown, lin_stats = (check_log(ops, config, r.add) if linearizable and not config.get("compacted")
                               else (None, None))
@@ -314,7 +315,8 @@ def _check_eos(a: Analysis, config: dict, r: Result) -> None:
                                       f"the output and the offsets were not committed together")
 
 
-def _check_final_read(config: dict, unread: list, r: Result) -> None:
+def _check_final_read(config: dict, unread: list, r: Result, a: Analysis | None = None,
+                      superseded=None) -> None:
     final = config.get("final_read") or {}
     if not final.get("performed"):
         if unread:
@@ -326,15 +328,46 @@ def _check_final_read(config: dict, unread: list, r: Result) -> None:
                           f"of every partition within {final.get('staleness_bound_ms')} ms")
     start = final.get("start_ns", 0)
     ends = final.get("end_offsets") or {}
+    reported = set()
     for key, v, off, op in unread:
         if op.time >= start:
             continue
         if not final.get("reached_end") and key not in ends:
             continue
+        reported.add((key, v))
         r.add("unread-after-heal", key=key, value=v, offset=off, writer=op.index, ops=[op.index],
               explanation=f"value {v} was acknowledged at offset {off} of {key} (op {op.index}) "
                           f"but the final read after healing read {key} to its end "
                           f"({ends.get(key)}) without it: the write is lost")
+    if a is None:
+        return
+    # an acknowledged value that polls read during the run but the final read, which read its
+    # partition to the end, no longer finds: it was in the log and left it (a leader elected
+    # without it, then the old leader truncated), which is a lost write as much as one nobody read
+    final_seen: dict[str, set] = defaultdict(set)
+    readers: dict[tuple[str, Any], int] = {}
+    for op in a.ops:
+        if op.type != "ok" or not op.polls:
+            continue
+        for key, vs in op.reads().items():
+            if op.time >= start:
+                final_seen[key].update(vs)
+            else:
+                for v in vs:
+                    readers.setdefault((key, v), op.index)
+    for op in a.ops:
+        if op.type != "ok" or op.time >= start:
+            continue
+        for key, off, v in op.sends:
+            if key not in ends or is_tombstone(v) or (key, v) in reported or v in final_seen.get(key, ()):
+                continue
+            if (key, v) not in readers or (superseded is not None and superseded(key, v, off)):
+                continue  # never read: check_lost_writes and the loop above judge it
+            r.add("unread-after-heal", key=key, value=v, offset=off, writer=op.index,
+                  ops=[op.index, readers[(key, v)]],
+                  explanation=f"value {v} was acknowledged at offset {off} of {key} (op {op.index}) and read "
+                              f"by op {readers[(key, v)]}, but the final read after healing read {key} to its "
+                              f"end ({ends[key]}) without it: the write is lost")
 
 
 def _check_stall(config: dict, r: Result) -> None:

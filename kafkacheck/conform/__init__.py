@@ -58,12 +58,38 @@ def _conform(args) -> int:
         except TargetError as e:
             raise UsageError(str(e)) from None
     faults = [f.strip() for f in (args.faults or "").split(",") if f.strip()]
-    from kafkacheck.conform.workload import NETWORK_FAULTS, PROCESS_FAULTS
+    from kafkacheck.conform.workload import NETWORK_FAULTS, NODE_FAULTS, PROCESS_FAULTS
 
-    bad = [f for f in faults if f not in PROCESS_FAULTS + NETWORK_FAULTS]
+    known = PROCESS_FAULTS + NETWORK_FAULTS + NODE_FAULTS
+    bad = [f for f in faults if f not in known]
     if bad:
-        raise UsageError(f"unknown --faults {', '.join(bad)}: {', '.join(PROCESS_FAULTS + NETWORK_FAULTS)}")
+        raise UsageError(f"unknown --faults {', '.join(bad)}: {', '.join(known)}")
     args.fault_list = faults
+    node_faults = [f for f in faults if f in NODE_FAULTS] if args.workload != "none" else []
+    if node_faults:
+        if args.spawn not in ("reference", "kafka"):
+            raise UsageError(f"--faults {','.join(node_faults)} act between the nodes of a cluster kafkacheck "
+                             "starts: --spawn reference or --spawn kafka (Tansu is one node)")
+        if args.spawn == "kafka" and args.brokers < 3:
+            raise UsageError(f"--faults {','.join(node_faults)} need several nodes: --brokers 3")
+        from fault_injection.netns import unavailable
+        if (problem := unavailable()) is not None:
+            raise UsageError(problem)
+    broker_config: dict[str, str] = {}
+    for item in args.broker_config:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--broker-config {item!r}: expected KEY=VALUE")
+        broker_config[key.strip()] = value.strip()
+    if broker_config and args.spawn not in ("reference", "kafka"):
+        raise UsageError("--broker-config sets up a broker kafkacheck starts: --spawn reference or --spawn kafka")
+    if broker_config and args.spawn == "reference":
+        from kafkacheck.conform.targets import TargetError, reference_config
+        from reference.server.cluster import ServerOptions
+        try:
+            reference_config(ServerOptions(data_dir=Path(".")), broker_config)
+        except TargetError as e:
+            raise UsageError(str(e)) from None
     bugs: frozenset[str] = frozenset()
     if args.bug:
         if args.spawn != "reference":
@@ -98,7 +124,8 @@ def _conform(args) -> int:
     try:
         proxied = args.workload != "none" and any(f in NETWORK_FAULTS for f in faults)
         target = (spawn(args.spawn, out / "broker", args.brokers, proxied, bugs, args.kafka_version,
-                        log=console.print) if args.spawn
+                        log=console.print, namespaces=bool(node_faults), broker_config=broker_config)
+                  if args.spawn
                   else external(args.bootstrap))
     except (TargetError, KafkaUnavailable) as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)

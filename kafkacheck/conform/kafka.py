@@ -207,6 +207,8 @@ class KafkaNode:
     advertised_port: int  # the client port, or its fault proxy's
     directory: Path
     process: LocalProcess | None = None
+    host: str = "127.0.0.1"  # its address (its network namespace's, with node faults)
+    advertised_host: str = "127.0.0.1"  # what clients are told: its address, or the proxy's
 
     @property
     def name(self) -> str:
@@ -218,10 +220,12 @@ class ClusterNotReady(RuntimeError):
 
 
 class KafkaCluster:
-    """Apache Kafka in KRaft mode: ``nodes`` processes on 127.0.0.1, each broker and controller."""
+    """Apache Kafka in KRaft mode: ``nodes`` processes, each broker and controller, on
+    127.0.0.1 or (``netns``, a fault_injection.netns.NodeNetwork with nodes named ``kafka-N``)
+    each in its network namespace at its own address."""
 
     def __init__(self, dist: KafkaDist, work_dir: Path, nodes: int = 1, proxied: bool = False,
-                 overrides: dict[str, str] | None = None) -> None:
+                 overrides: dict[str, str] | None = None, netns=None) -> None:
         if nodes not in (1, 3):
             raise ValueError("--brokers must be 1 or 3 for --spawn kafka (one node, or a three-voter quorum)")
         from reference.server.cluster import free_ports
@@ -233,11 +237,16 @@ class KafkaCluster:
         self.nodes = [KafkaNode(i + 1, *ports[4 * i:4 * i + 3],
                                 advertised_port=ports[4 * i + 3] if proxied else ports[4 * i],
                                 directory=work_dir / f"kafka-{i + 1}") for i in range(nodes)]
+        self.netns = netns
+        if netns is not None:
+            for n in self.nodes:
+                n.host = netns.address(n.name)
+                n.advertised_host = "127.0.0.1" if proxied else n.host
         self.cluster_id = random_cluster_id()
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{n.advertised_port}" for n in self.nodes)
+        return ",".join(f"{n.advertised_host}:{n.advertised_port}" for n in self.nodes)
 
     def properties(self, node: KafkaNode) -> dict[str, str]:
         count = len(self.nodes)
@@ -245,11 +254,11 @@ class KafkaCluster:
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
-            "controller.quorum.voters": ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes),
-            "listeners": f"CLIENT://127.0.0.1:{node.client_port},INTERNAL://127.0.0.1:{node.internal_port},"
-                         f"CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"CLIENT://127.0.0.1:{node.advertised_port},"
-                                    f"INTERNAL://127.0.0.1:{node.internal_port}",
+            "controller.quorum.voters": ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes),
+            "listeners": f"CLIENT://{node.host}:{node.client_port},INTERNAL://{node.host}:{node.internal_port},"
+                         f"CONTROLLER://{node.host}:{node.controller_port}",
+            "advertised.listeners": f"CLIENT://{node.advertised_host}:{node.advertised_port},"
+                                    f"INTERNAL://{node.host}:{node.internal_port}",
             "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "INTERNAL",
             "controller.listener.names": "CONTROLLER",
@@ -320,8 +329,9 @@ class KafkaCluster:
     def start(self, timeout_s: float = 90.0) -> None:
         self.format()
         for node in self.nodes:
-            node.process = LocalProcess(node.name, self._java(node, "kafka.Kafka",
-                                                              str(node.directory / "server.properties")),
+            prefix = self.netns.exec_prefix(node.name) if self.netns is not None else []
+            node.process = LocalProcess(node.name, [*prefix, *self._java(node, "kafka.Kafka",
+                                                                         str(node.directory / "server.properties"))],
                                         self.work_dir / f"{node.name}.log")
             node.process.start()
         self.wait_ready(timeout_s)
@@ -342,7 +352,7 @@ class KafkaCluster:
             if READY_LINE not in node.process.log_since_start():
                 return False
             try:
-                brokers = metadata_brokers("127.0.0.1", node.client_port, 1.0)
+                brokers = metadata_brokers(node.host, node.client_port, 1.0)
             except (OSError, ValueError):
                 return False
             if brokers != want:

@@ -91,6 +91,9 @@ class Target:
     apis: dict[int, tuple[int, int]] = field(default_factory=dict)
     proxies: dict[str, FaultProxy] = field(default_factory=dict)  # broker name -> its fault proxy
     version: str = ""  # what runs, as the report names it ("Apache Kafka 4.3.1")
+    netns: object | None = None  # a fault_injection.netns.NodeNetwork: every node in its namespace
+    broker_config: dict[str, str] = field(default_factory=dict)  # --broker-config, as given
+    min_insync_replicas: int | None = None  # what kafkacheck configured, when it started the broker
 
     @property
     def controllable(self) -> bool:
@@ -134,16 +137,22 @@ class Target:
     def heal_network(self) -> None:
         for p in self.proxies.values():
             p.heal()
+        if self.netns is not None:
+            self.netns.heal()
 
     def close(self) -> None:
-        for p in self.proxies.values():
-            p.stop()
-        if self.cluster is not None:
-            self.cluster.stop()
-        for p in self.processes.values():
-            p.stop()
-        for fn in self.cleanup:
-            fn()
+        try:
+            for p in self.proxies.values():
+                p.stop()
+            if self.cluster is not None:
+                self.cluster.stop()
+            for p in self.processes.values():
+                p.stop()
+        finally:
+            if self.netns is not None:  # its namespaces, links, rules, and anything left inside
+                self.netns.close()
+            for fn in self.cleanup:
+                fn()
 
 
 def tansu_binary() -> Path:
@@ -160,12 +169,20 @@ def tansu_binary() -> Path:
 
 
 def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = False,
-          bugs: frozenset[str] = frozenset(), kafka_version: str | None = None, log=print) -> Target:
+          bugs: frozenset[str] = frozenset(), kafka_version: str | None = None, log=print,
+          namespaces: bool = False, broker_config: dict[str, str] | None = None) -> Target:
     """Start a broker; with ``proxied`` every broker is reached through a :class:`FaultProxy`
     (it advertises the proxy's port), so network faults can be injected. ``bugs``: the
     reference broker's bug switches (reference/bugs.py). ``kafka_version``: the Apache Kafka
-    of ``kind == "kafka"`` (fetched first if it is not in the cache)."""
+    of ``kind == "kafka"`` (fetched first if it is not in the cache). ``namespaces``: every
+    node in a network namespace of its own (fault_injection/netns.py), for faults between
+    nodes. ``broker_config``: settings for every broker (Kafka: its properties; the
+    reference: the equivalents in :data:`REFERENCE_CONFIGS`)."""
     from reference.server.cluster import ServerOptions, free_ports
+
+    broker_config = dict(broker_config or {})
+    if namespaces and kind == "tansu":
+        raise TargetError("Tansu runs as one node: faults between nodes need --spawn reference or kafka")
 
     if work_dir is None:
         tmp = Path(tempfile.mkdtemp(prefix=f"kafkacheck-{kind}-"))
@@ -177,17 +194,25 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
     if kind == "reference":
         from kafkacheck.serve import ReferenceCluster
 
-        cluster = ReferenceCluster(ServerOptions(data_dir=tmp / "data", brokers=brokers, port=0,
-                                                 min_insync_replicas=min(2, brokers),
-                                                 default_replication_factor=min(3, brokers), proxied=proxied,
-                                                 bugs=frozenset(bugs)))
+        options = ServerOptions(data_dir=tmp / "data", brokers=brokers, port=0, min_insync_replicas=min(2, brokers),
+                                default_replication_factor=min(3, brokers), proxied=proxied, bugs=frozenset(bugs))
+        reference_config(options, broker_config)
+        net = _network(["controller", *(f"broker-{b}" for b in range(1, brokers + 1))]) if namespaces else None
+        try:
+            cluster = ReferenceCluster(options, netns=net)
+        except BaseException:
+            if net is not None:
+                net.close()
+            raise
         target = Target("reference", cluster.bootstrap, brokers, dict(cluster.processes()), cluster, cleanup,
-                        version=f"reference {kafkacheck.__version__}")
+                        version=f"reference {kafkacheck.__version__}", netns=net, broker_config=broker_config,
+                        min_insync_replicas=options.min_insync_replicas)
         try:
             if proxied:
                 layout = cluster.layout
                 for b, port in sorted(layout.client_ports.items()):
-                    proxy = FaultProxy(("127.0.0.1", port), port=layout.advertised_ports[b], name=f"broker-{b}")
+                    proxy = FaultProxy((layout.host_of(b), port), port=layout.advertised_ports[b],
+                                       name=f"broker-{b}")
                     proxy.start()
                     target.proxies[f"broker-{b}"] = proxy
             cluster.start()
@@ -220,22 +245,64 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
             raise
         return target
     if kind == "kafka":
-        return _spawn_kafka(tmp, brokers, proxied, kafka_version, cleanup, log)
+        return _spawn_kafka(tmp, brokers, proxied, kafka_version, cleanup, log, namespaces, broker_config)
     raise TargetError(f"unknown --spawn {kind!r}: reference, tansu or kafka")
 
 
-def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | None, cleanup: list, log) -> Target:
+# --broker-config KEY=VALUE for the reference broker: Kafka's name -> (ServerOptions field, parse)
+REFERENCE_CONFIGS = {
+    "min.insync.replicas": ("min_insync_replicas", int),
+    "unclean.leader.election.enable": ("unclean_leader_election", lambda v: {"true": True, "false": False}[v]),
+    "default.replication.factor": ("default_replication_factor", int),
+    "num.partitions": ("default_partitions", int),
+    "auto.create.topics.enable": ("auto_create_topics", lambda v: {"true": True, "false": False}[v]),
+    "log.flush.interval.ms": ("flush_ms", int),
+    "log.flush.interval.messages": ("flush_messages", int),
+}
+
+
+def reference_config(options, config: dict[str, str]) -> None:
+    """Apply Kafka-named broker settings to the reference broker's options (TargetError for a
+    setting it has no equivalent of, or a value it cannot take)."""
+    for key, value in config.items():
+        if key not in REFERENCE_CONFIGS:
+            raise TargetError(f"--broker-config {key}: the reference broker has no such setting "
+                              f"(it has {', '.join(sorted(REFERENCE_CONFIGS))})")
+        name, parse = REFERENCE_CONFIGS[key]
+        try:
+            setattr(options, name, parse(value.strip().lower() if isinstance(value, str) else value))
+        except (KeyError, ValueError):
+            raise TargetError(f"--broker-config {key}={value}: not a valid value") from None
+
+
+def _network(names: list[str]):
+    """A NodeNetwork for ``names``, created (TargetError when namespaces are unavailable)."""
+    from fault_injection.netns import NetnsError, NodeNetwork
+
+    net = NodeNetwork(names)
+    try:
+        net.create()
+    except NetnsError as e:
+        raise TargetError(str(e)) from None
+    return net
+
+
+def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | None, cleanup: list, log,
+                 namespaces: bool = False, broker_config: dict[str, str] | None = None) -> Target:
     from kafkacheck.conform.kafka import DEFAULT_VERSION, KafkaCluster, KafkaDist
 
     dist = KafkaDist(version or DEFAULT_VERSION)
     dist.fetch(log)  # KafkaUnavailable: the caller says what is missing
-    cluster = KafkaCluster(dist, work_dir, brokers, proxied)
+    net = _network([f"kafka-{i}" for i in range(1, brokers + 1)]) if namespaces else None
+    cluster = KafkaCluster(dist, work_dir, brokers, proxied, overrides=broker_config, netns=net)
     started = time.monotonic()
-    target = Target("kafka", cluster.bootstrap, brokers, {}, cluster, cleanup, version=f"Apache Kafka {dist.version}")
+    target = Target("kafka", cluster.bootstrap, brokers, {}, cluster, cleanup, version=f"Apache Kafka {dist.version}",
+                    netns=net, broker_config=dict(broker_config or {}),
+                    min_insync_replicas=int(cluster.properties(cluster.nodes[0])["min.insync.replicas"]))
     try:
         if proxied:
             for node in cluster.nodes:
-                proxy = FaultProxy(("127.0.0.1", node.client_port), port=node.advertised_port, name=node.name)
+                proxy = FaultProxy((node.host, node.client_port), port=node.advertised_port, name=node.name)
                 proxy.start()
                 target.proxies[node.name] = proxy
         cluster.start()

@@ -59,6 +59,8 @@ from traces.history import Recorder, write_jsonl
 PARTITIONS = 4
 PROCESS_FAULTS = ["kill", "pause"]
 NETWORK_FAULTS = ["partition", "one-way", "delay", "drop"]
+# between the nodes of a spawned cluster, each in its network namespace (fault_injection/netns.py)
+NODE_FAULTS = ["isolate", "split", "one-way-nodes", "lossy-nodes", "slow-nodes"]
 WORKLOADS = {
     "queue": "acknowledged sends are read back, once, in order",
     "idempotent": "an idempotent producer's retries never duplicate or reorder a send",
@@ -509,8 +511,8 @@ class _Run:
         h, rng, topic = self.h, self.rng, self.topic
         idempotent = self.workload != "queue"
         process = h.new_process()
-        sender = make_sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
-        while not self.stop.is_set():
+        sender = self._sender(idempotent)
+        while sender is not None and not self.stop.is_set():
             p = rng.randrange(PARTITIONS)
             key = f"{topic}:{p}"
             value = self.next_value(key)
@@ -531,8 +533,19 @@ class _Run:
             if not definite:  # unknown outcome: a new client under a new process
                 sender.close()
                 process = h.new_process()
-                sender = make_sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
-        sender.close()
+                sender = self._sender(idempotent)
+        if sender is not None:
+            sender.close()
+
+    def _sender(self, idempotent: bool):
+        """A new producer client; while the brokers cannot be reached (a fault), try again until
+        the run stops (None then) instead of ending this producer's thread."""
+        while not self.stop.is_set():
+            try:
+                return make_sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
+            except Exception:
+                time.sleep(0.5)
+        return None
 
     def _txn_sender(self, txn_id: str) -> _TxnSender | None:
         try:
@@ -817,8 +830,8 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
     threads = run.threads(producers, consumers)
     members = ([threading.Thread(target=run.member_loop, args=(i,), daemon=True) for i in range(3)]
                if workload == "groups" else [])
-    nemesis = threading.Thread(target=_nemesis_loop, args=(target, faults, h, rng, run.stop, nemesis_log),
-                               daemon=True)
+    nemesis = threading.Thread(target=_nemesis_loop, args=(target, faults, h, rng, run.stop, nemesis_log,
+                                                           run.topic), daemon=True)
     for t in [*threads, *members, nemesis]:
         t.start()
     try:
@@ -887,6 +900,9 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
         "txn": workload in ("txn", "eos"), "sub_via": ["assign"], "replication_factor": rf,
         "partitions": PARTITIONS, "brokers": target.brokers, "compacted": workload == "compaction",
         "client": client_kind, "seconds": seconds, "staleness_bound_ms": 60_000,
+        **({"min_insync_replicas": target.min_insync_replicas}
+           if getattr(target, "min_insync_replicas", None) is not None else {}),
+        **({"broker_config": dict(target.broker_config)} if getattr(target, "broker_config", None) else {}),
         "final_read": {"performed": True, "start_ns": start_ns, "heal_ns": heal_ns, "reached_end": reached,
                        "took_ms": (h.now() - start_ns) // 1_000_000, "staleness_bound_ms": 60_000,
                        "end_offsets": end_offsets, **({"end_offset_errors": end_errors} if end_errors else {})},
@@ -965,8 +981,84 @@ def _final_read(run: _Run, tps: list[tuple[str, int]], end_offsets: dict[str, in
     return all(k in end_offsets and positions[k] >= end_offsets[k] for k in keys)
 
 
+def _leader_node(target, topic: str, rng: random.Random) -> str | None:
+    """The process name of the leader of a random partition of ``topic`` (None if unknown)."""
+    from kafkacheck.serve import metadata_probe
+
+    for host, port in parse_bootstrap_all(target.bootstrap):
+        try:
+            _brokers, topics = metadata_probe(host, port, 2.0)
+        except Exception:
+            continue
+        leaders = [b for b in topics.get(topic, []) if b >= 0]
+        if leaders:
+            b = rng.choice(leaders)
+            for name in (f"broker-{b}", f"kafka-{b}"):
+                if name in target.netns.nodes:
+                    return name
+    return None
+
+
+def parse_bootstrap_all(bootstrap: str) -> list[tuple[str, int]]:
+    from kafkacheck.conform.targets import parse_bootstrap
+
+    return parse_bootstrap(bootstrap)
+
+
+def _plan_node_fault(target, fault: str, topic: str, rng: random.Random) -> dict:
+    """The targets of one fault between nodes, as the history records them (``nodes``)."""
+    names = sorted(target.netns.nodes)
+    if fault in ("isolate", "one-way-nodes"):
+        # by default the leader of a partition the workload writes: the zombie leader
+        return {"nodes": [_leader_node(target, topic, rng) or rng.choice(names)]}
+    if fault == "split":
+        # a minority of the nodes against the majority; clients reach both sides
+        minority = sorted(rng.sample(names, (len(names) - 1) // 2))
+        return {"nodes": minority, "majority": [n for n in names if n not in minority]}
+    if fault == "lossy-nodes":
+        return {"nodes": names, "loss_pct": rng.choice([5, 10, 20]), "dup_pct": rng.choice([2, 5])}
+    return {"nodes": names}
+
+
+def _node_timings(target) -> tuple[float, float]:
+    """(replica lag time, broker session timeout) of the spawned cluster, in seconds: how long
+    a leader takes to drop silent followers from the ISR, and the controller to fence a
+    silent broker."""
+    cluster = target.cluster
+    if hasattr(cluster, "nodes"):  # Apache Kafka
+        props = cluster.properties(cluster.nodes[0])
+        return (int(props.get("replica.lag.time.max.ms", "30000")) / 1000,
+                int(props.get("broker.session.timeout.ms", "9000")) / 1000)
+    from reference.server.cluster import SERVER_TIMINGS
+
+    return SERVER_TIMINGS["replica_lag_time_max_ms"] / 1000, SERVER_TIMINGS["session_timeout_ms"] / 1000
+
+
+def _replication_cut(target, node: str) -> dict:
+    """The first stage of ``isolate``: how to cut ``node`` off from the replication links of
+    the other nodes while it still reaches the controllers (as the history records it)."""
+    cluster = target.cluster
+    if hasattr(cluster, "nodes"):  # Apache Kafka: each node broker and controller; INTERNAL is replication
+        return {"ports": sorted(n.internal_port for n in cluster.nodes)}
+    return {"among": sorted(n for n in target.netns.nodes if n != "controller" and n != node)}
+
+
+def _apply_node_fault(target, fault: str, value: dict) -> None:
+    net = target.netns
+    if fault == "isolate":
+        net.isolate(value["nodes"][0], among=value.get("among"), ports=value.get("ports"))
+    elif fault == "one-way-nodes":
+        net.one_way(value["nodes"][0])
+    elif fault == "split":
+        net.split(value["nodes"])
+    elif fault == "lossy-nodes":
+        net.lossy(value["loss_pct"], value["dup_pct"])
+    else:
+        net.slow()
+
+
 def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop: threading.Event,
-                  nemesis_log: list[dict]) -> None:
+                  nemesis_log: list[dict], topic: str = "") -> None:
     def note(f: str, name: str, **extra: Any) -> None:
         nemesis_log.append({"at_s": round(h.now() / 1e9, 2), "f": f, "node": name, **extra})
 
@@ -981,11 +1073,47 @@ def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, sto
         return True
 
     procs = {name: p for name, p in target.processes.items() if name != "controller"}
-    usable = [f for f in faults if (f in PROCESS_FAULTS and procs) or (f in NETWORK_FAULTS and target.proxies)]
+    usable = [f for f in faults if (f in PROCESS_FAULTS and procs) or (f in NETWORK_FAULTS and target.proxies)
+              or (f in NODE_FAULTS and getattr(target, "netns", None) is not None)]
     if not usable:
         return
     while not stop.wait(rng.uniform(2.0, 4.0)):
         fault = rng.choice(usable)
+        if fault in NODE_FAULTS:
+            value = _plan_node_fault(target, fault, topic, rng)
+            if fault == "isolate":
+                # the zombie leader, the way it comes about: its followers are cut off first
+                # (it still reaches the controllers, and may shrink the ISR to itself), then
+                # everything
+                lag = _node_timings(target)[0]
+                cut = _replication_cut(target, value["nodes"][0])
+                first = {**value, "stage": "replication", **cut}
+                h.op("nemesis", "invoke", fault, first)
+                _apply_node_fault(target, fault, first)
+                h.op("nemesis", "info", fault, first)
+                note(fault, value["nodes"][0], stage="replication", **cut)
+                # long enough for the leader to drop its silent followers from the ISR
+                if stop.wait(lag + 4):
+                    break
+                value = {**value, "stage": "all"}
+            h.op("nemesis", "invoke", fault, value)
+            _apply_node_fault(target, fault, value)
+            if fault == "slow-nodes":
+                value = {**value, "how": target.netns.faults[-1]}
+            h.op("nemesis", "info", fault, value)
+            note(fault, ",".join(value["nodes"]), **{k: v for k, v in value.items() if k != "nodes"})
+            # held longer than a broker's session timeout, so that elections happen under it
+            # (an isolated leader is fenced, and another elected, before the heal)
+            hold = rng.uniform(6.0, 12.0)
+            if fault == "isolate":
+                hold = max(hold, _node_timings(target)[1] + rng.uniform(3.0, 8.0))
+            if stop.wait(hold):
+                break
+            h.op("nemesis", "invoke", "heal", {"nodes": value["nodes"]})
+            target.netns.heal()
+            h.op("nemesis", "info", "heal", {"nodes": value["nodes"]})
+            note("heal", ",".join(value["nodes"]))
+            continue
         if fault in NETWORK_FAULTS:
             name = rng.choice(sorted(target.proxies))
             proxy = target.proxies[name]

@@ -75,6 +75,9 @@ class ServerOptions:
     proxied: bool = False
     max_connections: int = 1000  # client connections of one process; more are closed at once
     idle_timeout_s: float = 600.0  # Kafka's connections.max.idle.ms
+    # node id -> the address it binds and is reached at (every node in a network namespace of
+    # its own: fault_injection/netns.py); None: every node on ``host``
+    hosts: dict[int, str] | None = None
 
     def broker_config(self) -> BrokerConfig:
         return BrokerConfig.from_timings(SERVER_TIMINGS, min_insync_replicas=self.min_insync_replicas,
@@ -177,6 +180,15 @@ class ClusterLayout:
         self.client_ports: dict[int, int] = {}
         self.peer_ports: dict[int, int] = {}
         self.advertised_ports: dict[int, int] = {}  # what Metadata tells clients
+        self.hosts: dict[int, str] = {}  # node id -> its address (all options.host if empty)
+        self.advertised_hosts: dict[int, str] = {}  # broker id -> the address Metadata gives
+        self.default_host = options.host
+
+    def host_of(self, node: int) -> str:
+        return self.hosts.get(node, self.default_host)
+
+    def advertised_host(self, broker: int) -> str:
+        return self.advertised_hosts.get(broker, self.host_of(broker))
 
     @classmethod
     def load_or_create(cls, options: ServerOptions) -> ClusterLayout:
@@ -193,6 +205,12 @@ class ClusterLayout:
             if options.port and layout.client_ports.get(1) != options.port:
                 raise ValueError(f"{options.data_dir} was served on port {layout.client_ports.get(1)}, "
                                  f"not {options.port}")
+            layout.hosts = {int(k): v for k, v in d.get("hosts", {}).items()}
+            layout.advertised_hosts = {int(k): v for k, v in d.get("advertised_hosts", {}).items()}
+            if options.hosts is not None and options.hosts != layout.hosts:
+                # a new run's namespaces have new addresses; the ports stay
+                layout._set_hosts(options)
+                layout.save(options.brokers)
             return layout
         ports = free_ports(3 * options.brokers + 1, options.host)
         for b in range(1, options.brokers + 1):
@@ -200,20 +218,29 @@ class ClusterLayout:
             layout.advertised_ports[b] = ports.pop() if options.proxied else layout.client_ports[b]
         for n in range(0, options.brokers + 1):
             layout.peer_ports[n] = ports.pop()
+        layout._set_hosts(options)
         layout.save(options.brokers)
         load_or_create_secret(options.data_dir)  # before any node process starts
         return layout
+
+    def _set_hosts(self, options: ServerOptions) -> None:
+        self.hosts = dict(options.hosts or {})
+        # behind fault proxies (on the host's loopback) clients are told the proxies' address
+        self.advertised_hosts = {b: options.host for b in self.client_ports} if options.proxied and self.hosts \
+            else {}
 
     def save(self, brokers: int) -> None:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"cluster_id": CLUSTER_ID, "brokers": brokers,
                                    "client_ports": self.client_ports,
                                    "advertised_ports": self.advertised_ports,
-                                   "peer_ports": self.peer_ports}, indent=2))
+                                   "peer_ports": self.peer_ports,
+                                   "hosts": self.hosts, "advertised_hosts": self.advertised_hosts}, indent=2))
         os.replace(tmp, self.path)
 
-    def bootstrap(self, host: str) -> str:
-        return ",".join(f"{host}:{p}" for _, p in sorted(self.advertised_ports.items()))
+    def bootstrap(self, host: str | None = None) -> str:
+        """The advertised addresses of the brokers (``host`` for all of them, if given)."""
+        return ",".join(f"{host or self.advertised_host(b)}:{p}" for b, p in sorted(self.advertised_ports.items()))
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -254,13 +281,14 @@ class ServerProcess:
         o = self.options
         everything = set(range(0, o.brokers + 1))
         if set(self.node_ids) != everything:
-            remote = {n: (o.host, self.layout.peer_ports[n]) for n in everything - set(self.node_ids)}
+            lay = self.layout
+            remote = {n: (lay.host_of(n), lay.peer_ports[n]) for n in everything - set(self.node_ids)}
             self.peers = Peers(remote, host.deliver, load_or_create_secret(o.data_dir))
-            await self.peers.listen(o.host, self.layout.peer_ports[min(self.node_ids)])
+            await self.peers.listen(lay.host_of(min(self.node_ids)), lay.peer_ports[min(self.node_ids)])
             host.remote = self.peers.send
         info = gateway.ClusterInfo(
             cluster_id=CLUSTER_ID, controller_id=CONTROLLER_ID,
-            endpoints={b: (o.host, p) for b, p in self.layout.advertised_ports.items()},
+            endpoints={b: (self.layout.advertised_host(b), p) for b, p in self.layout.advertised_ports.items()},
             default_partitions=o.default_partitions,
             default_replication_factor=o.default_replication_factor,
             auto_create_topics=o.auto_create_topics, broker_configs=o.broker_configs(),
@@ -282,7 +310,7 @@ class ServerProcess:
             if n != CONTROLLER_ID:
                 server = await asyncio.start_server(
                     lambda r, w, node=node: self._serve(info, node, r, w),
-                    o.host, self.layout.client_ports[n], reuse_address=True)
+                    self.layout.host_of(n), self.layout.client_ports[n], reuse_address=True)
                 self.servers.append(server)
         if CONTROLLER_ID in self.node_ids:
             self.setup_task = loop.create_task(self._create_internal_topics())
@@ -383,7 +411,7 @@ class InThreadCluster:
     def __init__(self, options: ServerOptions, ready_timeout_s: float = 20.0) -> None:
         self.options = options
         self.layout = ClusterLayout.load_or_create(options)
-        self.bootstrap = self.layout.bootstrap(options.host)
+        self.bootstrap = self.layout.bootstrap()
         self.process = ServerProcess(options, self.layout, list(range(0, options.brokers + 1)))
         self.ready_timeout_s = ready_timeout_s
         self.loop: asyncio.AbstractEventLoop | None = None

@@ -88,6 +88,25 @@ def test_with_a_final_read_an_unread_acknowledged_value_is_lost():
     assert result["anomaly_types"] == ["unread-after-heal"]
 
 
+def test_with_a_final_read_a_value_read_during_the_run_and_gone_at_the_end_is_lost():
+    """The zombie-leader loss on Kafka with unclean elections: readers saw the acknowledged
+    value, then a leader without it was elected and the old leader truncated: the final
+    read, which read the partition to its end, does not find it (it is unread-after-heal, as
+    the definition says, even though a poll once read it)."""
+    h = H().send(0, "x", 1, 0).send(0, "x", 2, 1).poll(1, {"x": [[0, 1], [1, 2]]})
+    start = len(h.ops) * 1000
+    h.poll(2, {"x": [[0, 1]]})  # the final read: value 2 is gone
+    config = {"final_read": {"performed": True, "reached_end": True, "start_ns": start,
+                             "end_offsets": {"x": 1}, "staleness_bound_ms": 1000}}
+    result = check(h.ops, config)
+    assert result["anomaly_types"] == ["unread-after-heal"]
+    lost = result["anomalies"]["unread-after-heal"][0]
+    assert lost["value"] == 2 and "read by op" in lost["explanation"]
+    still_there = H().send(0, "x", 1, 0).send(0, "x", 2, 1).poll(1, {"x": [[0, 1], [1, 2]]})
+    still_there.poll(2, {"x": [[0, 1], [1, 2]]})
+    assert check(still_there.ops, config)["valid"] is True
+
+
 def test_a_final_read_that_missed_its_bound_is_reported():
     h = H().send(0, "x", 1, 0).poll(1, {"x": [[0, 1]]})
     config = {"final_read": {"performed": True, "reached_end": False, "start_ns": 10**9,
