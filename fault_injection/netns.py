@@ -165,13 +165,22 @@ class NodeNetwork:
         self.wait_reachable()
 
     def wait_reachable(self, timeout_s: float = 10.0) -> None:
-        """The bridge forwards once its ports are up; wait for every node to answer ARP."""
+        """The bridge forwards once its ports are up: wait until every node answers (a refused
+        connection to a port nobody listens on is an answer)."""
+        import socket
+
         end = time.monotonic() + timeout_s
         for n in self.nodes.values():
-            while _run("ping", "-c", "1", "-W", "1", n.address, check=False).returncode != 0:
-                if time.monotonic() > end:
-                    raise NetnsError(f"node {n.name} ({n.address}) unreachable from the host")
-                time.sleep(0.1)
+            while True:
+                try:
+                    socket.create_connection((n.address, 9), timeout=0.5).close()
+                    break
+                except ConnectionRefusedError:
+                    break
+                except OSError:
+                    if time.monotonic() > end:
+                        raise NetnsError(f"node {n.name} ({n.address}) unreachable from the host") from None
+                    time.sleep(0.1)
 
     def close(self) -> None:
         """Remove the run's namespaces, links and bridge, and stop what runs inside them."""

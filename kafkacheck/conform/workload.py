@@ -1092,8 +1092,10 @@ def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, sto
                 _apply_node_fault(target, fault, first)
                 h.op("nemesis", "info", fault, first)
                 note(fault, value["nodes"][0], stage="replication", **cut)
-                # long enough for the leader to drop its silent followers from the ISR
-                if stop.wait(lag + 4):
+                # long enough for the leader to drop its silent followers from the ISR (Kafka
+                # checks every half lag time, so a follower goes between 1 and 1.5 lag times
+                # after it fell silent)
+                if stop.wait(1.5 * lag + 4):
                     break
                 value = {**value, "stage": "all"}
             h.op("nemesis", "invoke", fault, value)
