@@ -390,8 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "of each broker: partition (clients cut off both ways), one-way (one direction), delay "
                           "(300 ms), drop (open connections reset); between the nodes of a spawned reference or "
                           "Kafka cluster, each node in a network namespace of its own (needs root): isolate (the "
-                          "leader of a partition the workload writes cut off from every other node, still "
-                          "reachable by clients), split (a minority of the nodes against the majority), "
+                          "leader of a partition the workload writes cut off first from the others' replication "
+                          "links, then from every other node, still reachable by clients), split (a minority "
+                          "of the nodes against the majority), "
                           "one-way-nodes (a node's packets to the others dropped), lossy-nodes (loss and "
                           "duplicates between nodes), slow-nodes (slow links between nodes); '' for none "
                           "(default kill,pause,partition,delay)")
