@@ -197,7 +197,7 @@ def _addr(hexaddr: str, v6: bool) -> str:
 
 
 def fuzz_and_binds(frames: int) -> list[dict]:
-    from reference.server.fuzz import mutate, seeds
+    from reference.server.fuzz import send_mutated
 
     rng = random.Random(20261124)
     with tempfile.TemporaryDirectory(prefix="kc-trust-") as tmp:
@@ -213,30 +213,9 @@ def fuzz_and_binds(frames: int) -> list[dict]:
             producer.flush(30)
             pids = {name: p.pid for name, p in cluster.processes().items()}
             ports = sorted(cluster.layout.client_ports.values())
-            corpus = seeds()
-            answered = closed = 0
-            sock = None
-            for n in range(frames):
-                if n % 1000 == 0:
-                    log(f"  fuzz: {n:,} frames sent")
-                if sock is None:
-                    sock = socket.create_connection(("127.0.0.1", rng.choice(ports)), timeout=2)
-                try:
-                    sock.sendall(mutate(rng, rng.choice(corpus)))
-                    sock.settimeout(0.3)
-                    if sock.recv(65536):
-                        answered += 1
-                    else:
-                        raise ConnectionError
-                except TimeoutError:
-                    sock.close()
-                    sock = None
-                except OSError:
-                    closed += 1
-                    sock.close()
-                    sock = None
-            if sock is not None:
-                sock.close()
+            answered, closed = send_mutated(
+                "127.0.0.1", ports, frames, rng,
+                progress=lambda n: log(f"  fuzz: {n:,} frames sent") if n % 1000 == 0 else None)
             dead = [name for name, p in cluster.processes().items() if not p.alive or p.pid != pids[name]]
             tracebacks = sum(p.log_path.read_text(errors="replace").count("Traceback")
                              for p in cluster.processes().values())

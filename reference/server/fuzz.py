@@ -6,7 +6,9 @@ tests/reference/server/test_fuzz.py and benchmarks/serve_trust.py."""
 from __future__ import annotations
 
 import random
+import socket
 import struct
+from collections.abc import Callable
 
 from kafka.protocol.admin import CreateTopicsRequest, DeleteRecordsRequest
 from kafka.protocol.consumer import (
@@ -101,3 +103,34 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
         body = rng.randbytes(rng.randint(0, 200))
         b = bytearray(struct.pack(">i", len(body)) + body)
     return bytes(b)
+
+
+def send_mutated(host: str, ports: list[int], frames: int, rng: random.Random,
+                 progress: Callable[[int], None] | None = None) -> tuple[int, int]:
+    """Send ``frames`` mutated frames to random ``ports`` of ``host``, one at a time, each
+    waiting 0.3 s for an answer; (frames answered, connections the broker closed). A frame the
+    broker still waits for the rest of is hung up on mid-request."""
+    corpus = seeds()
+    answered = closed = 0
+    sock = None
+    for n in range(frames):
+        if progress is not None:
+            progress(n)
+        if sock is None:
+            sock = socket.create_connection((host, rng.choice(ports)), timeout=2)
+        try:
+            sock.sendall(mutate(rng, rng.choice(corpus)))
+            sock.settimeout(0.3)
+            if not sock.recv(65536):
+                raise ConnectionError
+            answered += 1
+        except TimeoutError:
+            sock.close()
+            sock = None
+        except OSError:
+            closed += 1
+            sock.close()
+            sock = None
+    if sock is not None:
+        sock.close()
+    return answered, closed

@@ -4,7 +4,6 @@ or closes the connection, and afterwards still serves clients with its data inta
 from __future__ import annotations
 
 import random
-import socket
 
 import pytest
 
@@ -15,7 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
 from kafka import TopicPartition as KTP  # noqa: E402
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 
-from reference.server.fuzz import TOPIC, mutate, seeds  # noqa: E402
+from reference.server.fuzz import TOPIC, send_mutated  # noqa: E402
 
 FRAMES = 3000
 
@@ -30,29 +29,7 @@ def test_mutated_frames_never_hurt_the_broker(tmp_path):
         before = [producer.send(TOPIC, value=b"before-%d" % i).get(20).offset for i in range(50)]
         producer.close()
         ports = sorted(cluster.layout.client_ports.values())
-        corpus = seeds()
-        answered = closed = 0
-        sock = None
-        for _ in range(FRAMES):
-            if sock is None:
-                sock = socket.create_connection(("127.0.0.1", rng.choice(ports)), timeout=2)
-            try:
-                sock.sendall(mutate(rng, rng.choice(corpus)))
-                sock.settimeout(0.3)
-                data = sock.recv(65536)
-                if data:
-                    answered += 1
-                else:
-                    raise ConnectionError
-            except TimeoutError:
-                sock.close()  # a frame the server still waits for the rest of: hang up mid-request
-                sock = None
-            except OSError:
-                closed += 1
-                sock.close()
-                sock = None
-        if sock is not None:
-            sock.close()
+        answered, closed = send_mutated("127.0.0.1", ports, FRAMES, rng)
         assert answered > 100 and closed > 100, (answered, closed)
         # the cluster still works and kept everything acknowledged before the fuzzing
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
