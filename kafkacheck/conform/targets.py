@@ -249,13 +249,17 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
     raise TargetError(f"unknown --spawn {kind!r}: reference, tansu or kafka")
 
 
+def _boolean(text: str) -> bool:
+    return {"true": True, "false": False}[text]
+
+
 # --broker-config KEY=VALUE for the reference broker: Kafka's name -> (ServerOptions field, parse)
 REFERENCE_CONFIGS = {
     "min.insync.replicas": ("min_insync_replicas", int),
-    "unclean.leader.election.enable": ("unclean_leader_election", lambda v: {"true": True, "false": False}[v]),
+    "unclean.leader.election.enable": ("unclean_leader_election", _boolean),
     "default.replication.factor": ("default_replication_factor", int),
     "num.partitions": ("default_partitions", int),
-    "auto.create.topics.enable": ("auto_create_topics", lambda v: {"true": True, "false": False}[v]),
+    "auto.create.topics.enable": ("auto_create_topics", _boolean),
     "log.flush.interval.ms": ("flush_ms", int),
     "log.flush.interval.messages": ("flush_messages", int),
 }
@@ -270,7 +274,7 @@ def reference_config(options, config: dict[str, str]) -> None:
                               f"(it has {', '.join(sorted(REFERENCE_CONFIGS))})")
         name, parse = REFERENCE_CONFIGS[key]
         try:
-            setattr(options, name, parse(value.strip().lower() if isinstance(value, str) else value))
+            setattr(options, name, parse(value.strip().lower()))
         except (KeyError, ValueError):
             raise TargetError(f"--broker-config {key}={value}: not a valid value") from None
 

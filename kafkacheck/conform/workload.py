@@ -900,9 +900,8 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
         "txn": workload in ("txn", "eos"), "sub_via": ["assign"], "replication_factor": rf,
         "partitions": PARTITIONS, "brokers": target.brokers, "compacted": workload == "compaction",
         "client": client_kind, "seconds": seconds, "staleness_bound_ms": 60_000,
-        **({"min_insync_replicas": target.min_insync_replicas}
-           if getattr(target, "min_insync_replicas", None) is not None else {}),
-        **({"broker_config": dict(target.broker_config)} if getattr(target, "broker_config", None) else {}),
+        **({"min_insync_replicas": target.min_insync_replicas} if target.min_insync_replicas is not None else {}),
+        **({"broker_config": dict(target.broker_config)} if target.broker_config else {}),
         "final_read": {"performed": True, "start_ns": start_ns, "heal_ns": heal_ns, "reached_end": reached,
                        "took_ms": (h.now() - start_ns) // 1_000_000, "staleness_bound_ms": 60_000,
                        "end_offsets": end_offsets, **({"end_offset_errors": end_errors} if end_errors else {})},
@@ -983,9 +982,10 @@ def _final_read(run: _Run, tps: list[tuple[str, int]], end_offsets: dict[str, in
 
 def _leader_node(target, topic: str, rng: random.Random) -> str | None:
     """The process name of the leader of a random partition of ``topic`` (None if unknown)."""
+    from kafkacheck.conform.targets import parse_bootstrap
     from kafkacheck.serve import metadata_probe
 
-    for host, port in parse_bootstrap_all(target.bootstrap):
+    for host, port in parse_bootstrap(target.bootstrap):
         try:
             _brokers, topics = metadata_probe(host, port, 2.0)
         except Exception:
@@ -997,12 +997,6 @@ def _leader_node(target, topic: str, rng: random.Random) -> str | None:
                 if name in target.netns.nodes:
                     return name
     return None
-
-
-def parse_bootstrap_all(bootstrap: str) -> list[tuple[str, int]]:
-    from kafkacheck.conform.targets import parse_bootstrap
-
-    return parse_bootstrap(bootstrap)
 
 
 def _plan_node_fault(target, fault: str, topic: str, rng: random.Random) -> dict:
@@ -1074,9 +1068,10 @@ def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, sto
 
     procs = {name: p for name, p in target.processes.items() if name != "controller"}
     usable = [f for f in faults if (f in PROCESS_FAULTS and procs) or (f in NETWORK_FAULTS and target.proxies)
-              or (f in NODE_FAULTS and getattr(target, "netns", None) is not None)]
+              or (f in NODE_FAULTS and target.netns is not None)]
     if not usable:
         return
+    lag, session = _node_timings(target) if target.netns is not None else (0.0, 0.0)
     while not stop.wait(rng.uniform(2.0, 4.0)):
         fault = rng.choice(usable)
         if fault in NODE_FAULTS:
@@ -1085,7 +1080,6 @@ def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, sto
                 # the zombie leader, the way it comes about: its followers are cut off first
                 # (it still reaches the controllers, and may shrink the ISR to itself), then
                 # everything
-                lag = _node_timings(target)[0]
                 cut = _replication_cut(target, value["nodes"][0])
                 first = {**value, "stage": "replication", **cut}
                 h.op("nemesis", "invoke", fault, first)
@@ -1108,7 +1102,7 @@ def _nemesis_loop(target, faults: list[str], h: History, rng: random.Random, sto
             # (an isolated leader is fenced, and another elected, before the heal)
             hold = rng.uniform(6.0, 12.0)
             if fault == "isolate":
-                hold = max(hold, _node_timings(target)[1] + rng.uniform(3.0, 8.0))
+                hold = max(hold, session + rng.uniform(3.0, 8.0))
             if stop.wait(hold):
                 break
             h.op("nemesis", "invoke", "heal", {"nodes": value["nodes"]})
