@@ -39,14 +39,16 @@ CLUSTER_TIMINGS = {
 
 
 def broker_config(min_insync_replicas: int = 2, flush_messages: int | None = None,
-                  flush_ms: int | None = None, transaction_version: int = 1) -> BrokerConfig:
-    return BrokerConfig.from_timings(CLUSTER_TIMINGS, min_insync_replicas=min_insync_replicas,
+                  flush_ms: int | None = None, transaction_version: int = 1,
+                  timings: dict[str, int] | None = None) -> BrokerConfig:
+    return BrokerConfig.from_timings(timings or CLUSTER_TIMINGS, min_insync_replicas=min_insync_replicas,
                                      flush_messages=flush_messages, flush_ms=flush_ms,
                                      transaction_version=transaction_version)
 
 
-def controller_config(min_insync_replicas: int = 2, unclean: bool = False) -> ControllerConfig:
-    return ControllerConfig(session_timeout_ms=CLUSTER_TIMINGS["session_timeout_ms"],
+def controller_config(min_insync_replicas: int = 2, unclean: bool = False,
+                      timings: dict[str, int] | None = None) -> ControllerConfig:
+    return ControllerConfig(session_timeout_ms=(timings or CLUSTER_TIMINGS)["session_timeout_ms"],
                             unclean_leader_election_enable=unclean,
                             min_insync_replicas=min_insync_replicas)
 

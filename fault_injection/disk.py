@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from reference.marks import mark
 from reference.storage import StorageError
 
 
@@ -112,4 +113,8 @@ class SimDisk:
                 pos = rng.randrange(len(f.data))
                 f.data[pos] ^= 1 << rng.randrange(8)
                 corrupted = {"file": name, "byte": pos}
+        if lost:
+            mark("disk-lost-unflushed")
+        if torn_files or corrupted:
+            mark("disk-torn-or-corrupt")
         return {"lost_bytes": lost, "torn": torn_files, "corrupted": corrupted}

@@ -74,6 +74,8 @@ class Simulation:
         self.steps = 0
         self.delivered = 0
         self.event_hooks: dict[str, Callable[[int, dict], None]] = {}
+        # see every event a node outputs (before it is recorded); must not change its fields
+        self.observers: list[Callable[[int, str, dict], None]] = []
         self._brokers: dict[int, Broker] | None = None
 
     # ------------------------------------------------------------ setup
@@ -186,6 +188,8 @@ class Simulation:
                 self._push(now + int(out.delay_ms * 1_000_000), _TIMER,
                            (proc.node_id, proc.incarnation, out.key))
             elif type(out) is Event:
+                for observe in self.observers:
+                    observe(proc.node_id, out.kind, out.fields)
                 hook = self.event_hooks.get(out.kind)
                 if hook is not None:
                     hook(proc.node_id, out.fields)

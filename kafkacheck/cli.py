@@ -83,8 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--static-members", action="store_true",
                      help="groups workload: static membership (a group.instance.id per member)")
     run.add_argument("--seed", type=int, default=0, help="seed of the run's RNG (default 0)")
-    run.add_argument("--ops", type=int, default=DEFAULT_OPS,
-                     help="client operations to perform (default 10000)")
+    run.add_argument("--ops", type=int, default=None,
+                     help="client operations to perform (default 10000; with --swarm 2000, "
+                          "500 for the transactional workloads)")
+    run.add_argument("--swarm", type=int, default=None, metavar="SEED",
+                     help="the run swarm seed SEED of kafkacheck hunt stands for: the seed draws the "
+                          "workload, faults, configuration, timings and aimed nemeses (printed), and "
+                          "a liveness phase follows the healing; goes with --ops, --bug, --keep-going "
+                          "and the output options only")
     run.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     run.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
     run.add_argument("--replication-factor", type=int, default=None,
@@ -159,22 +165,37 @@ def build_parser() -> argparse.ArgumentParser:
                           "--forbid G-single")
 
     hunt = sub.add_parser(
-        "hunt", help="prove the harness finds each planted bug (and nothing without one)",
+        "hunt", help="hunt for bugs with a swarm of drawn runs; or prove each planted bug is found",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
-            "Run seeds 0, 1, ..., --runs - 1 of a scenario that exercises the engine part a bug "
-            "switch breaks, --jobs runs at a time, until the first invalid verdict; print the "
-            "seed, the anomaly, the time to detection and a shrunk reproduction (the same seed "
-            "with as few ops as still fail). With no --bug, run the correct engine over every "
-            "scenario, --runs runs: it must find nothing. --all does every switch and then the "
-            "no-switch runs, and prints one table. The verdict counts runs, never seconds: "
-            "--time-limit is a safety net whose expiry makes the outcome unknown."),
-        epilog="bug switches:\n" + _bug_help() + "\n\nExit codes: 0 every switch detected "
+            "Without --bug or --all: a swarm hunt for bugs nobody planted. Each swarm seed draws "
+            "a run (workload, fault kinds and rates, acks, replication factor, "
+            "min.insync.replicas, transaction version, assignor, static members, compaction "
+            "settings, flush policy, timings, aimed nemeses or a z3 counterexample's shape) and "
+            "ends with a liveness phase (the healed cluster must converge). The hunt runs seeds "
+            "until --time-limit (default 120 s) or --runs, --jobs at a time, steering toward "
+            "seeds whose choices reached rare coverage marks, stops at the first finding, "
+            "shrinks it and prints `kafkacheck run --swarm SEED` to reproduce it, then the "
+            "coverage marks reached and those never reached. --with-switch NAME turns a bug "
+            "switch on in the engine without telling the swarm (a test of the swarm's power).\n\n"
+            "With --bug or --all: run seeds 0, 1, ..., --runs - 1 of a scenario that exercises "
+            "the engine part a bug switch breaks, --jobs runs at a time, until the first invalid "
+            "verdict; print the seed, the anomaly, the time to detection and a shrunk "
+            "reproduction. --all does every switch and then the correct engine over the same "
+            "scenarios, and prints one table. That verdict counts runs, never seconds: "
+            "--time-limit (default 900 s) is a safety net whose expiry makes the outcome unknown."),
+        epilog="bug switches:\n" + _bug_help() + "\n\nExit codes: swarm: 0 nothing found (with "
+               "--with-switch: the switch found), 1 a finding (with --with-switch: missed), 2 "
+               "--runs given and the time limit came first. --bug/--all: 0 every switch detected "
                "(and nothing found without one), 1 a switch missed in its runs or a finding "
-               "without a switch, 2 unknown (the time limit stopped a hunt first), 3 bad input.")
+               "without a switch, 2 unknown (the time limit stopped a hunt first). 3 bad input.")
     hunt.add_argument("--bug", action="append", default=[], metavar="NAME",
                       help="a bug switch to hunt (repeatable)")
     hunt.add_argument("--all", action="store_true", help="every bug switch, then none")
+    hunt.add_argument("--with-switch", metavar="NAME", default=None,
+                      help="swarm: turn this bug switch on in the engine the swarm hunts")
+    hunt.add_argument("--ops", type=int, default=None, metavar="N",
+                      help="swarm: client operations a run (default 2000; 500 for txn and eos)")
     hunt.add_argument("--runs", type=int, default=None, metavar="N",
                       help="seeds a switch, and runs without one: the budget that decides (default 60)")
     hunt.add_argument("--time-limit", type=float, default=None, metavar="S",
@@ -559,9 +580,37 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+_SWARM_DRAWS = ("workload", "transaction_version", "assignor", "static_members", "seed", "brokers",
+                "partitions", "replication_factor", "min_insync_replicas", "acks", "faults",
+                "schedule", "clients", "flush_messages", "flush_ms", "unclean_leader_election")
+
+
+def _swarm_options(args: argparse.Namespace, parser_defaults: dict):
+    from dataclasses import replace
+
+    from kafkacheck import swarm
+
+    for name in _SWARM_DRAWS:
+        if getattr(args, name) != parser_defaults[name]:
+            raise UsageError(f"--swarm draws --{name.replace('_', '-')} itself; with --swarm give only "
+                             "--ops, --bug, --keep-going, --out, --format and --no-progress")
+    if args.swarm < 0:
+        raise UsageError("--swarm must be a seed of 0 or more")
+    try:
+        bugs = sorted(parse_bugs(args.bug))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    ops = args.ops if args.ops is not None else swarm.DEFAULT_OPS
+    if ops < 1:
+        raise UsageError("--ops must be at least 1")
+    return replace(swarm.draw(args.swarm, ops), bugs=bugs, keep_going=args.keep_going)
+
+
 def _options(args: argparse.Namespace):
     from kafkacheck.runner import RunOptions
 
+    if args.ops is None:
+        args.ops = DEFAULT_OPS
     try:
         bugs = sorted(parse_bugs(args.bug))
         faults = parse_faults(args.faults)
@@ -602,6 +651,15 @@ def _options(args: argparse.Namespace):
 
 
 def _reproduce_command(args: argparse.Namespace) -> str:
+    if args.swarm is not None:
+        parts = ["kafkacheck", "run", "--swarm", str(args.swarm)]
+        if args.ops is not None:
+            parts += ["--ops", str(args.ops)]
+        for b in args.bug:
+            parts += ["--bug", b]
+        if args.keep_going:
+            parts.append("--keep-going")
+        return " ".join(parts)
     parts = ["kafkacheck", "run", "--seed", str(args.seed), "--ops", str(args.ops)]
     if args.workload != "queue":
         parts += ["--workload", args.workload]
@@ -644,6 +702,9 @@ def _run_dir_name(run_id: str, reproduce: str) -> str:
     """The default run directory: the run id, and when any option besides the seed, workload
     and bug switches differs from its default, a short hash of them, so that runs made with
     different options never share (and overwrite) a directory."""
+    if " --swarm " in reproduce:
+        return f"swarm{reproduce.split()[3]}-{run_id.split('-', 1)[1]}-" \
+               f"{hashlib.sha256(reproduce.encode()).hexdigest()[:8]}"
     words = reproduce.split()[4:]  # after "kafkacheck run --seed N"
     pairs = [words[i:i + 2] if i + 1 < len(words) and not words[i + 1].startswith("--") else [words[i]]
              for i in range(len(words)) if words[i].startswith("--")]
@@ -669,7 +730,14 @@ def _run(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict, progress_bar
     from kafkacheck.runner import run_id_for, simulate
 
-    options = _options(args)
+    if args.swarm is not None:
+        from kafkacheck.swarm import describe
+
+        options = _swarm_options(args, vars(build_parser().parse_args(["run"])))
+        if args.format != "json":
+            print(f"swarm seed {args.swarm}: {describe(options)}", flush=True)
+    else:
+        options = _options(args)
     reproduce = _reproduce_command(args)
     out = Path(args.out) if args.out else Path("runs") / _run_dir_name(run_id_for(options), reproduce)
     if out.exists() and not out.is_dir():
@@ -786,6 +854,15 @@ def _hunt(args: argparse.Namespace) -> int:
     for b in args.bug:
         if b not in BUGS:
             raise UsageError(f"unknown bug switch {b!r}; choose from {', '.join(BUGS)}")
+    if args.with_switch is not None and args.with_switch not in BUGS:
+        raise UsageError(f"unknown bug switch {args.with_switch!r}; choose from {', '.join(BUGS)}")
+    swarm = not args.bug and not args.all
+    if not swarm and (args.with_switch or args.ops is not None):
+        raise UsageError("--with-switch and --ops go with the swarm hunt (no --bug, no --all)")
+    if swarm and args.machines:
+        raise UsageError("--machines goes with --bug or --all")
+    if swarm:
+        return _swarm_hunt(args)
     runs = args.runs if args.runs is not None else hunt.DEFAULT_RUNS
     time_limit = args.time_limit if args.time_limit is not None else hunt.DEFAULT_TIME_LIMIT_S
     machine_time = args.machine_time if args.machine_time is not None else hunt.DEFAULT_MACHINE_TIME_S
@@ -798,6 +875,34 @@ def _hunt(args: argparse.Namespace) -> int:
         raise UsageError("--jobs must be at least 1")
     return hunt.main(args.bug, args.all, args.all or not args.bug, runs, jobs, args.quiet,
                      args.machines, time_limit, machine_time)
+
+
+def _swarm_hunt(args: argparse.Namespace) -> int:
+    from kafkacheck import hunt
+
+    time_limit = args.time_limit if args.time_limit is not None else hunt.DEFAULT_SWARM_TIME_S
+    if time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    if args.runs is not None and args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if args.ops is not None and args.ops < 100:
+        raise UsageError("--ops must be at least 100")
+    jobs = args.jobs if args.jobs is not None else hunt.default_jobs()
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    engine = f"the engine with {args.with_switch} on" if args.with_switch else "the engine"
+    log(f"swarm hunt on {engine}: up to {time_limit:g} s" + (f" or {args.runs} runs" if args.runs else "")
+        + f", {jobs} at a time")
+    out = hunt.swarm(time_limit, args.runs, jobs, args.with_switch, args.ops, log)
+    hunt.print_swarm(out)
+    if args.with_switch:
+        return EXIT_VALID if out.found else (EXIT_UNKNOWN if out.unfinished else EXIT_INVALID)
+    return EXIT_INVALID if out.found else (EXIT_UNKNOWN if out.unfinished else EXIT_VALID)
 
 
 def _explore(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from reference.bugs import BUGS
 
 DEFAULT_RUNS = 60  # seeds a switch (and runs without one): the budget that decides
 DEFAULT_TIME_LIMIT_S = 900.0  # wall seconds a switch: only a safety net (outcome "unknown")
+DEFAULT_SWARM_TIME_S = 120.0  # the swarm hunt (no --bug): how long it hunts
 DEFAULT_MACHINE_TIME_S = 60.0  # --machines: wall seconds a machine (what they find is shown, not judged)
 
 
@@ -285,3 +286,196 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, qui
     if missed or false:
         return 1
     return 2 if any(o.timed_out for o in outcomes) else 0
+
+
+# ------------------------------------------------------------------ the swarm (no --bug)
+
+
+@dataclass
+class SwarmOutcome:
+    with_switch: str | None
+    runs: int = 0
+    seconds: float = 0.0
+    found: list[tuple[int, list[str], str]] = field(default_factory=list)  # seed, anomalies, drawn
+    mark_runs: dict[str, int] = field(default_factory=dict)  # mark -> runs that reached it
+    mark_counts: dict[str, int] = field(default_factory=dict)  # mark -> times reached in all
+    by_workload: dict[str, int] = field(default_factory=dict)
+    stopped_by: str = "time limit"
+    unfinished: bool = False  # --runs given and the time limit came first
+    ops: int = 0
+    shrunk_ops: int | None = None
+
+
+def _swarm_run(job: tuple[int, int, str | None]) -> tuple[int, bool | str, list[str], dict[str, int], str, str]:
+    """Draw and run swarm seed ``seed``; (seed, valid, anomaly types, marks, workload, drawn)."""
+    import shutil
+    import tempfile
+    from dataclasses import replace
+    from pathlib import Path
+
+    from kafkacheck.corpus import judge
+    from kafkacheck.runner import simulate
+    from kafkacheck.swarm import describe, draw
+    from traces.parquet import load_run_dir
+
+    seed, ops, bug = job
+    options = draw(seed, ops)
+    if bug:
+        options = replace(options, bugs=[bug])
+    tmp = Path(tempfile.mkdtemp(prefix="kafkacheck-swarm-"))
+    try:
+        outcome = simulate(options, tmp, None)
+        record = load_run_dir(tmp)
+        r = judge(record)
+        return seed, r["valid"], r["anomaly_types"], outcome.stats["marks"], options.workload, describe(options)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Steering:
+    """Which seed to run next: among the next few unrun seeds, the one whose drawn choices
+    (workload, faults, aimed strategies, timings...) have so far led to rarely reached marks.
+    The seed alone still reproduces each run; only the order is steered. A quarter of the
+    picks ignore the scores (exploration), from the hunt's own seeded RNG."""
+
+    CANDIDATES = 6
+
+    def __init__(self, ops: int, explore_seed: int = 0) -> None:
+        import random
+
+        from kafkacheck.swarm import draw, features
+
+        self._draw, self._features = draw, features
+        self.ops = ops
+        self.rng = random.Random(explore_seed)
+        self.pool: list[int] = []
+        self.next_seed = 0
+        self.mark_runs: dict[str, int] = {}
+        self.score: dict[str, tuple[float, int]] = {}  # feature -> (sum of novelty, runs)
+        self.drawn: dict[int, list[str]] = {}
+
+    def pick(self) -> int:
+        while len(self.pool) < self.CANDIDATES:
+            self.pool.append(self.next_seed)
+            self.drawn[self.next_seed] = self._features(self._draw(self.next_seed, self.ops))
+            self.next_seed += 1
+        if not self.mark_runs or self.rng.random() < 0.25:
+            seed = self.pool[0]
+        else:
+            seed = max(self.pool, key=lambda s: (self._value(self.drawn[s]), -s))
+        self.pool.remove(seed)
+        return seed
+
+    def _value(self, feats: list[str]) -> float:
+        known = [self.score[f] for f in feats if f in self.score]
+        best = max((total / n for total, n in self.score.values()), default=1.0)
+        values = [total / n for total, n in known] + [best] * (len(feats) - len(known))
+        return sum(values) / len(values) if values else 0.0
+
+    def learn(self, seed: int, marks: dict[str, int]) -> None:
+        novelty = sum(1.0 / (1 + self.mark_runs.get(m, 0)) for m in marks)
+        for m in marks:
+            self.mark_runs[m] = self.mark_runs.get(m, 0) + 1
+        for f in self.drawn.pop(seed, []):
+            total, n = self.score.get(f, (0.0, 0))
+            self.score[f] = (total + novelty, n + 1)
+
+
+def swarm(time_limit: float, runs: int | None, jobs: int, with_switch: str | None = None,
+          ops: int | None = None, log=print, shrink: bool = True) -> SwarmOutcome:
+    """Swarm seeds until the time limit (or ``runs`` runs): stop at the first finding."""
+    from kafkacheck.swarm import DEFAULT_OPS
+
+    ops = ops or DEFAULT_OPS
+    out = SwarmOutcome(with_switch, ops=ops)
+    steering = Steering(ops)
+    start = time.monotonic()
+    ctx = mp.get_context("fork")
+    started = 0
+    with ctx.Pool(jobs) as pool:
+        pending: dict[int, object] = {}
+        while True:
+            while (len(pending) < jobs and not out.found and (runs is None or started < runs)
+                   and time.monotonic() - start < time_limit):
+                seed = steering.pick()
+                pending[seed] = pool.apply_async(_swarm_run, ((seed, ops, with_switch),))
+                started += 1
+            if not pending:
+                break
+            done = [s for s, p in pending.items() if p.ready()]
+            if not done:
+                if out.found:
+                    break  # the first finding ends the hunt; runs under way are dropped
+                if time.monotonic() - start > time_limit:
+                    if runs is not None:
+                        out.stopped_by = f"time limit, after {out.runs} of {runs} runs"
+                        out.unfinished = True
+                    break
+                time.sleep(0.05)
+                continue
+            for s in sorted(done):
+                seed, valid, kinds, marks, workload, drawn = pending.pop(s).get()
+                out.runs += 1
+                out.by_workload[workload] = out.by_workload.get(workload, 0) + 1
+                for m, n in marks.items():
+                    out.mark_runs[m] = out.mark_runs.get(m, 0) + 1
+                    out.mark_counts[m] = out.mark_counts.get(m, 0) + n
+                steering.learn(seed, marks)
+                verdict = valid if valid is not False else "INVALID " + ",".join(kinds)
+                log(f"  swarm seed {seed}: {verdict} ({time.monotonic() - start:.1f} s; {drawn})")
+                if valid is False:
+                    out.found.append((seed, kinds, drawn))
+        pool.terminate()
+    out.seconds = time.monotonic() - start
+    if runs is not None and out.runs >= runs and not out.found:
+        out.stopped_by = f"{runs} runs"
+    if out.found and shrink:
+        seed = out.found[0][0]
+        o = ops
+        while o // 2 >= 100:
+            _s, valid, kinds, _m, _w, _d = _swarm_run((seed, o // 2, with_switch))
+            if valid is not False:
+                break
+            o //= 2
+            log(f"  swarm seed {seed}: shrunk to {o} ops ({','.join(kinds)})")
+        out.shrunk_ops = o
+    return out
+
+
+def swarm_command(seed: int, ops: int, bug: str | None) -> str:
+    from kafkacheck.swarm import DEFAULT_OPS
+
+    return (f"kafkacheck run --swarm {seed}" + (f" --ops {ops}" if ops != DEFAULT_OPS else "")
+            + (f" --bug {bug}" if bug else ""))
+
+
+def print_swarm(out: SwarmOutcome) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from reference.marks import MARKS
+
+    console = Console()
+    t = Table(title=f"coverage marks reached in {out.runs} swarm runs")
+    t.add_column("mark")
+    t.add_column("runs", justify="right")
+    t.add_column("times", justify="right")
+    for m in MARKS:
+        if m in out.mark_runs:
+            t.add_row(m, str(out.mark_runs[m]), str(out.mark_counts[m]))
+    console.print(t)
+    unreached = [m for m in MARKS if m not in out.mark_runs]
+    print(f"marks reached: {len(MARKS) - len(unreached)} of {len(MARKS)}")
+    if unreached:
+        print("never reached: " + ", ".join(unreached))
+    print("runs by workload: " + ", ".join(f"{w} {n}" for w, n in sorted(out.by_workload.items())))
+    engine = f"the engine with {out.with_switch} on" if out.with_switch else "the engine"
+    if out.found:
+        seed, kinds, drawn = out.found[0]
+        print(f"FOUND on {engine} after {out.runs} runs ({out.seconds:.1f} s): swarm seed {seed}: "
+              f"{', '.join(kinds)}")
+        print(f"  drawn: {drawn}")
+        print(f"  reproduce with: {swarm_command(seed, out.shrunk_ops or out.ops, out.with_switch)}")
+    else:
+        print(f"nothing found on {engine} in {out.runs} swarm runs (seeds drawn by the steering; "
+              f"{out.seconds:.0f} s, stopped by the {out.stopped_by})")

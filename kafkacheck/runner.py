@@ -32,6 +32,7 @@ from kafkacheck.workloads.groups import GROUP as MEMBERS_GROUP
 from kafkacheck.workloads.groups import GroupMemberClient
 from kafkacheck.workloads.queue import Budget, FinalReader, QueueClient
 from kafkacheck.workloads.txn import TxnClient
+from reference import marks
 from reference.consumer import ConsumerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
@@ -78,6 +79,14 @@ class RunOptions:
     transaction_version: int = 1  # 2: KIP-890 epoch bump at every transaction end
     assignor: str = "range"  # groups workload
     static_members: bool = False  # groups workload: group.instance.id per member
+    # what a swarm seed varies besides the above (the defaults change nothing)
+    timings: dict[str, int] | None = None  # overrides of CLUSTER_TIMINGS
+    fault_stable_ms: tuple[int, int] = (1_000, 4_000)  # random schedule: calm between faults
+    fault_ms: tuple[int, int] = (1_000, 6_000)  # random schedule: how long a fault lasts
+    topic_configs: tuple[tuple[str, str], ...] | None = None  # replaces the compacted topic's
+    aimed: list[str] = field(default_factory=list)  # aimed nemesis strategies (fault_injection.aimed)
+    liveness_ms: int | None = None  # after healing, demand convergence within this time
+    swarm: dict | None = None  # the swarm draw this run came from (recorded in run.json)
 
 
 
@@ -97,6 +106,26 @@ def _kick(sim: Simulation, c: GroupMemberClient) -> None:
     sim.act(c.node_id, lambda node, now_ms: c.final_poll(now_ms))
 
 
+def _liveness_phase(sim: Simulation, bound_ms: int) -> dict:
+    """Run until the healed cluster has converged (:mod:`kafkacheck.liveness`), polling every
+    100 ms of virtual time, for at most ``bound_ms``; what has not converged by then is
+    recorded as ``liveness-violation`` events."""
+    from kafkacheck.liveness import unconverged
+
+    start = sim.now_ns
+    left: list[dict] = []
+    while True:
+        left = unconverged(sim.controller(), sim.brokers())
+        if not left or sim.stopped or sim.now_ns - start >= bound_ms * MS:
+            break
+        sim.run_until(sim.now_ns + 100 * MS)
+    for finding in left:
+        sim.recorder.event(sim.now_ns, -1, "liveness-violation",
+                           {**finding, "bound_ms": bound_ms})
+    return {"bound_ms": bound_ms, "converged": not left,
+            "took_ms": (sim.now_ns - start) // MS if not left else None}
+
+
 def acks_value(acks: str) -> int:
     return {"all": -1, "-1": -1, "1": 1, "0": 0}[acks]
 
@@ -111,12 +140,13 @@ def simulate(options: RunOptions, out_dir: Path,
              progress: Callable[[int, int], None] | None = None) -> RunOutcome:
     sim = Simulation(options.seed, invariants=options.invariants, keep_going=options.keep_going)
     bugs = frozenset(options.bugs)
-    t = CLUSTER_TIMINGS
+    t = {**CLUSTER_TIMINGS, **(options.timings or {})}
+    marks.reset()
     broker_config = make_broker_config(options.min_insync_replicas, options.flush_messages,
-                                       options.flush_ms, options.transaction_version)
+                                       options.flush_ms, options.transaction_version, t)
     broker_ids = add_cluster(sim, options.brokers, broker_config,
                              controller_config(options.min_insync_replicas,
-                                               options.unclean_leader_election), bugs)
+                                               options.unclean_leader_election, t), bugs)
     recorder = sim.recorder
 
     sim.start(CONTROLLER_ID)
@@ -124,9 +154,10 @@ def simulate(options: RunOptions, out_dir: Path,
         sim.start(b)
     sim.run_until(1_000 * MS)
     compacted = options.workload == "compaction"
+    topic_configs = (options.topic_configs if options.topic_configs is not None
+                     else COMPACTED_TOPIC_CONFIGS) if compacted else ()
     sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
-        1, options.topic, options.partitions, options.replication_factor,
-        COMPACTED_TOPIC_CONFIGS if compacted else ()))
+        1, options.topic, options.partitions, options.replication_factor, topic_configs))
     txn = options.workload in TXN_WORKLOADS
     eos = options.workload == "eos"
     output_topic = "t1" if options.topic != "t1" else "t2"
@@ -207,7 +238,8 @@ def simulate(options: RunOptions, out_dir: Path,
     # the random schedule spans the time the workload is expected to need
     expected_ms = 2_000 + options.ops * 70 // max(options.clients, 1)
     schedule = options.schedule if options.schedule is not None else random_schedule(
-        sim.child_rng(), options.faults, nodes, 2_000, expected_ms * 2)
+        sim.child_rng(), options.faults, nodes, 2_000, expected_ms * 2,
+        stable_ms=options.fault_stable_ms, fault_ms=options.fault_ms)
     if options.schedule is None and members and "pause" in options.faults:
         # members paused past their session timeout miss rebalances and wake up stale
         schedule = sorted(schedule + random_schedule(
@@ -215,6 +247,11 @@ def simulate(options: RunOptions, out_dir: Path,
             stable_ms=(2_000, 6_000), fault_ms=(1_000, 3 * t["member_session_timeout_ms"])),
             key=lambda step: step["at_ms"])
     nemesis.schedule(schedule)
+    if options.aimed:
+        from fault_injection.aimed import AimedNemesis
+
+        AimedNemesis(sim, nemesis, options.aimed, sim.child_rng(), broker_ids, members, t,
+                     schedule, expected_ms * 2, options.fault_ms)
 
     # phase 2: until every op completed (and the schedule has played out), or the run stopped
     schedule_end_ms = max((s["at_ms"] for s in schedule), default=0)
@@ -249,6 +286,9 @@ def simulate(options: RunOptions, out_dir: Path,
                 if isinstance(c, GroupMemberClient):
                     sim.call_at(sim.now_ns, lambda c=c: _kick(sim, c))
             sim.run_until(sim.now_ns + 2_000 * MS)
+    liveness: dict | None = None
+    if not sim.stopped and options.liveness_ms is not None:
+        liveness = _liveness_phase(sim, options.liveness_ms)
     # phase 4: the final read
     if not sim.stopped:
         start_ms = sim.now_ns // MS
@@ -307,14 +347,14 @@ def simulate(options: RunOptions, out_dir: Path,
             "partitions": options.partitions,
             "brokers": options.brokers,
             "compacted": compacted,
-            "topic_configs": dict(COMPACTED_TOPIC_CONFIGS) if compacted else {},
+            "topic_configs": dict(topic_configs),
             "bugs": list(options.bugs),
             "ops": options.ops,
             "clients": options.clients,
             "flush_messages": options.flush_messages,
             "flush_ms": options.flush_ms,
             "unclean_leader_election_enable": options.unclean_leader_election,
-            "timings_ms": CLUSTER_TIMINGS,
+            "timings_ms": t,
             "final_read": final_read,
             # read by the checker: no client op completed for idle_ms after at_ns
             "stalled": None if stalled_at_ns is None else {
@@ -324,7 +364,12 @@ def simulate(options: RunOptions, out_dir: Path,
         "faults": list(options.faults) if options.schedule is None else ["scripted"],
         "versions": {"kafkacheck": kafkacheck.__version__, "broker": f"reference {kafkacheck.__version__}"},
     }
+    if liveness is not None:
+        run_meta["config"]["liveness"] = liveness
+    if options.swarm is not None:
+        run_meta["config"]["swarm"] = options.swarm
     stats = {
+        "marks": marks.counts(),
         "virtual_seconds": sim.now_ns / 1e9,
         "steps": sim.steps,
         "messages_sent": sim.network.sent,

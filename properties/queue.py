@@ -380,8 +380,29 @@ def _check_stall(config: dict, r: Result) -> None:
                       f"stopped with {stalled.get('ops_completed')} of {config.get('ops')} ops done")
 
 
+def _with_liveness_violations(result: dict, events: list[dict]) -> dict:
+    """The liveness phase's findings (kafkacheck.liveness): the healed cluster did not
+    converge within its bound."""
+    found = [e for e in events if e.get("kind") == "liveness-violation"]
+    if not found:
+        return result
+    result = dict(result)
+    result["anomalies"] = dict(result["anomalies"])
+    result["anomalies"]["liveness"] = [
+        {"key": e.get("key"), "what": e.get("what"), "time": e.get("time"), "ops": [],
+         "explanation": f"{e.get('bound_ms')} ms after every fault was healed: {e.get('what')} "
+                        f"({e.get('detail')})"}
+        for e in found[:MAX_REPORTED]
+    ]
+    result["counts"] = {**result.get("counts", {}), "liveness": len(found)}
+    result["anomaly_types"] = sorted({*result["anomaly_types"], "liveness"})
+    result["valid"] = False
+    return result
+
+
 def with_invariant_violations(result: dict, events: list[dict]) -> dict:
     """Add the simulator's white-box invariant violations (events.jsonl) to a verdict."""
+    result = _with_liveness_violations(result, events)
     found = [e for e in events if e.get("kind") == "invariant-violation"]
     if not found:
         return result

@@ -27,6 +27,7 @@ from reference import records as rec
 from reference.errors import Errors
 from reference.group_coordinator import GroupCoordinator
 from reference.log import LogConfig, PartitionLog
+from reference.marks import mark
 from reference.messages import (
     COORDINATOR_TRANSACTION,
     AddOffsetsToTxnRequest,
@@ -484,6 +485,9 @@ class Broker(Node):
             if p.is_leader:
                 shrunk = p.isr_to_shrink(now_ms, self.config.replica_lag_time_max_ms)
                 if shrunk is not None:
+                    mark("isr-shrink")
+                    if len(shrunk) < p.effective_min_isr:
+                        mark("isr-shrink-below-min-isr")
                     self._propose_isr(now_ms, p, shrunk)
 
     # ------------------------------------------------------------ produce
@@ -512,6 +516,7 @@ class Broker(Node):
                 and not p.log.producer_state.guard_holds(header.producer_id, verified)):
             # a marker ended the transaction between the verification and this append (Kafka's
             # VerificationGuard): appending would open a transaction that nobody ends
+            mark("produce-txn-raced-marker")
             if req.acks != 0:
                 self.send(src, ProduceResponse(req.correlation_id, req.tp, Errors.INVALID_TXN_STATE, -1,
                                                p.log.log_start_offset))
@@ -519,6 +524,7 @@ class Broker(Node):
         if "no-sequence-check" not in self.bugs:
             seq_error, duplicate = p.log.producer_state.check(header)
             if seq_error not in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
+                mark("produce-sequence-refused")
                 if req.acks != 0:  # refused by the log: Kafka tells its start offset too
                     self.send(src, ProduceResponse(req.correlation_id, req.tp, seq_error, -1,
                                                    p.log.log_start_offset))
@@ -527,11 +533,13 @@ class Broker(Node):
             # a retry of a batch already written: answer with the original offsets (acks=all
             # still waits until they are committed)
             base, last = duplicate.first_offset, duplicate.last_offset
+            mark("produce-duplicate-sequence")
             self.event("duplicate-sequence", key=req.tp.key, base_offset=base, last_offset=last)
         else:
             try:
                 base, last = p.log.append_as_leader(req.records, p.leader_epoch)
             except StorageError:
+                mark("produce-storage-error")
                 if req.acks != 0:
                     self.send(src, ProduceResponse(req.correlation_id, req.tp,
                                                    Errors.KAFKA_STORAGE_ERROR))
@@ -561,6 +569,7 @@ class Broker(Node):
         if req.tp.topic in (TXN_TOPIC, OFFSETS_TOPIC):
             return Errors.INVALID_TOPIC_EXCEPTION  # internal topics are written by coordinators
         if req.acks == -1 and len(p.isr) < p.effective_min_isr:
+            mark("produce-not-enough-replicas")
             return Errors.NOT_ENOUGH_REPLICAS
         try:
             rec.validate(req.records)
@@ -727,6 +736,8 @@ class Broker(Node):
             if hw >= d.required_offset:
                 error = (Errors.NONE if len(p.isr) >= p.effective_min_isr
                          else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                if error is not Errors.NONE:
+                    mark("produce-not-enough-replicas-after-append")
                 self._answer_produce(d, error, p.log.log_start_offset)
             else:
                 keep.append(d)
@@ -737,6 +748,7 @@ class Broker(Node):
         keep = []
         for d in pending:
             if d.deadline_ms <= now_ms:
+                mark("produce-timed-out-in-purgatory")
                 self._answer_produce(d, Errors.REQUEST_TIMED_OUT)
             else:
                 keep.append(d)
@@ -794,6 +806,7 @@ class Broker(Node):
                 return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark,
                                         log.log_start_offset, (), diverging, log.log_end_offset)
         if fp.fetch_offset > log.log_end_offset or fp.fetch_offset < log.log_start_offset:
+            mark("fetch-out-of-range")
             return FetchedPartition(fp.tp, Errors.OFFSET_OUT_OF_RANGE, log.high_watermark,
                                     log.log_start_offset, log_end_offset=log.log_end_offset)
         if follower:
@@ -802,6 +815,7 @@ class Broker(Node):
                 self._maybe_advance_hw(now_ms, p)
             expanded = p.isr_to_expand(req.replica_id)
             if expanded is not None:
+                mark("isr-expand")
                 self._propose_isr(now_ms, p, expanded)
             batches = log.read(fp.fetch_offset, fp.max_bytes, log.log_end_offset)
             return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark, log.log_start_offset,
@@ -1027,8 +1041,12 @@ class Broker(Node):
         if r.error is Errors.OFFSET_OUT_OF_RANGE:
             before = log.log_end_offset
             if r.log_end_offset >= 0 and log.log_end_offset > r.log_end_offset:
+                mark("follower-truncate-out-of-range")
+                if r.log_end_offset < log.high_watermark:
+                    mark("follower-truncate-below-hw")
                 log.truncate_to(r.log_end_offset)
             elif log.log_end_offset < r.log_start_offset:
+                mark("follower-reset-to-log-start")
                 log.truncate_fully_and_start_at(r.log_start_offset)
             else:
                 return False

@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass, replace
 
 from reference.errors import Errors
+from reference.marks import mark
 from reference.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
@@ -275,6 +276,7 @@ class Controller(Node):
     def _fence(self, broker_id: int) -> None:
         self.brokers[broker_id].fenced = True
         self._commit_broker(broker_id)
+        mark("controller-broker-fenced")
         self.event("broker-fenced", broker=broker_id)
         self._remove_from_isrs(broker_id, reelect_if_leader=True)
 
@@ -331,10 +333,12 @@ class Controller(Node):
             elr = self._elr_after(s, isr)
         elif live_elr:
             # KIP-966: an eligible leader replica holds everything committed: a clean election
+            mark("controller-elect-from-elr")
             candidates = live_elr
             isr = (live_elr[0],)
             elr = tuple(r for r in s.elr if r != live_elr[0])
         elif self.config.unclean_leader_election_enable and live:
+            mark("controller-unclean-election")
             candidates = live
             isr = (live[0],)
             elr = ()
@@ -346,6 +350,8 @@ class Controller(Node):
         leader = candidates[0] if candidates else -1
         if leader < 0 and s.leader < 0 and isr == s.isr and elr == s.elr:
             return
+        if leader < 0:
+            mark("controller-partition-offline")
         if leader >= 0 and leader not in isr:
             isr = (*isr, leader)
         self._commit_partition(replace(s, leader=leader, isr=isr, elr=elr,
@@ -364,6 +370,7 @@ class Controller(Node):
             return Errors.ELECTION_NOT_NEEDED
         if broker_id not in s.isr or not self._live(broker_id):
             return Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        mark("controller-admin-election")
         try:
             self._commit_partition(replace(s, leader=broker_id, leader_epoch=s.leader_epoch + 1,
                                            partition_epoch=s.partition_epoch + 1))
@@ -397,6 +404,7 @@ class Controller(Node):
                 if r not in s.replicas or b is None or b.fenced or b.broker_epoch != epoch:
                     error = Errors.INELIGIBLE_REPLICA
         if error is not Errors.NONE or s is None:
+            mark("controller-alter-partition-refused")
             self.send(src, AlterPartitionResponse(req.correlation_id, req.tp, error, None))
             return
         ordered = tuple(r for r in s.replicas if r in {m for m, _ in req.new_isr})

@@ -300,7 +300,13 @@ class GroupConsumer(Consumer):
         self.set_timer(self.config.heartbeat_interval_ms, ("heartbeat", self.generation))
 
     def _heartbeat(self, now_ms: int) -> None:
-        if self.state not in ("stable", "syncing") or self._hb_corr >= 0 or self.coordinator < 0:
+        if self.state not in ("stable", "syncing") or self._hb_corr >= 0:
+            return
+        if self.coordinator < 0:
+            # as Kafka's heartbeat thread: look the coordinator up again (a lookup that timed
+            # out or failed is not retried by anyone else; the member would sit in a
+            # generation the group has long left)
+            self._find_coordinator()
             return
         assert self.config.group_id is not None
         self._hb_corr = self._next_corr()

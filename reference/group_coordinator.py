@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 
 from reference import records as rec
 from reference.errors import Errors
+from reference.marks import mark
 from reference.messages import (
     HeartbeatRequest,
     HeartbeatResponse,
@@ -160,6 +161,7 @@ class GroupCoordinator:
                 continue  # a record this version cannot read is skipped, never fatal
         self.loaded[partition] = leader_epoch
         self._next_member = 0
+        mark("group-coordinator-loaded")
         self.broker.event("group-coordinator-loaded", partition=partition, leader_epoch=leader_epoch)
         if not self._ticking:
             self._ticking = True
@@ -362,6 +364,7 @@ class GroupCoordinator:
         g.static[req.group_instance_id] = new_id
         if g.leader == old_id:
             g.leader = new_id
+        mark("group-static-member-replaced")
         self.broker.event("group-static-rejoin", group=req.group_id, instance=req.group_instance_id,
                           member=new_id, replaced=old_id, generation=g.generation)
         if g.state == STABLE:
@@ -537,13 +540,17 @@ class GroupCoordinator:
         g = self.groups.get(req.group_id)
         m = g.members.get(req.member_id) if g is not None else None
         if g is None or m is None:
+            if not self.unfenced:
+                mark("group-unknown-member")
             answer(Errors.NONE if self.unfenced else Errors.UNKNOWN_MEMBER_ID)
             return
         if req.generation_id != g.generation and not self.unfenced:
+            mark("group-illegal-generation")
             answer(Errors.ILLEGAL_GENERATION)
             return
         m.last_heartbeat_ms = now_ms
         if g.state == PREPARING and req.generation_id == g.generation:
+            mark("group-rebalance-in-progress")
             answer(Errors.REBALANCE_IN_PROGRESS)
         else:
             answer(Errors.NONE)
@@ -576,6 +583,7 @@ class GroupCoordinator:
             expired = [mid for mid, m in g.members.items()
                        if m.join is None and now_ms - m.last_heartbeat_ms > m.session_timeout_ms]
             for mid in expired:
+                mark("group-member-expired")
                 self.broker.event("group-member-expired", group=group, member=mid,
                                   generation=g.generation)
                 self._remove(g, mid)
@@ -595,12 +603,15 @@ class GroupCoordinator:
         if self.unfenced:
             return Errors.NONE
         if g is None or member_id not in g.members:
+            mark("group-unknown-member")
             return Errors.UNKNOWN_MEMBER_ID
         if generation != g.generation:
+            mark("group-illegal-generation")
             return Errors.ILLEGAL_GENERATION
         if g.state == COMPLETING:
             # (while preparing, members of the current generation may still commit: that is
             # how an eager member commits before it rejoins)
+            mark("group-rebalance-in-progress")
             return Errors.REBALANCE_IN_PROGRESS
         return Errors.NONE
 

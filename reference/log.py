@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 from reference import records as rec
+from reference.marks import mark
 from reference.producer_state import ProducerStateManager
 from reference.storage import Storage
 
@@ -153,6 +154,7 @@ class PartitionLog:
                     seg.first_timestamp = rec.max_timestamp_of(b)
                 seg.size += len(b)
             if seg.size < len(data):
+                mark("log-recovery-truncated")
                 log.recovered_bytes_cut += len(data) - seg.size
                 storage.truncate(name, seg.size)
                 storage.flush(name)
@@ -619,6 +621,12 @@ class PartitionLog:
             seg.size = len(data)
         self._reindex()
         self.checkpoint()  # the tombstone horizons
+        if removed:
+            mark("cleaner-removed-records")
+        if tombstones:
+            mark("cleaner-removed-tombstone")
+        if aborted_removed:
+            mark("cleaner-removed-aborted")
         return CleanResult(first, end, removed, tombstones, aborted_removed)
 
     def _reindex(self) -> None:

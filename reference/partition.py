@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from reference.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, PartitionLog
+from reference.marks import mark
 from reference.messages import PartitionState, TopicPartition
 
 
@@ -91,6 +92,8 @@ class Partition:
             return "leader"
         self.role = Role.FOLLOWER
         self.followers = {}
+        if self.log.log_end_offset > self.log.high_watermark:
+            mark("become-follower-with-uncommitted-tail")
         if "truncate-to-high-watermark" in self.bugs:
             self.log.truncate_to(self.log.high_watermark)  # the pre-KIP-101 rule
         return "follower"
@@ -115,8 +118,10 @@ class Partition:
         if current_leader_epoch < 0:
             return None
         if current_leader_epoch < self.leader_epoch:
+            mark("request-fenced-leader-epoch")
             return "FENCED_LEADER_EPOCH"
         if current_leader_epoch > self.leader_epoch:
+            mark("request-unknown-leader-epoch")
             return "UNKNOWN_LEADER_EPOCH"
         return None
 
@@ -129,10 +134,12 @@ class Partition:
             # the leader has no epoch at or below the follower's: it diverges where the
             # leader's first epoch begins
             first = self.log.epochs[0][1] if self.log.epochs else self.log.log_start_offset
+            mark("fetch-diverging-before-first-epoch")
             return UNDEFINED_EPOCH, first
         if epoch != last_fetched_epoch and "epoch-lookup-falls-back-to-hw" in self.bugs:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET  # before KIP-279: "no such epoch here"
         if epoch != last_fetched_epoch or end < fetch_offset:
+            mark("fetch-diverging-epoch")
             return epoch, end
         return None
 
@@ -158,6 +165,7 @@ class Partition:
         """Rule 3: HW = min LEO over the maximal ISR; never decreases on the leader; and
         (KIP-966) stays put while the ISR is shorter than min.insync.replicas."""
         if len(self.isr) < self.effective_min_isr:
+            mark("hw-held-below-min-isr")
             return False
         new_hw = self.log.log_end_offset
         for r in self.maximal_isr():
@@ -229,4 +237,8 @@ class Partition:
         else:
             _mine, my_end = self.log.end_offset_for_epoch(epoch)
             target = min(end_offset, my_end if my_end >= 0 else self.log.log_start_offset)
-        return self.log.truncate_to(max(target, self.log.log_start_offset))
+        target = max(target, self.log.log_start_offset)
+        mark("follower-truncate-diverging")
+        if target < self.log.high_watermark:
+            mark("follower-truncate-below-hw")
+        return self.log.truncate_to(target)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from reference import records as rec
 from reference.errors import Errors
+from reference.marks import mark
 from reference.messages import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
@@ -180,7 +181,10 @@ class TransactionCoordinator:
         self.broker.event("txn-coordinator-loaded", partition=partition, leader_epoch=leader_epoch,
                           transactions=len(loaded))
         for meta in loaded.values():
+            if meta.state in (ONGOING, PREPARE_COMMIT, PREPARE_ABORT):
+                mark("txn-coordinator-loaded-unfinished")
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                mark("txn-coordinator-resumed-markers")
                 self._start_markers(now_ms, meta)
         if not self._timeout_timer:
             self._timeout_timer = True
@@ -246,8 +250,10 @@ class TransactionCoordinator:
         if meta is None or meta.producer_id != producer_id:
             return None, Errors.INVALID_PRODUCER_ID_MAPPING
         if not self._epoch_ok(meta, epoch):
+            mark("txn-producer-fenced")
             return meta, Errors.PRODUCER_FENCED
         if txn_id in self.pending:
+            mark("txn-concurrent-transactions")
             return meta, Errors.CONCURRENT_TRANSACTIONS
         return meta, Errors.NONE
 
@@ -458,6 +464,8 @@ class TransactionCoordinator:
                     m.remaining.discard(tp)
                 else:
                     retry = True
+            if retry:
+                mark("txn-marker-retried")
             if not m.remaining and not m.in_flight:
                 self._complete(now_ms, txn_id)
             elif retry:
@@ -473,6 +481,7 @@ class TransactionCoordinator:
             for c in stale:
                 del m.in_flight[c]
             if stale:
+                mark("txn-marker-to-moved-leader")
                 self._send_markers(now_ms, txn_id)
 
     def _complete(self, now_ms: int, txn_id: str) -> None:
@@ -521,6 +530,7 @@ class TransactionCoordinator:
             meta = self.txns[txn_id]
             if (meta.state == ONGOING and txn_id not in self.pending
                     and now_ms - meta.start_ms > meta.timeout_ms):
+                mark("txn-timed-out")
                 self.broker.event("txn-timeout", transactional_id=txn_id,
                                   producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
                 self._end(now_ms, meta, commit=False, bump=True, on_answer=None)

@@ -1,0 +1,202 @@
+"""Aimed nemeses: faults that strike where bugs live, at the moment they matter.
+
+A random schedule strikes at random times; most of its faults land while nothing delicate is
+under way. An aimed strategy watches what the nodes do (the events they output) and strikes
+within milliseconds of the moment a fault is most likely to expose a mistake:
+
+* ``leader-after-write``: the leader of a partition is killed, paused or isolated just after
+  it appended a batch (before its followers have it);
+* ``crash-after-append``: a broker crashes just after an append, before any flush (a torn
+  write half the time);
+* ``election-during-truncation``: the leader is taken away while a follower truncates, so an
+  election happens in the middle of the follower's reconciliation;
+* ``coordinator-failover-after-endtxn``: the transaction coordinator fails between deciding
+  a transaction (EndTxn written) and finishing its markers;
+* ``member-paused-across-rebalance``: a group member is paused past its session timeout as a
+  rebalance starts;
+* ``restart-during-cleaning``: a broker crashes right after its cleaner rewrote a segment;
+* ``clock-jump-at-boundary``: a node's clock jumps by about a session, lease or lag timeout
+  (a little less or a little more), where expiry decisions flip.
+
+Every choice (whether to strike, when, how, how long) comes from the strategy's own seeded
+RNG, so a run stays deterministic. One aimed fault at a time, only while the cluster is
+otherwise healthy and no scheduled fault is due before it heals: at most one node is faulty
+at once, the failure model under which Kafka promises durability (two replicas crashing
+together may lose unflushed acknowledged records, and that is not a bug).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from fault_injection.nemesis import Nemesis
+from fault_injection.simulation import Simulation
+from reference.messages import TopicPartition
+
+MS = 1_000_000
+
+AIMED: dict[str, str] = {
+    "leader-after-write": "kill, pause or isolate a partition's leader within milliseconds of an append",
+    "crash-after-append": "crash a broker right after an append, before a flush (torn half the time)",
+    "election-during-truncation": "take the leader away while a follower truncates",
+    "coordinator-failover-after-endtxn": "fail the transaction coordinator between EndTxn and its markers",
+    "member-paused-across-rebalance": "pause a group member past its session timeout as a rebalance starts",
+    "restart-during-cleaning": "crash a broker right after its cleaner rewrote a segment",
+    "clock-jump-at-boundary": "jump a node's clock by about a session, lease or lag timeout",
+}
+
+# which event each event-triggered strategy watches
+_TRIGGERS = {
+    "log-append": ("leader-after-write", "crash-after-append"),
+    "truncate": ("election-during-truncation",),
+    "txn-decided": ("coordinator-failover-after-endtxn",),
+    "group-rebalance": ("member-paused-across-rebalance",),
+    "compaction": ("restart-during-cleaning",),
+}
+
+
+class AimedNemesis:
+    """Applies the drawn strategies to a running simulation through ``nemesis`` (so every
+    fault is a nemesis op of the history)."""
+
+    def __init__(self, sim: Simulation, nemesis: Nemesis, strategies: list[str], rng: random.Random,
+                 brokers: list[int], members: list[int], timings: dict[str, int],
+                 schedule: list[dict], end_ms: int, fault_ms: tuple[int, int]) -> None:
+        unknown = [s for s in strategies if s not in AIMED]
+        if unknown:
+            raise ValueError(f"unknown aimed strategy {unknown[0]!r}; known: {', '.join(AIMED)}")
+        self.sim, self.nemesis, self.rng = sim, nemesis, rng
+        self.strategies = set(strategies)
+        self.brokers, self.members, self.timings = brokers, members, timings
+        self.end_ms, self.fault_ms = end_ms, fault_ms
+        # how eager each strategy is: some runs strike at almost every chance, some rarely
+        self.rate = {s: rng.choice([0.01, 0.05, 0.2, 0.5]) for s in sorted(self.strategies)}
+        self.busy_until_ms = 0
+        self.struck = 0
+        # the random schedule's fault windows: no aimed fault may overlap one
+        self.windows: list[tuple[int, int]] = []
+        begin = None
+        for step in schedule:
+            if begin is None:
+                begin = step["at_ms"]
+            else:
+                self.windows.append((begin, step["at_ms"]))
+                begin = None
+        if any(kind in self.strategies for kinds in _TRIGGERS.values() for kind in kinds):
+            sim.observers.append(self._observe)
+        if "clock-jump-at-boundary" in self.strategies:
+            self._plan_clock_jumps()
+
+    # ------------------------------------------------------------ when
+
+    def _free(self, start_ms: int, end_ms: int) -> bool:
+        """No other fault now or until ``end_ms`` (plus a margin to recover)."""
+        sim = self.sim
+        if not self.nemesis.enabled or start_ms < self.busy_until_ms or end_ms > self.end_ms:
+            return False
+        if sim.network.blocked or sim.network.faults.loss or sim.network.faults.straggle:
+            return False
+        for p in sim.processes.values():
+            if not p.alive or p.paused or p.skew_ms or p.disk.full or p.disk.slow_flush:
+                return False
+        margin = 2 * self.timings["session_timeout_ms"]
+        return not any(b < end_ms + margin and start_ms < e + margin for b, e in self.windows)
+
+    def _observe(self, node: int, kind: str, fields: dict) -> None:
+        strategies = _TRIGGERS.get(kind)
+        if strategies is None:
+            return
+        for s in strategies:
+            if s in self.strategies and self.rng.random() < self.rate[s]:
+                self._strike(s, node, fields)
+                return
+
+    # ------------------------------------------------------------ how
+
+    def _strike(self, strategy: str, node: int, fields: dict) -> None:
+        rng = self.rng
+        now_ms = self.sim.now_ns // MS
+        at = now_ms + rng.randint(0, 10)
+        lasts = rng.randint(*self.fault_ms)
+        target, begin, heal = node, None, None
+        if strategy == "leader-after-write":
+            how = rng.choice(["kill", "pause", "isolate"])
+            begin, heal = self._down(how, node)
+        elif strategy == "crash-after-append":
+            at = now_ms + rng.randint(0, 3)
+            begin = ({"f": "disk-fault", "value": {"node": node, "kind": "torn-write"}}
+                     if rng.random() < 0.5 else {"f": "kill", "value": {"nodes": [node]}})
+            heal = {"f": "restart", "value": {"nodes": [node]}}
+        elif strategy == "election-during-truncation":
+            target = self._leader_of(fields.get("key"))
+            if target is None or target == node:
+                return
+            begin, heal = self._down(rng.choice(["kill", "isolate"]), target)
+        elif strategy == "coordinator-failover-after-endtxn":
+            at = now_ms + rng.randint(0, 5)
+            begin, heal = self._down(rng.choice(["kill", "isolate", "pause"]), node)
+        elif strategy == "member-paused-across-rebalance":
+            if not self.members:
+                return
+            target = rng.choice(self.members)
+            at = now_ms + rng.randint(0, 100)
+            session = self.timings["member_session_timeout_ms"]
+            lasts = rng.randint(session, 3 * session)
+            begin = {"f": "pause", "value": {"nodes": [target]}}
+            heal = {"f": "resume", "value": {"nodes": [target]}}
+        elif strategy == "restart-during-cleaning":
+            at = now_ms + rng.randint(0, 5)
+            begin = {"f": "kill", "value": {"nodes": [node]}}
+            heal = {"f": "restart", "value": {"nodes": [node]}}
+        if begin is None or heal is None or not self._free(at, at + lasts):
+            return
+        self.busy_until_ms = at + lasts + 2 * self.timings["session_timeout_ms"]
+        self.struck += 1
+        self.sim.call_at(at * MS, lambda: self._apply(begin))
+        self.sim.call_at((at + lasts) * MS, lambda: self._apply(heal))
+
+    def _apply(self, step: dict) -> None:
+        if self.nemesis.enabled:
+            self.nemesis.apply(step)
+
+    def _down(self, how: str, node: int) -> tuple[dict, dict]:
+        if how == "kill":
+            return {"f": "kill", "value": {"nodes": [node]}}, {"f": "restart", "value": {"nodes": [node]}}
+        if how == "pause":
+            return {"f": "pause", "value": {"nodes": [node]}}, {"f": "resume", "value": {"nodes": [node]}}
+        others = [n for n in self.nemesis.nodes if n != node]
+        grudge = {str(node): others, **{str(m): [node] for m in others}}
+        return ({"f": "partition", "value": {"kind": "isolate", "grudge": grudge}},
+                {"f": "heal", "value": None})
+
+    def _leader_of(self, key: Any) -> int | None:
+        controller = self.sim.controller()
+        if controller is None or not isinstance(key, str):
+            return None
+        s = controller.partitions.get(TopicPartition.parse(key))
+        return s.leader if s is not None and s.leader >= 0 else None
+
+    def _plan_clock_jumps(self) -> None:
+        """Clock jumps at random times, each by a boundary +- a little."""
+        rng = self.rng
+        boundaries = [self.timings[k] for k in ("session_timeout_ms", "member_session_timeout_ms",
+                                                 "replica_lag_time_max_ms", "transaction_timeout_ms")]
+        t = 2_000 + rng.randint(1_000, 5_000)
+        nodes = sorted(self.nemesis.nodes)
+        while t < self.end_ms:
+            node = rng.choice(nodes)
+            skew = rng.choice([-1, 1]) * (rng.choice(boundaries) + rng.randint(-300, 300))
+            lasts = rng.randint(*self.fault_ms)
+            self.sim.call_at(t * MS, lambda n=node, s=skew, e=t + lasts: self._jump(n, s, e))
+            t += lasts + rng.randint(2_000, 8_000)
+
+    def _jump(self, node: int, skew_ms: int, until_ms: int) -> None:
+        now_ms = self.sim.now_ns // MS
+        if not self._free(now_ms, until_ms):
+            return
+        self.busy_until_ms = until_ms + 2 * self.timings["session_timeout_ms"]
+        self.struck += 1
+        self._apply({"f": "clock-skew", "value": {"node": node, "skew_ms": skew_ms}})
+        self.sim.call_at(until_ms * MS, lambda: self._apply(
+            {"f": "clock-skew", "value": {"node": node, "skew_ms": 0}}))

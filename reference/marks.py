@@ -1,0 +1,90 @@
+"""Coverage marks: a named count each time a rare branch of the engine runs.
+
+As TigerBeetle's ``marks``: the engine calls ``mark("name")`` where something rare and
+interesting happens (a follower truncating below its high watermark, a fenced epoch, an ISR
+shrinking below min.insync.replicas, a coordinator loading an unfinished transaction, the
+cleaner removing a tombstone, ...). A hunt reads the counts after each run: which marks its
+runs reached, how often, and which they never reached; the swarm steers toward the rarely
+reached ones. Marks never change what the engine does: they only count.
+
+The counts live in this module (one simulated run at a time per process); ``reset()``
+before a run, ``counts()`` after it. Every name must be in :data:`MARKS` (a test checks
+that the catalogue and the calls in the engine agree).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+MARKS: dict[str, str] = {
+    # replication: leaders
+    "request-fenced-leader-epoch": "a fetch or request carried an older leader epoch (KIP-320)",
+    "request-unknown-leader-epoch": "a fetch or request carried a newer leader epoch than the leader knows",
+    "fetch-diverging-epoch": "a follower's last fetched epoch ends earlier on the leader: told to truncate",
+    "fetch-diverging-before-first-epoch": "the leader holds no epoch at or below the follower's",
+    "fetch-out-of-range": "a fetch offset past the leader's log end or before its start",
+    "hw-held-below-min-isr": "the leader did not advance its high watermark: ISR below min.insync.replicas",
+    "isr-shrink": "a leader proposed removing lagging followers from the ISR",
+    "isr-shrink-below-min-isr": "a leader proposed an ISR smaller than min.insync.replicas",
+    "isr-expand": "a leader proposed adding a caught-up follower to the ISR",
+    # replication: followers
+    "follower-truncate-below-hw": "a follower truncated below its own high watermark",
+    "follower-truncate-diverging": "a follower truncated after a diverging-epoch answer",
+    "follower-truncate-out-of-range": "a follower truncated to the leader's log end (out of range)",
+    "follower-reset-to-log-start": "a follower's log lay before the leader's start: emptied",
+    "become-follower-with-uncommitted-tail": "a replica became follower holding records above its HW",
+    # produce
+    "produce-not-enough-replicas": "a produce refused: ISR below min.insync.replicas",
+    "produce-not-enough-replicas-after-append": "acks=all answered NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    "produce-timed-out-in-purgatory": "an acks=all produce expired before the high watermark reached it",
+    "produce-storage-error": "an append failed on the disk (full or failing)",
+    "produce-duplicate-sequence": "a retried idempotent batch answered with its original offsets",
+    "produce-sequence-refused": "an idempotent batch refused (out of order, fenced or unknown producer)",
+    "produce-txn-raced-marker": "a verified transactional append found its transaction ended by a marker",
+    # controller
+    "controller-broker-fenced": "the controller fenced a broker whose session expired",
+    "controller-elect-from-elr": "a leader elected from the eligible leader replicas (KIP-966)",
+    "controller-unclean-election": "a leader elected from outside the ISR (unclean election enabled)",
+    "controller-partition-offline": "a partition left without a leader: no eligible live replica",
+    "controller-alter-partition-refused": "an ISR change refused (stale epochs or ineligible replica)",
+    "controller-admin-election": "an administrative leader election",
+    # storage and recovery
+    "disk-lost-unflushed": "a crash lost writes that were not flushed",
+    "disk-torn-or-corrupt": "a crash left a torn or corrupt tail on disk",
+    "log-recovery-truncated": "log recovery after a crash cut an invalid tail",
+    # transactions
+    "txn-coordinator-loaded-unfinished": "a transaction coordinator loaded an unfinished transaction",
+    "txn-coordinator-resumed-markers": "a new transaction coordinator resumed writing markers",
+    "txn-producer-fenced": "a transactional request with an old producer epoch was fenced",
+    "txn-concurrent-transactions": "a transactional request arrived while the last transaction was ending",
+    "txn-timed-out": "the coordinator aborted a transaction that outlived its timeout",
+    "txn-marker-retried": "writing a transaction marker failed and is retried",
+    "txn-marker-to-moved-leader": "marker requests resent after a partition's leader changed",
+    # groups
+    "group-coordinator-loaded": "a group coordinator loaded its groups from the offsets topic",
+    "group-member-expired": "a group member removed after its session timeout",
+    "group-illegal-generation": "a request from an older generation was refused",
+    "group-unknown-member": "a request from a member the group does not know was refused",
+    "group-rebalance-in-progress": "a heartbeat or commit told that a rebalance is under way",
+    "group-static-member-replaced": "a static member's instance id taken over by a new member id",
+    # compaction
+    "cleaner-removed-records": "the cleaner removed superseded records",
+    "cleaner-removed-tombstone": "the cleaner removed a tombstone past delete.retention.ms",
+    "cleaner-removed-aborted": "the cleaner removed the records of an aborted transaction",
+}
+
+_counts: Counter[str] = Counter()
+
+
+def mark(name: str) -> None:
+    """Count one run of the rare branch ``name``."""
+    _counts[name] += 1
+
+
+def reset() -> None:
+    _counts.clear()
+
+
+def counts() -> dict[str, int]:
+    """The marks reached since the last reset, by name (in catalogue order)."""
+    return {name: _counts[name] for name in MARKS if _counts[name]}
