@@ -100,6 +100,9 @@ class AimedNemesis:
         for p in sim.processes.values():
             if not p.alive or p.paused or p.skew_ms or p.disk.full or p.disk.slow_flush:
                 return False
+        controller = sim.controller()
+        if controller is None or any(set(s.isr) != set(s.replicas) for s in controller.partitions.values()):
+            return False  # the last fault's damage is not repaired yet (a replica catching up)
         margin = 2 * self.timings["session_timeout_ms"]
         return not any(b < end_ms + margin and start_ms < e + margin for b, e in self.windows)
 

@@ -77,6 +77,7 @@ class Simulation:
         # see every event a node outputs (before it is recorded); must not change its fields
         self.observers: list[Callable[[int, str, dict], None]] = []
         self._brokers: dict[int, Broker] | None = None
+        self._controller: list[Controller | None] | None = None  # cached like _brokers
 
     # ------------------------------------------------------------ setup
 
@@ -92,6 +93,7 @@ class Simulation:
         proc.incarnation += 1
         proc.node = proc.factory(proc.incarnation, proc.disk)
         self._brokers = None
+        self._controller = None
         proc.paused = False
         proc.backlog.clear()
         if self.checker is not None:
@@ -206,10 +208,10 @@ class Simulation:
         return self._brokers
 
     def controller(self) -> Controller | None:
-        for p in self.processes.values():
-            if isinstance(p.node, Controller):
-                return p.node
-        return None
+        if self._controller is None:
+            self._controller = [next((p.node for p in self.processes.values()
+                                      if isinstance(p.node, Controller)), None)]
+        return self._controller[0]
 
     def _check(self, node: Node) -> None:
         checker = self.checker
@@ -241,6 +243,7 @@ class Simulation:
             return {"already": "dead"}
         proc.node = None
         self._brokers = None
+        self._controller = None
         proc.paused = False
         proc.backlog.clear()
         proc.disk.full = False

@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--schedule", metavar="FILE",
                      help="a scripted fault schedule (JSON list, e.g. a run's schedule.json) "
                           "instead of a random one")
+    run.add_argument("--template", metavar="VARIANT", default=None,
+                     help="instead of a random schedule, the shape of a z3 counterexample of the "
+                          "replication model (kip101, kip279-hole, no-epoch-hw, unclean; see "
+                          "kafkacheck model-check) with parameters drawn from --seed: which brokers "
+                          "play its replicas, when it starts, how far apart its steps are")
     run.add_argument("--bug", action="append", default=[], metavar="NAME",
                      help="turn on a bug switch (see below)")
     run.add_argument("--clients", type=int, default=5, help="client processes (default 5)")
@@ -582,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
 
 _SWARM_DRAWS = ("workload", "transaction_version", "assignor", "static_members", "seed", "brokers",
                 "partitions", "replication_factor", "min_insync_replicas", "acks", "faults",
-                "schedule", "clients", "flush_messages", "flush_ms", "unclean_leader_election")
+                "schedule", "template", "clients", "flush_messages", "flush_ms", "unclean_leader_election")
 
 
 def _swarm_options(args: argparse.Namespace, parser_defaults: dict):
@@ -639,6 +644,18 @@ def _options(args: argparse.Namespace):
         raise UsageError(f"the {args.workload} workload needs --acks all "
                          "(enable.idempotence implies it)")
     schedule = load_schedule(args.schedule) if args.schedule else None
+    if args.template is not None:
+        from kafkacheck.swarm import model_templates, seeded_template
+
+        known = model_templates()
+        if args.template not in known:
+            raise UsageError(f"unknown --template {args.template!r}; known: {', '.join(known)}")
+        if args.schedule:
+            raise UsageError("--template and --schedule both replace the random schedule: give one")
+        if args.brokers < known[args.template]["replicas"]:
+            raise UsageError(f"--template {args.template} needs --brokers "
+                             f"{known[args.template]['replicas']} or more")
+        schedule = seeded_template(args.template, args.seed, args.brokers)
     return RunOptions(workload=args.workload, seed=args.seed, ops=args.ops, brokers=args.brokers,
                       partitions=args.partitions, replication_factor=rf,
                       min_insync_replicas=min_isr, acks=args.acks, faults=faults, bugs=bugs,
@@ -677,6 +694,8 @@ def _reproduce_command(args: argparse.Namespace) -> str:
         parts += ["--faults", args.faults]
     if args.schedule:
         parts += ["--schedule", args.schedule]
+    if args.template:
+        parts += ["--template", args.template]
     for b in args.bug:
         parts += ["--bug", b]
     if args.clients != 5:

@@ -91,6 +91,11 @@ def template_schedule(variant: str, rng: random.Random, brokers: int) -> list[di
     return out
 
 
+def seeded_template(variant: str, seed: int, brokers: int) -> list[dict]:
+    """``kafkacheck run --template VARIANT --seed SEED``: the template's parameters from the seed."""
+    return template_schedule(variant, random.Random(f"kafkacheck-template-{seed}"), brokers)
+
+
 def draw(seed: int, ops: int = DEFAULT_OPS) -> RunOptions:
     """The run a swarm seed stands for (deterministic: the same seed, the same run)."""
     rng = random.Random(f"kafkacheck-swarm-{seed}")

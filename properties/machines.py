@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, currently_in_test_context, settings, target
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
@@ -43,10 +43,11 @@ from fault_injection.nemesis import Nemesis
 from fault_injection.simulation import Simulation
 from properties.actors import Actor, Member, Reader, TxnWriter, Writer, member_config
 from properties.queue import check
+from reference import marks
 from reference.consumer import ConsumerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
-from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
+from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC, partition_for
 
 BROKERS = [1, 2, 3]
 SERVERS = [CONTROLLER_ID, *BROKERS]
@@ -65,6 +66,15 @@ FINAL_READ_MS = 20_000  # the staleness bound of the final read
 # crash the broker with a damaged tail; full and slow-flush last until disk-heal), clock skew
 FAULTS = ["kill", "restart", "pause", "resume", "isolate", "split", "heal", "loss",
           "torn-write", "corrupt", "full", "slow-flush", "disk-heal", "clock-skew"]
+
+# the coverage marks of the moments where replication, transactions and groups are delicate
+DELICATE = {"follower-truncate-diverging", "follower-truncate-below-hw", "become-follower-with-uncommitted-tail",
+            "request-fenced-leader-epoch", "isr-shrink", "isr-shrink-below-min-isr", "controller-elect-from-elr",
+            "txn-coordinator-loaded-unfinished", "txn-producer-fenced", "txn-marker-to-moved-leader",
+            "group-illegal-generation", "group-member-expired", "cleaner-removed-tombstone",
+            "produce-duplicate-sequence", "disk-lost-unflushed"}
+# the roles aimed_fault picks its node by
+ROLES = ["leader", "leader", "follower", "controller", "txn-coordinator", "group-coordinator"]
 
 settings.register_profile("ci", max_examples=30, stateful_step_count=25, deadline=None, derandomize=True,
                           database=None, suppress_health_check=list(HealthCheck))
@@ -100,6 +110,7 @@ class ClusterMachine(RuleBasedStateMachine):
     def _boot(self, seed: int, **options: Any) -> None:
         self.steps.append(("boot", {"seed": seed, **options}))
         self.options = options
+        marks.reset()
         sim = self.sim = Simulation(seed)
         bconfig = broker_config()
         add_cluster(sim, len(BROKERS), bconfig, controller_config(), self.bugs)
@@ -170,14 +181,18 @@ class ClusterMachine(RuleBasedStateMachine):
     def fault(self, kind: str, node: int) -> None:
         """One fault (or its end) on a server: see ``FAULTS``."""
         self._step("fault", kind=kind, node=node)
+        self._apply_fault(kind, node)
+
+    def _apply_fault(self, kind: str, node: int) -> None:
         assert self.sim is not None
         others = [n for n in self.sim.processes if n != node]
         servers = [n for n in SERVERS if n != node]
-        if kind in ("kill", "torn-write", "corrupt") and node in BROKERS and any(
-                not self.sim.processes[b].alive for b in BROKERS if b != node):
-            # one broker crashed at a time: a broker restarted after losing unflushed data
-            # leaves the ISR and ELR (KIP-966), so crashing every replica at once leaves the
-            # partition offline for good, as in Kafka; that is outside the fault model
+        if kind in ("kill", "torn-write", "corrupt") and node in BROKERS and not self._others_in_sync(node):
+            # one broker crashed at a time, and only once the last one is back in every ISR:
+            # Kafka does not fsync, so two crashes closer than that may lose acknowledged
+            # records (and a broker restarted after losing unflushed data leaves the ISR and
+            # ELR, KIP-966, so crashing every replica leaves a partition offline for good);
+            # that is Kafka's failure model, not a bug
             return
         if kind in ("kill", "restart", "pause", "resume"):
             self._fault(kind, {"nodes": [node]})
@@ -191,8 +206,61 @@ class ClusterMachine(RuleBasedStateMachine):
         elif node != CONTROLLER_ID:  # the disk faults, on brokers
             self._fault("disk-heal" if kind == "disk-heal" else "disk-fault", {"node": node, "kind": kind})
 
+    def _others_in_sync(self, node: int) -> bool:
+        """Every broker but ``node`` runs and is in the ISR of every partition it replicates."""
+        assert self.sim is not None
+        c = self.sim.controller()
+        if c is None or any(not self.sim.processes[b].alive for b in BROKERS if b != node):
+            return False
+        return all(r == node or r in s.isr for s in c.partitions.values() for r in s.replicas)
+
     def _fault(self, f: str, value: Any) -> None:
         self.nemesis.apply({"f": f, "value": value})
+
+    @rule(kind=st.sampled_from(["kill", "pause", "isolate", "split", "torn-write", "clock-skew"]),
+          role=st.sampled_from(ROLES), partition=st.integers(0, PARTITIONS - 1),
+          heal_after=st.sampled_from([0, 1, 5, 50, 500, 3_000]))
+    def aimed_fault(self, kind: str, role: str, partition: int, heal_after: int) -> None:
+        """A fault on the node that plays a role now (a partition's leader or an in-sync
+        follower, the transaction or group coordinator, the controller), healed after
+        ``heal_after`` ms (0: left for later rules), where a random node would rarely be the
+        one that matters."""
+        self._step("aimed_fault", kind=kind, role=role, partition=partition, heal_after=heal_after)
+        assert self.sim is not None
+        node = self._role(role, partition)
+        if node is None:
+            return
+        self._apply_fault(kind, node)
+        if heal_after:
+            self.sim.run_until(self.sim.now_ns + heal_after * MS)
+            self._apply_fault({"kill": "restart", "torn-write": "restart", "pause": "resume"}.get(kind, "heal"),
+                              node)
+            if kind == "clock-skew":
+                self._fault("clock-skew", {"node": node, "skew_ms": 0})
+
+    def _role(self, role: str, partition: int) -> int | None:
+        """The node that plays ``role`` now (None: nobody does)."""
+        assert self.sim is not None
+        if role == "controller":
+            return CONTROLLER_ID
+        c = self.sim.controller()
+        if c is None:
+            return None
+        if role in ("leader", "follower"):
+            s = c.partitions.get(self.keys[partition])
+            if s is None:
+                return None
+            if role == "leader":
+                return s.leader if s.leader >= 0 else None
+            followers = [r for r in s.isr if r != s.leader]
+            return followers[0] if followers else None
+        # the coordinators: leaders of the internal topics' partitions for our ids
+        if role == "txn-coordinator":
+            tp = TopicPartition(TXN_TOPIC, partition_for("machine-txn-0", broker_config().transaction_state_partitions))
+        else:
+            tp = TopicPartition(OFFSETS_TOPIC, partition_for(GROUP, broker_config().offsets_partitions))
+        s = c.partitions.get(tp)
+        return s.leader if s is not None and s.leader >= 0 else None
 
     # ------------------------------------------------------------ checks
 
@@ -213,6 +281,7 @@ class ClusterMachine(RuleBasedStateMachine):
             if self.sim is None:
                 return
             self._finish()
+            self._aim()
             self.sim.check_all_acked()  # every acks=all record is still on the ISR
             self.white_box()
             self.result = check(self.sim.recorder.ops, self.config())
@@ -227,6 +296,16 @@ class ClusterMachine(RuleBasedStateMachine):
             hook = type(self).on_example
             if hook is not None:
                 hook(self)
+
+    def _aim(self) -> None:
+        """Tell Hypothesis what makes a program interesting (hypothesis.target), so it leans
+        toward programs that reach more rare branches of the engine (coverage marks) and more
+        of the delicate ones: truncations, fenced epochs, ISR changes, coordinator moves."""
+        if not currently_in_test_context():
+            return  # a replay outside Hypothesis
+        reached = marks.counts()
+        target(float(len(reached)), label="coverage marks reached")
+        target(float(sum(n for m, n in reached.items() if m in DELICATE)), label="delicate moments")
 
     def _finish(self) -> None:
         """Heal everything, let the clients finish their commands, then read everything."""
@@ -301,6 +380,47 @@ class QueueMachine(ClusterMachine):
         self._step("poll", reader=reader)
         self.command(2 + reader, ("poll",))
 
+    @rule(writer=st.integers(0, 1), partition=st.integers(0, PARTITIONS - 1),
+          delay_us=st.sampled_from([0, 100, 200, 300, 500, 1_000, 5_000]),
+          kind=st.sampled_from(["kill", "isolate", "pause", "torn-write"]),
+          heal_after=st.sampled_from([0, 300, 3_000, 8_000]), cut_off=st.booleans())
+    def write_then_fault_leader(self, writer: int, partition: int, delay_us: int, kind: str,
+                                heal_after: int, cut_off: bool = False) -> None:
+        """A write, and ``delay_us`` after the leader appended it a fault on that leader: the
+        moment where an acknowledgement, the high watermark and the followers disagree (a
+        message takes about 0.3 ms). ``cut_off``: the leader is first cut off from the other
+        servers (its clients still reach it), so that no follower can have the write."""
+        self._step("write_then_fault_leader", writer=writer, partition=partition, delay_us=delay_us, kind=kind,
+                   heal_after=heal_after, cut_off=cut_off)
+        assert self.sim is not None
+        sim = self.sim
+        tp = self.keys[partition]
+        appended: list[int] = []
+        if cut_off:
+            leader = self._role("leader", partition)
+            if leader is not None:
+                self._apply_fault("split", leader)
+
+        def watch(node: int, kind: str, fields: dict) -> None:
+            if kind == "log-append" and fields.get("key") == tp.key:
+                appended.append(node)
+
+        sim.observers.append(watch)
+        try:
+            self.command(writer, ("send", [(tp, self.value(tp), None)]))
+            sim.run_until(sim.now_ns + 2_000 * MS, stop=lambda: bool(appended))
+        finally:
+            sim.observers.remove(watch)
+        if not appended:
+            return
+        sim.run_until(sim.now_ns + delay_us * 1_000)
+        node = appended[0]
+        self._apply_fault(kind, node)
+        if heal_after:
+            self.sim.run_until(self.sim.now_ns + heal_after * MS)
+            self._apply_fault({"kill": "restart", "torn-write": "restart", "pause": "resume"}.get(kind, "heal"),
+                              node)
+
 
 class TxnMachine(ClusterMachine):
     """Two transactional producers and two read_committed consumers."""
@@ -363,8 +483,13 @@ class GroupsMachine(ClusterMachine):
         assert self.sim is not None
         self.sim.run_until(self.sim.now_ns + 8_000 * MS)  # rebalances settle
         self.heal_ns = self.sim.now_ns  # the members' final polls come after this
-        for m in range(1, 4):
-            self.command(m, ("poll",))
+        # as an application's poll loop: a member the group dropped while it did not poll
+        # rejoins on its next poll, which returns before the join completes; the polls after
+        # it show the generation it joined (the checker takes each member's last poll)
+        for _ in range(3):
+            for m in range(1, 4):
+                self.command(m, ("poll",))
+            self.sim.run_until(self.sim.now_ns + CLUSTER_TIMINGS["member_rebalance_timeout_ms"] * MS)
 
     @rule(partitions=st.lists(st.integers(0, PARTITIONS - 1), min_size=1, max_size=3))
     def produce(self, partitions: list[int]) -> None:
@@ -465,7 +590,7 @@ class Exploration:
 
 
 def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_limit: float | None = None,
-            on_example=None) -> Exploration:
+            on_example=None, derandomize: bool = False) -> Exploration:
     """Run machine ``name`` (with bug switches ``bugs``) for up to ``examples`` programs of up
     to ``steps`` rules, stopping early (with what was found so far) after ``time_limit``."""
     cls = machine(name, bugs)
@@ -476,11 +601,20 @@ def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_lim
     class Stop(BaseException):
         """The time limit passed (a BaseException: Hypothesis lets it through)."""
 
+    first: list[tuple[str, list]] = []  # the first finding, kept in case shrinking is cut short
+
     def hook(m: ClusterMachine) -> None:
         count[0] += 1
         if on_example is not None:
             on_example(count[0])
-        if deadline is not None and time.monotonic() > deadline and not _found(m):
+        if not first and _found(m):
+            first.append((_finding_text(m), [list(s) for s in m.steps]))
+        if deadline is None or time.monotonic() <= deadline:
+            return
+        # past the limit: stop, unless shrinking a finding (for as long again at most; the
+        # programs shrinking tries mostly find nothing, and stopping at one of those lost the
+        # finding: the machines looked blind)
+        if not first or time.monotonic() > deadline + max(time_limit or 0, 30):
             raise Stop
 
     cls.on_example = staticmethod(hook)
@@ -490,14 +624,34 @@ def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_lim
         with with_reporter(lambda _text: None):  # the program is printed from ``steps`` instead
             run_state_machine_as_test(cls, settings=settings(
                 max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
-                suppress_health_check=list(HealthCheck), print_blob=False))
+                suppress_health_check=list(HealthCheck), print_blob=False, derandomize=derandomize))
     except Stop:
         timed_out = True
     except (Finding, Flaky) as e:
         found = str(e).splitlines()[0] if str(e) else type(e).__name__
+    except BaseExceptionGroup as group:  # Hypothesis found distinct failures: the first
+        finding = next((e for e in group.exceptions if isinstance(e, (Finding, Flaky))), None)
+        if finding is None:
+            raise
+        # the program shown is the last one run: name its own finding
+        last = cls.last
+        found = (_finding_text(last) if last is not None and _found(last)
+                 else str(finding).splitlines()[0] if str(finding) else type(finding).__name__)
     last = cls.last
     program = [list(s) for s in last.steps] if (found and last is not None) else []
+    if found is None and first:
+        found, program = first[0]  # shrinking was cut short: the finding as first seen
+        found += " (not shrunk: the time limit cut shrinking short)"
     return Exploration(found, count[0], time.monotonic() - start, program, timed_out and not found)
+
+
+def _finding_text(m: ClusterMachine) -> str:
+    if m.sim is not None and m.sim.violations:
+        at, v = m.sim.violations[0]
+        return f"invariant '{v.invariant}' broken on node {v.node} at {at / 1e9:.3f} s: {v.detail}"
+    r = m.result or {}
+    kinds = [k for k in r.get("anomaly_types", []) if k != "empty-history"]
+    return "the history checker found: " + ", ".join(kinds)
 
 
 def _found(m: ClusterMachine) -> bool:

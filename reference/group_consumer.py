@@ -78,6 +78,9 @@ class GroupConsumer(Consumer):
         self._rejoin_wanted = False
         self._pre_join_commit = -1  # eager: the commit sent before revoking, if any
         self._last_assignment: set[TopicPartition] = set()
+        # the leader: the partition counts of the subscribed topics its last assignment used
+        # (Kafka's assignmentSnapshot); metadata that differs later asks for a rebalance
+        self._assignment_snapshot: dict[str, int] | None = None
 
     # ------------------------------------------------------------ API
 
@@ -85,6 +88,7 @@ class GroupConsumer(Consumer):
         self._now_ms = now_ms
         self.topics = tuple(sorted(set(topics)))
         self._last_app_poll_ms = now_ms
+        self._refresh_metadata()  # the subscribed topics' partitions, for an assignment
         self._request_rejoin(now_ms)
 
     def poll(self, now_ms: int) -> None:
@@ -214,6 +218,7 @@ class GroupConsumer(Consumer):
         self.generation = resp.generation_id
         self.protocol = resp.protocol_name
         assignments: tuple[tuple[str, bytes], ...] = ()
+        self._assignment_snapshot = None
         if resp.leader == self.member_id and resp.members:
             assignments = self._assign(resp.protocol_name, resp.members)
         self.state = "syncing"
@@ -247,7 +252,28 @@ class GroupConsumer(Consumer):
         for s in self.metadata.partitions:
             counts[s.tp.topic] = max(counts.get(s.tp.topic, 0), s.tp.partition + 1)
         result = assign(protocol, subscriptions, counts, owned)
+        topics = {t for ts in subscriptions.values() for t in ts}
+        self._assignment_snapshot = {t: counts.get(t, 0) for t in sorted(topics)}
+        if 0 in self._assignment_snapshot.values():
+            self._refresh_metadata()  # a subscribed topic it does not know (yet): ask
         return tuple((mid, json.dumps(_keys(tps)).encode()) for mid, tps in sorted(result.items()))
+
+    def _metadata_changed(self, image) -> None:
+        super()._metadata_changed(image)
+        snapshot = self._assignment_snapshot
+        if snapshot is None or self.state != "stable":
+            return
+        counts: dict[str, int] = {}
+        for s in image.partitions:
+            if s.tp.topic in snapshot:
+                counts[s.tp.topic] = max(counts.get(s.tp.topic, 0), s.tp.partition + 1)
+        if any(counts.get(t, 0) != n for t, n in snapshot.items()):
+            # the leader assigned from metadata that has changed since (a topic it did not
+            # know yet, partitions added): rebalance, as Kafka's ConsumerCoordinator does
+            self._assignment_snapshot = None
+            self._request_rejoin(self._now_ms)
+        elif 0 in snapshot.values():
+            self._refresh_metadata()  # still unknown: ask again (after the retry backoff)
 
     def _on_sync(self, now_ms: int, resp: SyncGroupResponse) -> None:
         if resp.correlation_id != self._group_corr:

@@ -50,6 +50,7 @@ class Partition:
     broker_id: int
     bugs: frozenset[str] = frozenset()
     role: Role = Role.NONE
+    is_leader: bool = False  # role is Role.LEADER (kept with it: read on every step)
     leader: int = -1
     leader_epoch: int = -1
     partition_epoch: int = -1
@@ -81,6 +82,7 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         if state.leader == self.broker_id:
             self.role = Role.LEADER
+            self.is_leader = True
             self.pending_isr = None
             self.log.assign_epoch(self.leader_epoch, self.log.log_end_offset)
             # Rule 3: positions from an older epoch say nothing about the follower's log.
@@ -91,16 +93,13 @@ class Partition:
             }
             return "leader"
         self.role = Role.FOLLOWER
+        self.is_leader = False
         self.followers = {}
         if self.log.log_end_offset > self.log.high_watermark:
             mark("become-follower-with-uncommitted-tail")
         if "truncate-to-high-watermark" in self.bugs:
             self.log.truncate_to(self.log.high_watermark)  # the pre-KIP-101 rule
         return "follower"
-
-    @property
-    def is_leader(self) -> bool:
-        return self.role is Role.LEADER
 
     @property
     def effective_min_isr(self) -> int:
