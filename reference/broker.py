@@ -288,6 +288,22 @@ class Broker(Node):
             case _:
                 pass  # unknown messages are dropped, never fatal
 
+    def timer_is_moot(self, now_ms: int, key: object) -> bool:
+        # the timeouts of requests answered in time: most timers a broker sets (see timer)
+        match key:
+            case ("fetcher", leader, corr):
+                f = self.fetchers.get(leader)
+                return f is None or f.correlation_id != corr
+            case "fetch-expiry":
+                return all(d.deadline_ms > now_ms for d in self.delayed_fetch)
+            case ("produce-expiry", tp):
+                return all(d.deadline_ms > now_ms for d in self.delayed_produce.get(tp, ()))
+            case ("verify-timeout", corr):
+                return corr not in self.verifying
+            case ("alter-timeout", corr):
+                return corr not in self.alter_in_flight
+        return False
+
     def timer(self, now_ms: int, key: object) -> None:
         self._now_ms = now_ms
         match key:

@@ -9,7 +9,10 @@ A node never reads a clock, sleeps, draws random numbers or touches a socket. It
 
 and after each call takes the node's outputs with :meth:`Node.drain`: :class:`Send`,
 :class:`Timer` and :class:`Event` objects, in the order the node produced them. Timers
-cannot be cancelled; a node ignores a timer that no longer matters.
+cannot be cancelled; a node ignores a timer that no longer matters. A node may also answer
+``timer_is_moot(now_ms, key)``: True promises that ``timer(now_ms, key)`` would change nothing
+and output nothing, so a runtime may skip the call (a speed-up only; the simulator's tests
+run with and without it and compare histories byte for byte).
 """
 
 from __future__ import annotations
@@ -68,3 +71,7 @@ class Node:
 
     def timer(self, now_ms: int, key: Any) -> None:
         raise NotImplementedError
+
+    def timer_is_moot(self, now_ms: int, key: Any) -> bool:
+        """True only if ``timer(now_ms, key)`` would do nothing at all (see the module doc)."""
+        return False

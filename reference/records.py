@@ -261,8 +261,33 @@ def rewrite_batch(h: BatchHeader, kept: list[Record]) -> bytes:
 # ---------------------------------------------------------------- header access (hot path)
 
 
+# Parsing is a pure function of a batch's bytes, and the same stored batch is parsed again and
+# again (by the follower that fetches it, the consumers, the checkers): remember the answers
+# for the batches seen last, keyed by their bytes (a bytes object keeps its hash).
+_MEMO_MAX = 1 << 14
+_headers: dict[bytes, BatchHeader] = {}
+_validated: dict[bytes, BatchHeader] = {}
+_decoded: dict[bytes, tuple[Record, ...]] = {}
+
+
+def _remember(memo: dict, batch: bytes, value) -> None:
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[batch] = value
+
+
 def parse_header(buf: bytes, pos: int = 0) -> BatchHeader:
     """Parse the batch header at ``pos``; checks framing and magic, not the CRC."""
+    if pos == 0 and type(buf) is bytes:
+        h = _headers.get(buf)
+        if h is None:
+            h = _parse_header(buf, 0)
+            _remember(_headers, buf, h)
+        return h
+    return _parse_header(buf, pos)
+
+
+def _parse_header(buf: bytes, pos: int) -> BatchHeader:
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"{len(buf) - pos} bytes left, a batch header needs {HEADER_SIZE}")
     h = BatchHeader(*_HEADER.unpack_from(buf, pos))
@@ -283,6 +308,15 @@ def crc_ok(batch: bytes) -> bool:
 
 def validate(batch: bytes) -> BatchHeader:
     """Parse and fully validate one batch (framing, magic, CRC); raise if corrupt."""
+    h = _validated.get(batch) if type(batch) is bytes else None
+    if h is None:
+        h = _validate(batch)
+        if type(batch) is bytes:
+            _remember(_validated, batch, h)
+    return h
+
+
+def _validate(batch: bytes) -> BatchHeader:
     h = parse_header(batch)
     if h.size != len(batch):
         raise CorruptRecordError(f"batch claims {h.size} bytes but {len(batch)} were given")
@@ -412,6 +446,16 @@ CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 def decode_records(batch: bytes) -> list[Record]:
     """Decode every record of a validated batch (compressed ones through DECOMPRESSORS)."""
+    if type(batch) is not bytes:
+        return _decode_records(batch)
+    records = _decoded.get(batch)
+    if records is None:
+        records = tuple(_decode_records(batch))
+        _remember(_decoded, batch, records)
+    return list(records)
+
+
+def _decode_records(batch: bytes) -> list[Record]:
     h = validate(batch)
     if h.compression != 0:
         decompress = DECOMPRESSORS.get(h.compression)
