@@ -33,6 +33,7 @@ class Network:
         self.rng = rng
         self.base_latency_us = base_latency_us
         self.jitter_us = jitter_us
+        self._default_latency = (base_latency_us, jitter_us)
         self.blocked: set[tuple[int, int]] = set()  # (src, dst)
         self.link_latency: dict[tuple[int, int], tuple[int, int]] = {}  # (base, jitter) in us
         self.faults = LinkFaults()
@@ -43,7 +44,8 @@ class Network:
     def deliveries(self, src: int, dst: int, now_ns: int) -> list[int]:
         """The times (ns) at which a message sent now arrives; [] when it is lost."""
         self.sent += 1
-        if (src, dst) in self.blocked:
+        link = (src, dst)
+        if link in self.blocked:
             self.dropped += 1
             return []
         f = self.faults
@@ -51,21 +53,21 @@ class Network:
         if f.loss and rng.random() < f.loss:
             self.dropped += 1
             return []
-        base_us, jitter_us = self.link_latency.get((src, dst), (self.base_latency_us, self.jitter_us))
-        latency_us = base_us + int(rng.expovariate(1.0 / jitter_us))
-        latency_us += f.extra_delay_us
+        base_us, jitter_us = self.link_latency.get(link, self._default_latency)
+        latency_us = base_us + int(rng.expovariate(1.0 / jitter_us)) + f.extra_delay_us
         if f.reorder:
             latency_us += int(rng.expovariate(1.0 / 2000))
         at = now_ns + latency_us * 1000
-        link = (src, dst)
+        last = self._last_delivery.get(link, 0)
         if f.straggle and rng.random() < f.straggle:
             # a straggler (a stalled connection, a request stuck in a queue): it arrives
             # late, after messages sent later on the same link
             at += rng.randint(f.straggle_ms // 2, f.straggle_ms) * 1_000_000
         else:
-            if not f.reorder:
-                at = max(at, self._last_delivery.get(link, 0) + 1)
-            self._last_delivery[link] = max(at, self._last_delivery.get(link, 0))
+            if not f.reorder and at <= last:
+                at = last + 1  # in order on a link, as over TCP
+            if at > last:
+                self._last_delivery[link] = at
         if f.duplicate and rng.random() < f.duplicate:
             return [at, at + int(rng.expovariate(1.0 / 1000)) * 1000 + 1]
         return [at]

@@ -22,9 +22,11 @@ the first violation is kept and, unless ``keep_going``, stops the run.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,23 @@ VIOLATIONS_RECORDED_MAX = 100  # per invariant; the count in violation_counts is
 SKIP_MOOT_TIMERS = True
 
 
+@contextmanager
+def young_collections_only() -> Iterator[None]:
+    """Run a simulation inside this: Python's full garbage collections walk every object a run
+    holds (every log entry, every recorded op), again and again as the heap grows, a third of
+    a run's time. The engine makes no reference cycles (a crashed node is freed at once,
+    tests/fault_injection check it), so young objects are enough to collect meanwhile."""
+    young, middle, full = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTIONS_NEVER)
+    try:
+        yield
+    finally:
+        gc.set_threshold(young, middle, full)
+
+
+FULL_COLLECTIONS_NEVER = 1 << 30
+
+
 @dataclass(slots=True)
 class SimProcess:
     node_id: int
@@ -53,6 +72,7 @@ class SimProcess:
     paused: bool = False
     skew_ms: int = 0
     backlog: list[tuple[int, tuple]] = field(default_factory=list)
+    server: bool = False  # a broker or the controller: the invariants watch its steps
 
     @property
     def alive(self) -> bool:
@@ -79,6 +99,8 @@ class Simulation:
         self.skip_moot_timers = SKIP_MOOT_TIMERS
         self.moot_timers = 0
         self.event_hooks: dict[str, Callable[[int, dict], None]] = {}
+        # aimed delays (:meth:`hold_back`): (which messages, extra ns) each used once
+        self.holds: list[tuple[Callable[[int, int, Any], bool], int]] = []
         # see every event a node outputs (before it is recorded); must not change its fields
         self.observers: list[Callable[[int, str, dict], None]] = []
         self._brokers: dict[int, Broker] | None = None
@@ -97,6 +119,7 @@ class Simulation:
             return
         proc.incarnation += 1
         proc.node = proc.factory(proc.incarnation, proc.disk)
+        proc.server = isinstance(proc.node, (Broker, Controller))
         self._brokers = None
         self._controller = None
         proc.paused = False
@@ -135,18 +158,27 @@ class Simulation:
         for at in self.network.deliveries(src, dst, self.now_ns):
             self._push(at, _DELIVER, (dst, src, message))
 
+    def hold_back(self, matches: Callable[[int, int, Any], bool], delay_ms: int) -> None:
+        """Deliver the next message sent for which ``matches(src, dst, message)`` is true
+        ``delay_ms`` later than the network would (a request stuck in a queue, overtaken by
+        retries and later requests: an aimed straggler). Used once; the network's own draws
+        are the same as without it."""
+        self.holds.append((matches, delay_ms * 1_000_000))
+
     def run_until(self, end_ns: int, stop: Callable[[], bool] | None = None) -> None:
         heap = self._heap
+        pop = heapq.heappop
+        deliver, fire = self._deliver, self._fire
         while heap and not self.stopped:
             if heap[0][0] > end_ns:
                 break
-            at, _seq, kind, args = heapq.heappop(heap)
+            at, _seq, kind, args = pop(heap)
             self.now_ns = at
             self.steps += 1
             if kind == _DELIVER:
-                self._deliver(*args)
+                deliver(*args)
             elif kind == _TIMER:
-                self._fire(*args)
+                fire(*args)
             else:
                 args[0]()
             if stop is not None and stop():
@@ -155,56 +187,78 @@ class Simulation:
             self.now_ns = max(self.now_ns, end_ns)
 
     # ------------------------------------------------------------ dispatch
+    # (the hot path of every run: a step is a few dict lookups and calls, nothing more)
 
     def _deliver(self, dst: int, src: int, message: Any) -> None:
         proc = self.processes.get(dst)
-        if proc is None or not proc.alive:
+        if proc is None or proc.node is None:
             return  # nobody listens: the connection is refused
         if proc.paused:
             proc.backlog.append((_DELIVER, (dst, src, message)))
             return
         self.delivered += 1
-        self._invoke(proc, "receive", (src, message))
+        node = proc.node
+        node.receive(self.now_ns // 1_000_000 + proc.skew_ms, src, message)
+        self._after(proc, node)
 
     def _fire(self, node_id: int, incarnation: int, key: Any) -> None:
         proc = self.processes[node_id]
-        if not proc.alive or proc.incarnation != incarnation:
+        node = proc.node
+        if node is None or proc.incarnation != incarnation:
             return
         if proc.paused:
             proc.backlog.append((_TIMER, (node_id, incarnation, key)))
             return
-        if self.skip_moot_timers and proc.node.timer_is_moot(self.now_ns // 1_000_000 + proc.skew_ms, key):
+        now_ms = self.now_ns // 1_000_000 + proc.skew_ms
+        if self.skip_moot_timers and node.timer_is_moot(now_ms, key):
             self.moot_timers += 1
             return
-        self._invoke(proc, "timer", (key,))
+        node.timer(now_ms, key)
+        self._after(proc, node)
 
     def _invoke(self, proc: SimProcess, method: str, args: tuple) -> None:
         node = proc.node
         assert node is not None
-        now_ms = self.now_ns // 1_000_000 + proc.skew_ms
-        getattr(node, method)(now_ms, *args)
+        getattr(node, method)(self.now_ns // 1_000_000 + proc.skew_ms, *args)
+        self._after(proc, node)
+
+    def _after(self, proc: SimProcess, node: Node) -> None:
+        """Route what a node output in a step, then check the invariants it may have broken."""
         self._route(proc, node.drain())
-        if self.checker is not None and (
-                isinstance(node, (Broker, Controller)) or self.checker.pending_acks):
+        checker = self.checker
+        if checker is not None and (proc.server or checker.pending_acks):
             self._check(node)
 
     def _route(self, proc: SimProcess, outputs: list) -> None:
         now = self.now_ns
+        node_id = proc.node_id
         for out in outputs:
-            if type(out) is Send:
-                for at in self.network.deliveries(proc.node_id, out.dst, now):
-                    self._push(at, _DELIVER, (out.dst, proc.node_id, out.message))
-            elif type(out) is Timer:
-                self._push(now + int(out.delay_ms * 1_000_000), _TIMER,
-                           (proc.node_id, proc.incarnation, out.key))
-            elif type(out) is Event:
+            kind = type(out)
+            if kind is Send:
+                dst = out.dst
+                extra = self._held(node_id, dst, out.message) if self.holds else 0
+                for at in self.network.deliveries(node_id, dst, now):
+                    self._seq += 1
+                    heapq.heappush(self._heap, (at + extra, self._seq, _DELIVER, (dst, node_id, out.message)))
+            elif kind is Timer:
+                self._seq += 1
+                heapq.heappush(self._heap, (now + int(out.delay_ms * 1_000_000), self._seq, _TIMER,
+                                            (node_id, proc.incarnation, out.key)))
+            elif kind is Event:
                 for observe in self.observers:
-                    observe(proc.node_id, out.kind, out.fields)
+                    observe(node_id, out.kind, out.fields)
                 hook = self.event_hooks.get(out.kind)
                 if hook is not None:
-                    hook(proc.node_id, out.fields)
+                    hook(node_id, out.fields)
                 else:
-                    self.recorder.event(now, proc.node_id, out.kind, out.fields)
+                    self.recorder.event(now, node_id, out.kind, out.fields)
+
+    def _held(self, src: int, dst: int, message: Any) -> int:
+        for i, (matches, extra) in enumerate(self.holds):
+            if matches(src, dst, message):
+                del self.holds[i]
+                return extra
+        return 0
 
     # ------------------------------------------------------------ invariants
 

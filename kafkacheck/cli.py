@@ -27,7 +27,6 @@ from traces.history import (
     CorpusError,
     HistoryError,
     iter_history,
-    load_run,
     loads_line,
     locate_run,
     named_values,
@@ -645,7 +644,7 @@ def _options(args: argparse.Namespace):
                          "(enable.idempotence implies it)")
     schedule = load_schedule(args.schedule) if args.schedule else None
     if args.template is not None:
-        from kafkacheck.swarm import model_templates, seeded_template
+        from fault_injection.model_shapes import model_templates, seeded_template
 
         known = model_templates()
         if args.template not in known:
@@ -770,8 +769,8 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write the run directory {out}: {e.strerror or e}") from None
     with progress_bar(args.no_progress or args.format == "json", options.ops) as progress:
         outcome = simulate(options, out, progress)
-    meta, ops, _ = load_run(out)
-    result = _judge(out, meta, ops)
+    record = outcome.record()  # what the run directory now holds, without reading it back
+    result = with_invariant_violations(_judge(None, record.meta, record.ops), record.events)
     result["stats"]["simulation"] = outcome.stats
     result["reproduce"] = reproduce
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -18,8 +18,6 @@ import itertools
 import json
 import multiprocessing as mp
 import random
-import shutil
-import tempfile
 import threading
 import time
 import traceback
@@ -120,16 +118,11 @@ def simulate_run(spec: RunSpec) -> RunRecord:
     options = RunOptions(seed=spec.seed, ops=spec.ops, workload=spec.workload, faults=list(spec.faults),
                          acks=spec.acks, replication_factor=rf, min_insync_replicas=max(1, min(2, rf - 1)),
                          bugs=[spec.bug] if spec.bug else [], clients=spec.clients)
-    tmp = Path(tempfile.mkdtemp(prefix="kafkacheck-corpus-"))
-    try:
-        simulate(options, tmp, None)
-        record = load_run_dir(tmp)
-        record.meta["run_id"] = spec.run_id
-        record.meta["corpus_spec"] = asdict(spec)
-        record.results = judge(record)
-        return record
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    record = simulate(options, None).record()
+    record.meta["run_id"] = spec.run_id
+    record.meta["corpus_spec"] = asdict(spec)
+    record.results = judge(record)
+    return record
 
 
 def _one(spec: RunSpec) -> tuple[str, dict | None, str | None]:

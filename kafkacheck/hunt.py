@@ -111,27 +111,17 @@ def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | 
 
 
 def _judge_template_run(bug: str | None, sc: Scenario, seed: int, ops: int) -> tuple[int, bool | str, list[str], int]:
-    import shutil
-    import tempfile
-    from pathlib import Path
-
+    from fault_injection.model_shapes import seeded_template
     from kafkacheck.corpus import judge
     from kafkacheck.runner import RunOptions, simulate
-    from kafkacheck.swarm import seeded_template
-    from traces.parquet import load_run_dir
 
     assert sc.template is not None
     options = RunOptions(seed=seed, ops=ops, workload=sc.workload, faults=[], brokers=sc.brokers,
                          partitions=1, replication_factor=sc.brokers, min_insync_replicas=1,
                          bugs=[bug] if bug else [],
                          schedule=seeded_template(sc.template, seed, sc.brokers))
-    tmp = Path(tempfile.mkdtemp(prefix="kafkacheck-hunt-"))
-    try:
-        simulate(options, tmp, None)
-        r = judge(load_run_dir(tmp))
-        return seed, r["valid"], r["anomaly_types"], r["stats"]["client_ops"]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    r = judge(simulate(options, None).record())
+    return seed, r["valid"], r["anomaly_types"], r["stats"]["client_ops"]
 
 
 def command(bug: str | None, sc: Scenario, seed: int, ops: int) -> str:
@@ -344,28 +334,19 @@ class SwarmOutcome:
 
 def _swarm_run(job: tuple[int, int, str | None]) -> tuple[int, bool | str, list[str], dict[str, int], str, str]:
     """Draw and run swarm seed ``seed``; (seed, valid, anomaly types, marks, workload, drawn)."""
-    import shutil
-    import tempfile
     from dataclasses import replace
-    from pathlib import Path
 
     from kafkacheck.corpus import judge
     from kafkacheck.runner import simulate
     from kafkacheck.swarm import describe, draw
-    from traces.parquet import load_run_dir
 
     seed, ops, bug = job
     options = draw(seed, ops)
     if bug:
         options = replace(options, bugs=[bug])
-    tmp = Path(tempfile.mkdtemp(prefix="kafkacheck-swarm-"))
-    try:
-        outcome = simulate(options, tmp, None)
-        record = load_run_dir(tmp)
-        r = judge(record)
-        return seed, r["valid"], r["anomaly_types"], outcome.stats["marks"], options.workload, describe(options)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    outcome = simulate(options, None)
+    r = judge(outcome.record())
+    return seed, r["valid"], r["anomaly_types"], outcome.stats["marks"], options.workload, describe(options)
 
 
 class Steering:

@@ -24,7 +24,7 @@ import kafkacheck
 from fault_injection.cluster import CLUSTER_TIMINGS, CONTROLLER_ID, MS, add_cluster, controller_config
 from fault_injection.cluster import broker_config as make_broker_config
 from fault_injection.nemesis import Nemesis, random_schedule
-from fault_injection.simulation import Simulation
+from fault_injection.simulation import Simulation, young_collections_only
 from kafkacheck.workloads import IDEMPOTENT_WORKLOADS, TXN_WORKLOADS, WORKLOADS  # noqa: F401 (re-exported)
 from kafkacheck.workloads.compaction import CompactionClient
 from kafkacheck.workloads.eos import GROUP, SOURCE_SHIFT, EosProcessor
@@ -37,7 +37,7 @@ from reference.consumer import ConsumerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
 from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
-from traces.history import write_jsonl
+from traces.history import RunRecord, write_jsonl
 
 ADMIN_ID = 90
 READER_ID = 91
@@ -94,11 +94,18 @@ class RunOptions:
 
 @dataclass(slots=True)
 class RunOutcome:
-    run_dir: Path
+    run_dir: Path | None
     run_meta: dict
     violations: list[dict]
     final_read: dict
     stats: dict
+    ops: list[dict] = field(default_factory=list)  # history.jsonl's lines, as written
+    events: list[dict] = field(default_factory=list)  # events.jsonl's
+
+    def record(self) -> RunRecord:
+        """The run as its directory holds it, without reading it back (the files are these
+        dicts written as JSON; tests/kafkacheck/test_runner.py checks the verdicts agree)."""
+        return RunRecord(json.loads(json.dumps(self.run_meta)), self.ops, self.events)
 
 
 def _kick(sim: Simulation, c: GroupMemberClient) -> None:
@@ -136,8 +143,16 @@ def run_id_for(options: RunOptions) -> str:
     return f"seed{options.seed}-{workload}{bugs}"
 
 
-def simulate(options: RunOptions, out_dir: Path,
+def simulate(options: RunOptions, out_dir: Path | None,
              progress: Callable[[int, int], None] | None = None) -> RunOutcome:
+    """Run the simulation; write its run directory to ``out_dir`` (None: write nothing, the
+    outcome keeps the history and events)."""
+    with young_collections_only():
+        return _simulate(options, out_dir, progress)
+
+
+def _simulate(options: RunOptions, out_dir: Path | None,
+              progress: Callable[[int, int], None] | None) -> RunOutcome:
     sim = Simulation(options.seed, invariants=options.invariants, keep_going=options.keep_going)
     bugs = frozenset(options.bugs)
     t = {**CLUSTER_TIMINGS, **(options.timings or {})}
@@ -378,9 +393,10 @@ def simulate(options: RunOptions, out_dir: Path,
         "ops_completed": budget.completed,
         "faults_applied": len([s for s in schedule if s["at_ms"] * MS <= sim.now_ns]),
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "run.json").write_text(json.dumps(run_meta, indent=2, sort_keys=True) + "\n")
-    write_jsonl(out_dir / "history.jsonl", recorder.ops)
-    write_jsonl(out_dir / "events.jsonl", recorder.events)
-    (out_dir / "schedule.json").write_text(json.dumps(schedule, indent=1) + "\n")
-    return RunOutcome(out_dir, run_meta, violations, final_read, stats)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "run.json").write_text(json.dumps(run_meta, indent=2, sort_keys=True) + "\n")
+        write_jsonl(out_dir / "history.jsonl", recorder.ops)
+        write_jsonl(out_dir / "events.jsonl", recorder.events)
+        (out_dir / "schedule.json").write_text(json.dumps(schedule, indent=1) + "\n")
+    return RunOutcome(out_dir, run_meta, violations, final_read, stats, recorder.ops, recorder.events)

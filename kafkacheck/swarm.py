@@ -16,14 +16,12 @@ After healing, a liveness phase demands convergence within a bound
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
 from fault_injection.aimed import AIMED
 from fault_injection.cluster import CLUSTER_TIMINGS
+from fault_injection.model_shapes import model_templates, template_schedule
 from kafkacheck.runner import RunOptions
 from kafkacheck.workloads import IDEMPOTENT_WORKLOADS, TXN_WORKLOADS
 from reference.assignors import ASSIGNORS
@@ -47,53 +45,7 @@ SWARM_OPS = {"txn": 500, "eos": 500}
 _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
               "member-paused-across-rebalance": ("groups",),
               "restart-during-cleaning": ("compaction",)}
-TEMPLATES_FILE = Path(__file__).with_name("model_counterexamples.json")
 DEFAULT_OPS = 2_000
-
-
-def model_templates() -> dict[str, dict]:
-    """The z3 counterexamples of the replication model (kafkacheck model-check), stored so
-    that drawing a run needs no solver; tests/kafkacheck/test_swarm.py checks they are still
-    what the model finds."""
-    return json.loads(TEMPLATES_FILE.read_text())
-
-
-def template_schedule(variant: str, rng: random.Random, brokers: int) -> list[dict]:
-    """A counterexample's schedule (:func:`kafkacheck.replay.schedule_for`) with random
-    parameters: which brokers play the model's replicas, when it starts, how long the
-    cluster runs normally between its steps."""
-    from kafkacheck.replay import schedule_for
-
-    t = model_templates()[variant]
-    steps = schedule_for(t["steps"], t["replicas"], local_truncation=variant == "kip101")
-    nodes = list(range(1, brokers + 1))
-    rng.shuffle(nodes)
-    relabel = {r + 1: nodes[r] for r in range(t["replicas"])}
-    shift = rng.randint(-1_000, 4_000)
-    stretch = rng.choice([1.0, 1.0, 1.5, 2.0])
-    first = steps[0]["at_ms"] if steps else 0
-
-    def node(n: Any) -> Any:
-        return relabel.get(n, n) if isinstance(n, int) else n
-
-    out = []
-    for s in steps:
-        value = s["value"]
-        if s["f"] == "partition":
-            value = {"grudge": {str(node(int(k))): sorted(node(x) for x in v)
-                                for k, v in value["grudge"].items()}}
-        elif s["f"] == "elect":
-            value = {**value, "leader": node(value["leader"])}
-        elif s["f"] in ("kill", "restart"):
-            value = {"nodes": [node(n) for n in value["nodes"]]}
-        at = first + shift + int((s["at_ms"] - first) * stretch)
-        out.append({"at_ms": max(1_000, at), "f": s["f"], "value": value})
-    return out
-
-
-def seeded_template(variant: str, seed: int, brokers: int) -> list[dict]:
-    """``kafkacheck run --template VARIANT --seed SEED``: the template's parameters from the seed."""
-    return template_schedule(variant, random.Random(f"kafkacheck-template-{seed}"), brokers)
 
 
 def draw(seed: int, ops: int = DEFAULT_OPS) -> RunOptions:

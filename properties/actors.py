@@ -165,8 +165,9 @@ class Writer(Actor):
 
 
 class TxnWriter(Actor):
-    """A transactional producer. ``("txn", [(tp, value), ...], abort)``: begin, send every
-    record, then commit (or abort on purpose, or abort after a failed send)."""
+    """A transactional producer. ``("txn", [(tp, value), ...], abort, dwell_ms)``: begin, send
+    every record, stay in the transaction ``dwell_ms`` longer (an application's processing
+    time), then commit (or abort on purpose, or abort after a failed send)."""
 
     def __init__(self, node_id: int, process: int, bootstrap: list[int], config: ProducerConfig,
                  transactional_id: str, timeout_ms: int) -> None:
@@ -177,12 +178,18 @@ class TxnWriter(Actor):
         return self.client.ready
 
     def begin(self, now_ms: int, cmd: tuple) -> None:
-        _f, sends, abort = cmd
+        _f, sends, abort, *rest = cmd
+        dwell_ms = rest[0] if rest else 0
         self.record("invoke", "txn", [["send", tp.key, v] for tp, v in sends])
         self.client.begin_transaction()
         ids = [self.client.send(now_ms, tp, str(v).encode()) for tp, v in sends]
         self.op = {"sends": sends, "ids": ids, "results": {}, "abort": abort, "ending": False,
-                   "error": None}
+                   "error": None, "end_after_ms": now_ms + dwell_ms}
+        if dwell_ms:
+            self.set_timer(dwell_ms, ("op", self.seq))
+
+    def on_timer(self, now_ms: int) -> None:
+        self.check(now_ms)
 
     def check(self, now_ms: int) -> None:
         op = self.op
@@ -191,6 +198,8 @@ class TxnWriter(Actor):
             op["results"][r.send_id] = r
             if r.error is not Errors.NONE and op["error"] is None:
                 op["error"] = r.error.name
+        if op["error"] is None and now_ms < op["end_after_ms"]:
+            return  # still processing: the transaction stays open
         if not op["ending"] and (len(op["results"]) == len(op["ids"]) or op["error"] is not None):
             op["ending"] = True
             if op["abort"] or op["error"] is not None:

@@ -418,7 +418,7 @@ def _step(x: Op, y: Op, t: int, a: Analysis) -> dict:
                 return step
     elif t == WR:
         xs = {(k, v) for k, _o, v in x.sends}
-        for key, vs in y.reads().items():
+        for key, vs in sorted(y.reads().items()):  # keys in order: evidence never depends on dict order
             for v in vs:
                 if (key, v) in xs:
                     step.update(key=key, value=v)
@@ -426,7 +426,7 @@ def _step(x: Op, y: Op, t: int, a: Analysis) -> dict:
                     return step
     elif t == RW:
         ys = {(k, v) for k, _o, v in y.sends}
-        for key, vs in x.reads().items():
+        for key, vs in sorted(x.reads().items()):
             o = a.orders.get(key)
             if not o or not vs:
                 continue

@@ -20,6 +20,7 @@ consumers), ``groups`` (a consumer group), ``compaction`` (a compacted topic).
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from fault_injection.cluster import (
     broker_config,
     controller_config,
 )
+from fault_injection.model_shapes import template_schedule
 from fault_injection.nemesis import Nemesis
 from fault_injection.simulation import Simulation
 from properties.actors import Actor, Member, Reader, TxnWriter, Writer, member_config
@@ -73,6 +75,9 @@ DELICATE = {"follower-truncate-diverging", "follower-truncate-below-hw", "become
             "txn-coordinator-loaded-unfinished", "txn-producer-fenced", "txn-marker-to-moved-leader",
             "group-illegal-generation", "group-member-expired", "cleaner-removed-tombstone",
             "produce-duplicate-sequence", "disk-lost-unflushed"}
+# the counterexamples of the replication model whose shape model_shape plays (kafkacheck
+# model-check; fault_injection/model_counterexamples.json)
+MODEL_SHAPES = ["kip101", "kip279-hole", "no-epoch-hw", "unclean"]
 # the roles aimed_fault picks its node by
 ROLES = ["leader", "leader", "follower", "controller", "txn-coordinator", "group-coordinator"]
 
@@ -112,14 +117,17 @@ class ClusterMachine(RuleBasedStateMachine):
         self.options = options
         marks.reset()
         sim = self.sim = Simulation(seed)
-        bconfig = broker_config()
-        add_cluster(sim, len(BROKERS), bconfig, controller_config(), self.bugs)
+        # replication factor 3 with min.insync.replicas 2, or 2 with 1 (the model's shape)
+        rf = options.get("replication", 3)
+        min_isr = 2 if rf == 3 else 1
+        bconfig = broker_config(min_isr)
+        add_cluster(sim, len(BROKERS), bconfig, controller_config(min_isr), self.bugs)
         for n in SERVERS:
             sim.start(n)
         self.nemesis = Nemesis(sim, SERVERS)
         sim.run_until(1_000 * MS)
         sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
-            1, TOPIC, PARTITIONS, 3, COMPACTED if self.compacted else ()))
+            1, TOPIC, PARTITIONS, rf, COMPACTED if self.compacted else ()))
         # Kafka creates its internal topics on first use; the harness creates them up front
         sizes = {TXN_TOPIC: bconfig.transaction_state_partitions, OFFSETS_TOPIC: bconfig.offsets_partitions}
         for i, internal in enumerate(self.internal_topics()):
@@ -187,12 +195,15 @@ class ClusterMachine(RuleBasedStateMachine):
         assert self.sim is not None
         others = [n for n in self.sim.processes if n != node]
         servers = [n for n in SERVERS if n != node]
-        if kind in ("kill", "torn-write", "corrupt") and node in BROKERS and not self._others_in_sync(node):
+        if kind in ("kill", "torn-write", "corrupt") and node in BROKERS and (
+                not self._others_in_sync(node) or self.options.get("replication", 3) < 3):
             # one broker crashed at a time, and only once the last one is back in every ISR:
             # Kafka does not fsync, so two crashes closer than that may lose acknowledged
             # records (and a broker restarted after losing unflushed data leaves the ISR and
             # ELR, KIP-966, so crashing every replica leaves a partition offline for good);
-            # that is Kafka's failure model, not a bug
+            # that is Kafka's failure model, not a bug. With two replicas (min.insync.replicas
+            # 1) nothing crashes: one crash and the other replica fenced leave a partition
+            # offline for good (the crashed one was its last ISR member)
             return
         if kind in ("kill", "restart", "pause", "resume"):
             self._fault(kind, {"nodes": [node]})
@@ -237,6 +248,13 @@ class ClusterMachine(RuleBasedStateMachine):
                               node)
             if kind == "clock-skew":
                 self._fault("clock-skew", {"node": node, "skew_ms": 0})
+
+    @rule(partition=st.integers(0, PARTITIONS - 1), replica=st.sampled_from(BROKERS))
+    def elect(self, partition: int, replica: int) -> None:
+        """An administrative election (Kafka's ElectLeaders): ``replica`` leads the partition
+        in a new epoch if it is a live ISR member (the controller refuses otherwise)."""
+        self._step("elect", partition=partition, replica=replica)
+        self._fault("elect", {"topic": TOPIC, "partition": partition, "leader": replica})
 
     def _role(self, role: str, partition: int) -> int | None:
         """The node that plays ``role`` now (None: nobody does)."""
@@ -354,9 +372,10 @@ class ClusterMachine(RuleBasedStateMachine):
 class QueueMachine(ClusterMachine):
     """Two producers (acks and idempotence drawn at boot) and two consumers."""
 
-    @initialize(seed=st.integers(0, 2**16), acks=st.sampled_from(["all", "1"]), idempotent=st.booleans())
-    def boot(self, seed: int, acks: str, idempotent: bool) -> None:
-        self._boot(seed, acks=acks, idempotent=idempotent and acks == "all")
+    @initialize(seed=st.integers(0, 2**16), acks=st.sampled_from(["all", "1"]), idempotent=st.booleans(),
+                replication=st.sampled_from([3, 2]))
+    def boot(self, seed: int, acks: str, idempotent: bool, replication: int = 3) -> None:
+        self._boot(seed, acks=acks, idempotent=idempotent and acks == "all", replication=replication)
 
     def make_actors(self) -> None:
         acks = -1 if self.options["acks"] == "all" else 1
@@ -379,6 +398,33 @@ class QueueMachine(ClusterMachine):
     def poll(self, reader: int) -> None:
         self._step("poll", reader=reader)
         self.command(2 + reader, ("poll",))
+
+    @rule(variant=st.sampled_from(MODEL_SHAPES), shape_seed=st.integers(0, 2**16))
+    def model_shape(self, variant: str, shape_seed: int) -> None:
+        """The fault sequence of one of the z3 model's counterexamples (partitions between
+        two replicas of partition 0, administrative elections, delays), played now while the
+        writers keep writing to partition 0, with its parameters (which of the partition's
+        replicas play the model's two, the spacing of its steps) drawn from ``shape_seed``:
+        a sequence too precise for random faults to stumble on."""
+        self._step("model_shape", variant=variant, shape_seed=shape_seed)
+        assert self.sim is not None
+        sim = self.sim
+        c = sim.controller()
+        state = c.partitions.get(self.keys[0]) if c is not None else None
+        if state is None:
+            return
+        steps = template_schedule(variant, random.Random(shape_seed), len(BROKERS), list(state.replicas))
+        start_ms = sim.now_ns // MS - (steps[0]["at_ms"] if steps else 0)
+        writes = 0
+        for s in steps:
+            at_ns = (start_ms + s["at_ms"]) * MS
+            while sim.now_ns < at_ns and not sim.stopped:  # the model's appends: a write every 50 ms
+                writes += 1
+                self.command(writes % 2, ("send", [(self.keys[0], self.value(self.keys[0]), None)]))
+                sim.run_until(min(at_ns, sim.now_ns + 50 * MS))
+            if sim.stopped:
+                return  # a violation: the invariant check reports it
+            self._fault(s["f"], s["value"])
 
     @rule(writer=st.integers(0, 1), partition=st.integers(0, PARTITIONS - 1),
           delay_us=st.sampled_from([0, 100, 200, 300, 500, 1_000, 5_000]),
@@ -446,16 +492,39 @@ class TxnMachine(ClusterMachine):
         return {**super().config(), "idempotence": True, "txn": True, "isolation_level": "read_committed"}
 
     @rule(writer=st.integers(0, 1), partitions=st.lists(st.integers(0, PARTITIONS - 1), min_size=1, max_size=4),
-          abort=st.booleans())
-    def transaction(self, writer: int, partitions: list[int], abort: bool) -> None:
-        """Begin, send, then commit (or abort on purpose)."""
-        self._step("transaction", writer=writer, partitions=partitions, abort=abort)
-        self.command(writer, ("txn", [(self.keys[p], self.value(self.keys[p])) for p in partitions], abort))
+          abort=st.booleans(), dwell_ms=st.sampled_from([0, 0, 100, 1_000]))
+    def transaction(self, writer: int, partitions: list[int], abort: bool, dwell_ms: int = 0) -> None:
+        """Begin, send, stay in the transaction ``dwell_ms`` (processing), then commit (or
+        abort on purpose)."""
+        self._step("transaction", writer=writer, partitions=partitions, abort=abort, dwell_ms=dwell_ms)
+        self.command(writer, ("txn", [(self.keys[p], self.value(self.keys[p])) for p in partitions],
+                              abort, dwell_ms))
 
     @rule(reader=st.integers(0, 1))
     def poll(self, reader: int) -> None:
         self._step("poll", reader=reader)
         self.command(2 + reader, ("poll",))
+
+    @rule(writer=st.integers(0, 1), request=st.sampled_from(["EndTxnRequest", "ProduceRequest",
+                                                             "AddPartitionsToTxnRequest"]),
+          ms=st.sampled_from([2_300, 3_000, 5_000]))
+    def hold_back(self, writer: int, request: str, ms: int) -> None:
+        """The writer's next request of this kind reaches the broker ``ms`` late, past its
+        timeout, after the writer gave up on it and went on (KAFKA-17754: a delayed EndTxn or
+        produce of one transaction lands in the next)."""
+        self._step("hold_back", writer=writer, request=request, ms=ms)
+        assert self.sim is not None
+        node = self.actors[writer].node_id
+        self.sim.hold_back(lambda src, _dst, m: src == node and type(m).__name__ == request, ms)
+
+    @rule(p=st.sampled_from([0.05, 0.2, 0.5]), ms=st.sampled_from([3_000, 6_000]))
+    def straggle(self, p: float, ms: int) -> None:
+        """A share ``p`` of messages is held back for ``ms`` (a stalled connection), past the
+        request timeout, so that retries and the next transaction's requests overtake them:
+        a produce or EndTxn of one transaction arriving in the next (KAFKA-17754). Healed
+        by ``fault(heal)``."""
+        self._step("straggle", p=p, ms=ms)
+        self._fault("straggle", {"p": p, "ms": ms})
 
 
 class GroupsMachine(ClusterMachine):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from reference import records as rec
 from reference.errors import Errors
+from reference.frozen import frozen
 from reference.group_coordinator import GroupCoordinator
 from reference.log import LogConfig, PartitionLog
 from reference.marks import mark
@@ -81,7 +82,7 @@ from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC, TransactionCoord
 LIST_OFFSETS_MAX_TIMESTAMP = -3  # KIP-734
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BrokerConfig:
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = 30_000
@@ -147,6 +148,7 @@ class _DelayedFetch:
     src: int
     request: FetchRequest
     deadline_ms: int
+    tps: frozenset[TopicPartition]  # the partitions it asks for
 
 
 @dataclass(slots=True)
@@ -789,7 +791,8 @@ class Broker(Node):
         if has_data or req.max_wait_ms <= 0:
             self.send(src, FetchResponse(req.correlation_id, tuple(results)))
             return
-        self.delayed_fetch.append(_DelayedFetch(src, req, now_ms + req.max_wait_ms))
+        self.delayed_fetch.append(_DelayedFetch(src, req, now_ms + req.max_wait_ms,
+                                                frozenset(fp.tp for fp in req.partitions)))
         self.set_timer(req.max_wait_ms, "fetch-expiry")
 
     def _read_fetch(self, now_ms: int, req: FetchRequest) -> tuple[list[FetchedPartition], bool]:
@@ -813,10 +816,9 @@ class Broker(Node):
             # the bug: the position counts toward the HW before (and whatever) the checks say
             p.update_follower(req.replica_id, req.replica_epoch, fp.fetch_offset, now_ms)
             self._maybe_advance_hw(now_ms, p)
-        fenced = p.check_epoch(fp.current_leader_epoch)
-        if fenced is not None:
-            return FetchedPartition(fp.tp, Errors[fenced])
-        if follower:
+        if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != p.leader_epoch:
+            return FetchedPartition(fp.tp, Errors[p.check_epoch(fp.current_leader_epoch)])
+        if follower and not p.matches_latest_epoch(fp.fetch_offset, fp.last_fetched_epoch):
             diverging = p.divergence(fp.fetch_offset, fp.last_fetched_epoch)
             if diverging is not None:
                 return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark,
@@ -852,7 +854,7 @@ class Broker(Node):
             return
         waiting = []
         for d in self.delayed_fetch:
-            if any(fp.tp == tp for fp in d.request.partitions):
+            if tp in d.tps:
                 results, has_data = self._read_fetch(now_ms, d.request)
                 if has_data:
                     self.send(d.src, FetchResponse(d.request.correlation_id, tuple(results)))

@@ -14,11 +14,11 @@ leader's high watermark because the broker never returns it.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
 from reference import records as rec
 from reference.client import ClientNode
 from reference.errors import Errors
+from reference.frozen import frozen
 from reference.messages import (
     COORDINATOR_GROUP,
     EARLIEST_TIMESTAMP,
@@ -42,7 +42,7 @@ from reference.messages import (
 ERRORS_KEPT_MAX = 100
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConsumerConfig:
     auto_offset_reset: str = "earliest"
     fetch_max_wait_ms: int = 500
@@ -63,7 +63,7 @@ class ConsumerConfig:
     auto_commit_interval_ms: int = 5_000
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConsumedRecord:
     tp: TopicPartition
     offset: int

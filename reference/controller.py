@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass, replace
 
 from reference.errors import Errors
+from reference.frozen import frozen
 from reference.marks import mark
 from reference.messages import (
     AllocateProducerIdsRequest,
@@ -55,7 +56,7 @@ METADATA_LOG = "controller/metadata.records"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ControllerConfig:
     session_timeout_ms: int = 9_000
     liveness_check_interval_ms: int = 500

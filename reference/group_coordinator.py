@@ -46,6 +46,7 @@ protocol, leader and members with their assignments.
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -125,7 +126,9 @@ class GroupCoordinator:
     """Owned by a broker; acts for the ``__consumer_offsets`` partitions the broker leads."""
 
     def __init__(self, broker: Broker, num_partitions: int) -> None:
-        self.broker = broker
+        # the broker owns this coordinator: through a weak proxy the two form no reference
+        # cycle, so a crashed broker is freed at once (the simulator avoids full collections)
+        self.broker = weakref.proxy(broker)
         self.num_partitions = num_partitions
         self.loaded: dict[int, int] = {}  # partition -> leader epoch it was loaded in
         self.groups: dict[str, GroupState] = {}

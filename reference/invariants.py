@@ -21,15 +21,14 @@ node just acted. The checks are incremental so they can run after every step:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from reference import records as rec
 from reference.broker import Broker
 from reference.controller import Controller
+from reference.frozen import frozen
 from reference.messages import TopicPartition
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Violation:
     invariant: str
     node: int
@@ -53,7 +52,9 @@ class InvariantChecker:
         self.compacted: set[TopicPartition] = set()
         self.checked_hw: dict[tuple[int, TopicPartition], int] = {}
         self.leaders: dict[tuple[TopicPartition, int], int] = {}
-        self.epochs: dict[tuple[int, TopicPartition], tuple[int, int, int]] = {}
+        # node -> partition -> what the checks saw last: leader epoch, partition epoch, HW, LEO,
+        # leading (a replica whose five are unchanged needs no check)
+        self.seen: dict[int, dict[TopicPartition, tuple[int, int, int, int, bool]]] = {}
         self.controller_epochs: dict[TopicPartition, tuple[int, int]] = {}
         self.acked: dict[TopicPartition, dict[int, tuple[int, int, bytes] | None]] = {}
         self.latest_acked: dict[TopicPartition, int] = {}
@@ -65,8 +66,7 @@ class InvariantChecker:
     # ------------------------------------------------------------ inputs
 
     def node_restarted(self, node_id: int) -> None:
-        for k in [k for k in self.epochs if k[0] == node_id]:
-            del self.epochs[k]
+        self.seen.pop(node_id, None)
         for k in [k for k in self.checked_hw if k[0] == node_id]:
             del self.checked_hw[k]
 
@@ -134,14 +134,18 @@ class InvariantChecker:
         got shorter (the only way this broker can lose an acknowledged record)."""
         n = b.node_id
         shrunk = []
+        seen = self.seen.get(n)
+        if seen is None:
+            seen = self.seen[n] = {}
         for tp, p in b.partitions.items():
             log = p.log
-            key = (n, tp)
-            prev = self.epochs.get(key)
+            prev = seen.get(tp)
+            if (prev is not None and prev[3] == log.log_end_offset and prev[2] == log.high_watermark
+                    and prev[0] == p.leader_epoch and prev[1] == p.partition_epoch
+                    and prev[4] == p.is_leader):
+                continue  # nothing this partition's invariants depend on has changed
             cur = (p.leader_epoch, p.partition_epoch, log.high_watermark, log.log_end_offset,
                    p.is_leader)
-            if prev == cur:
-                continue  # nothing this partition's invariants depend on has changed
             if log.high_watermark > log.log_end_offset:
                 out.append(Violation("hw-within-leo", n, tp.key,
                                      f"HW {log.high_watermark} > LEO {log.log_end_offset}"))
@@ -154,7 +158,7 @@ class InvariantChecker:
                                          f"leader HW went from {prev[2]} to {cur[2]}"))
                 if cur[3] < prev[3]:
                     shrunk.append(tp)
-            self.epochs[key] = cur
+            seen[tp] = cur
             if p.is_leader:
                 opens = log.producer_state.open_transactions()
                 if opens:

@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 from reference import records as rec
+from reference.frozen import frozen
 from reference.marks import mark
 from reference.producer_state import ProducerStateManager
 from reference.storage import Storage
@@ -50,7 +51,7 @@ class _Segment:
     first_timestamp: int = -1  # the first batch's max timestamp: segment.ms counts from it
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LogConfig:
     segment_bytes: int = 1 << 20
     segment_ms: int | None = None  # roll a segment this long after its first batch's timestamp
@@ -92,7 +93,7 @@ class LogConfig:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CleanResult:
     first_offset: int
     end_offset: int  # cleaned [first_offset, end_offset)
@@ -208,7 +209,7 @@ class PartitionLog:
         """
         stored = rec.with_offset_and_epoch(batch, self.log_end_offset, leader_epoch)
         self._append(stored)
-        return rec.base_offset_of(stored), rec.last_offset_of(stored)
+        return rec.offsets_of(stored)
 
     def append_as_follower(self, batch: bytes) -> None:
         """Append a batch fetched from the leader; it must start at or after our LEO (after:
@@ -220,18 +221,20 @@ class PartitionLog:
         self._append(batch)
 
     def _append(self, batch: bytes) -> None:
-        timestamp = rec.max_timestamp_of(batch)
+        base, epoch, last_delta, timestamp, producer_id = rec.log_fields_of(batch)
         seg = self._active_segment(len(batch), timestamp)
         self.storage.append(seg.name, batch)  # may raise StorageError: nothing changed yet
-        epoch = rec.leader_epoch_of(batch)
-        self._index(batch, len(self._segments) - 1, seg.size)
-        if rec.producer_id_of(batch) >= 0:
+        last = base + last_delta
+        self._entries.append(_Entry(base, last, epoch, batch, len(self._segments) - 1, seg.size))
+        self._bases.append(base)
+        self.log_end_offset = last + 1
+        if producer_id >= 0:
             self.producer_state.update(rec.parse_header(batch), batch)
         if seg.size == 0:
             seg.first_timestamp = timestamp
         seg.size += len(batch)
         if not self.epochs or epoch > self.epochs[-1][0]:
-            self.assign_epoch(epoch, rec.base_offset_of(batch))
+            self.assign_epoch(epoch, base)
         flush_messages = self.config.flush_messages
         if flush_messages is not None:
             self._unflushed_messages += rec.records_count_of(batch)
@@ -239,7 +242,7 @@ class PartitionLog:
                 self.flush()
 
     def _index(self, batch: bytes, segment: int, position: int) -> None:
-        base, last = rec.base_offset_of(batch), rec.last_offset_of(batch)
+        base, last = rec.offsets_of(batch)
         self._entries.append(_Entry(base, last, rec.leader_epoch_of(batch), batch, segment, position))
         self._bases.append(base)
         self.log_end_offset = last + 1

@@ -8,10 +8,10 @@ next offset to be written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from reference.errors import Errors
+from reference.frozen import frozen
 
 
 class TopicPartition(NamedTuple):
@@ -32,7 +32,7 @@ class TopicPartition(NamedTuple):
 # ---------------------------------------------------------------- metadata
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionState:
     """The controller's record of one partition (KRaft's PartitionRecord)."""
 
@@ -47,7 +47,7 @@ class PartitionState:
     elr: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MetadataImage:
     version: int
     live_brokers: tuple[int, ...]
@@ -61,7 +61,7 @@ class MetadataImage:
 # ---------------------------------------------------------------- broker <-> controller
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BrokerRegistrationRequest:
     broker_id: int
     incarnation: int  # a fresh number per process start
@@ -71,14 +71,14 @@ class BrokerRegistrationRequest:
     storage_intact: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BrokerRegistrationResponse:
     incarnation: int
     error: Errors
     broker_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BrokerHeartbeatRequest:
     broker_id: int
     broker_epoch: int
@@ -86,7 +86,7 @@ class BrokerHeartbeatRequest:
     sent_ms: int = -1  # the broker's clock when it sent this; echoed back (its lease)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BrokerHeartbeatResponse:
     broker_epoch: int
     error: Errors
@@ -94,14 +94,14 @@ class BrokerHeartbeatResponse:
     request_sent_ms: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MetadataUpdate:
     """The controller's push of a new image (brokers also learn it by heartbeat)."""
 
     image: MetadataImage
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AlterPartitionRequest:
     correlation_id: int
     broker_id: int
@@ -112,7 +112,7 @@ class AlterPartitionRequest:
     new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch seen by the leader)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AlterPartitionResponse:
     correlation_id: int
     tp: TopicPartition
@@ -120,7 +120,7 @@ class AlterPartitionResponse:
     state: PartitionState | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CreateTopicsRequest:
     correlation_id: int
     name: str
@@ -129,20 +129,20 @@ class CreateTopicsRequest:
     configs: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CreateTopicsResponse:
     correlation_id: int
     name: str
     error: Errors
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DeleteTopicsRequest:
     correlation_id: int
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DeleteTopicsResponse:
     correlation_id: int
     name: str
@@ -152,18 +152,18 @@ class DeleteTopicsResponse:
 # ---------------------------------------------------------------- clients and replicas -> broker
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MetadataRequest:
     correlation_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MetadataResponse:
     correlation_id: int
     image: MetadataImage
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProduceRequest:
     correlation_id: int
     acks: int  # 0, 1 or -1 (all)
@@ -173,7 +173,7 @@ class ProduceRequest:
     transactional_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProduceResponse:
     correlation_id: int
     tp: TopicPartition
@@ -182,7 +182,7 @@ class ProduceResponse:
     log_start_offset: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FetchPartition:
     tp: TopicPartition
     current_leader_epoch: int  # -1: no fencing check (KIP-320)
@@ -191,7 +191,7 @@ class FetchPartition:
     max_bytes: int = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FetchRequest:
     correlation_id: int
     replica_id: int  # -1 for consumers
@@ -201,7 +201,7 @@ class FetchRequest:
     partitions: tuple[FetchPartition, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FetchedPartition:
     tp: TopicPartition
     error: Errors
@@ -215,7 +215,7 @@ class FetchedPartition:
     aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FetchResponse:
     correlation_id: int
     partitions: tuple[FetchedPartition, ...]
@@ -225,7 +225,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ListOffsetsRequest:
     correlation_id: int
     tp: TopicPartition
@@ -234,7 +234,7 @@ class ListOffsetsRequest:
     isolation_level: int = 0  # read_committed: LATEST means the last stable offset
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ListOffsetsResponse:
     correlation_id: int
     tp: TopicPartition
@@ -244,14 +244,14 @@ class ListOffsetsResponse:
     timestamp: int = -1  # by timestamp: the found record's timestamp
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DeleteRecordsRequest:
     correlation_id: int
     tp: TopicPartition
     offset: int  # -1: up to the high watermark
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DeleteRecordsResponse:
     correlation_id: int
     tp: TopicPartition
@@ -259,7 +259,7 @@ class DeleteRecordsResponse:
     low_watermark: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetForLeaderEpochRequest:
     correlation_id: int
     replica_id: int
@@ -268,7 +268,7 @@ class OffsetForLeaderEpochRequest:
     leader_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetForLeaderEpochResponse:
     correlation_id: int
     tp: TopicPartition
@@ -280,7 +280,7 @@ class OffsetForLeaderEpochResponse:
 # ---------------------------------------------------------------- idempotent producers
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class InitProducerIdRequest:
     correlation_id: int
     transactional_id: str | None = None
@@ -290,7 +290,7 @@ class InitProducerIdRequest:
     producer_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class InitProducerIdResponse:
     correlation_id: int
     error: Errors
@@ -298,7 +298,7 @@ class InitProducerIdResponse:
     producer_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AllocateProducerIdsRequest:
     """A broker asks the controller for a block of producer ids (KIP-730)."""
 
@@ -307,7 +307,7 @@ class AllocateProducerIdsRequest:
     broker_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AllocateProducerIdsResponse:
     correlation_id: int
     error: Errors
@@ -322,14 +322,14 @@ COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FindCoordinatorRequest:
     correlation_id: int
     key: str
     key_type: int  # COORDINATOR_GROUP or COORDINATOR_TRANSACTION
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FindCoordinatorResponse:
     correlation_id: int
     error: Errors
@@ -339,7 +339,7 @@ class FindCoordinatorResponse:
 # ---------------------------------------------------------------- transactions
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AddPartitionsToTxnRequest:
     """From a producer; or, with ``verify_only``, from a partition leader asking whether the
     partitions belong to the producer's ongoing transaction (KIP-890 part 1)."""
@@ -352,13 +352,13 @@ class AddPartitionsToTxnRequest:
     verify_only: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AddPartitionsToTxnResponse:
     correlation_id: int
     error: Errors
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AddOffsetsToTxnRequest:
     correlation_id: int
     transactional_id: str
@@ -367,13 +367,13 @@ class AddOffsetsToTxnRequest:
     group_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AddOffsetsToTxnResponse:
     correlation_id: int
     error: Errors
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EndTxnRequest:
     correlation_id: int
     transactional_id: str
@@ -382,7 +382,7 @@ class EndTxnRequest:
     commit: bool
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EndTxnResponse:
     correlation_id: int
     error: Errors
@@ -390,7 +390,7 @@ class EndTxnResponse:
     producer_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class WriteTxnMarkersRequest:
     correlation_id: int
     producer_id: int
@@ -400,7 +400,7 @@ class WriteTxnMarkersRequest:
     partitions: tuple[TopicPartition, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class WriteTxnMarkersResponse:
     correlation_id: int
     producer_id: int
@@ -410,7 +410,7 @@ class WriteTxnMarkersResponse:
 # ---------------------------------------------------------------- consumer offsets
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TxnOffsetCommitRequest:
     correlation_id: int
     transactional_id: str
@@ -423,13 +423,13 @@ class TxnOffsetCommitRequest:
     group_instance_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TxnOffsetCommitResponse:
     correlation_id: int
     error: Errors
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetCommitRequest:
     correlation_id: int
     group_id: str
@@ -438,13 +438,13 @@ class OffsetCommitRequest:
     offsets: tuple[tuple[TopicPartition, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetCommitResponse:
     correlation_id: int
     error: Errors
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetFetchRequest:
     correlation_id: int
     group_id: str
@@ -452,7 +452,7 @@ class OffsetFetchRequest:
     require_stable: bool = True  # KIP-447: wait for pending transactional offsets
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetFetchResponse:
     correlation_id: int
     error: Errors
@@ -462,7 +462,7 @@ class OffsetFetchResponse:
 # ---------------------------------------------------------------- consumer groups
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JoinGroupRequest:
     correlation_id: int
     group_id: str
@@ -475,7 +475,7 @@ class JoinGroupRequest:
     require_known_member_id: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JoinGroupResponse:
     correlation_id: int
     error: Errors
@@ -486,7 +486,7 @@ class JoinGroupResponse:
     members: tuple[tuple[str, bytes], ...] = ()  # for the leader: (member id, metadata)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SyncGroupRequest:
     correlation_id: int
     group_id: str
@@ -495,14 +495,14 @@ class SyncGroupRequest:
     assignments: tuple[tuple[str, bytes], ...] = ()  # from the leader only
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SyncGroupResponse:
     correlation_id: int
     error: Errors
     assignment: bytes = b""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HeartbeatRequest:
     correlation_id: int
     group_id: str
@@ -510,20 +510,20 @@ class HeartbeatRequest:
     member_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HeartbeatResponse:
     correlation_id: int
     error: Errors
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LeaveGroupRequest:
     correlation_id: int
     group_id: str
     member_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LeaveGroupResponse:
     correlation_id: int
     error: Errors

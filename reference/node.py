@@ -17,24 +17,22 @@ run with and without it and compare histories byte for byte).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
+# Outputs are named tuples: immutable, and the cheapest objects Python builds (a run makes
+# a few hundred thousand of them)
+class Send(NamedTuple):
     dst: int
     message: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Timer:
+class Timer(NamedTuple):
     delay_ms: float
     key: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """A white-box event for events.jsonl (kinds listed in TRACE_FORMAT.md)."""
 
     kind: str
@@ -45,6 +43,9 @@ class Node:
     """Base class: output buffering. Subclasses implement start/receive/timer."""
 
     node_id: int
+    # a node embedded in another (a client's producer and consumer) tags its timers' keys, so
+    # that its host can route them back: its timers' keys become ``timer_tag + (key,)``
+    timer_tag: tuple = ()
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
@@ -54,7 +55,8 @@ class Node:
         self._out.append(Send(dst, message))
 
     def set_timer(self, delay_ms: float, key: Any) -> None:
-        self._out.append(Timer(delay_ms, key))
+        tag = self.timer_tag
+        self._out.append(Timer(delay_ms, (*tag, key) if tag else key))
 
     def event(self, kind: str, **fields: Any) -> None:
         self._out.append(Event(kind, fields))

@@ -124,6 +124,13 @@ class Partition:
             return "UNKNOWN_LEADER_EPOCH"
         return None
 
+    def matches_latest_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> bool:
+        """The common case of rule 1, decided at once: the follower's last epoch is the
+        leader's latest and its log ends within the leader's (:meth:`divergence` is None)."""
+        epochs = self.log.epochs
+        return (bool(epochs) and epochs[-1][0] == last_fetched_epoch
+                and fetch_offset <= self.log.log_end_offset)
+
     def divergence(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
         """Rule 1: where the follower must truncate to, or None when its log matches."""
         if last_fetched_epoch < 0:
@@ -167,6 +174,8 @@ class Partition:
             mark("hw-held-below-min-isr")
             return False
         new_hw = self.log.log_end_offset
+        if new_hw <= self.log.high_watermark:
+            return False  # no follower can take it higher than the leader's own log end
         for r in self.maximal_isr():
             if r == self.broker_id:
                 continue

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from reference import records as rec
 from reference.client import ClientNode
 from reference.errors import MAYBE_APPENDED, MAYBE_APPENDED_ACKS_ALL, RETRIABLE, Errors
+from reference.frozen import frozen
 from reference.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -48,7 +49,7 @@ _LEADER_MOVED = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_O
                            Errors.KAFKA_STORAGE_ERROR})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProducerConfig:
     acks: int = -1
     linger_ms: int = 5
@@ -67,7 +68,7 @@ class ProducerConfig:
             raise ValueError("enable.idempotence needs acks=all and max.in.flight between 1 and 5")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SendResult:
     send_id: int
     tp: TopicPartition

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 from reference import records as rec
 from reference.errors import Errors
+from reference.frozen import frozen
 
 BATCHES_KEPT_MAX = 5
 SEQUENCE_MAX = 2**31 - 1
@@ -56,7 +57,7 @@ def next_sequence(sequence: int) -> int:
     return 0 if sequence == SEQUENCE_MAX else sequence + 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BatchMetadata:
     first_sequence: int
     last_sequence: int
@@ -72,7 +73,7 @@ class ProducerEntry:
     coordinator_epoch: int = -1  # of the last marker: an older coordinator is fenced
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AbortedTxn:
     producer_id: int
     first_offset: int

@@ -27,9 +27,10 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import crc32c
+
+from reference.frozen import frozen
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -49,13 +50,17 @@ NO_SEQUENCE = -1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+# what the log reads of every batch it stores, in one unpack: base offset, partition leader
+# epoch, last offset delta, max timestamp, producer id
+_LOG_FIELDS = struct.Struct(">q4xi7xi8xqq")
+_BASE_AND_DELTA = struct.Struct(">q15xi")
 
 
 class CorruptRecordError(ValueError):
     """A batch failed validation (bad size, magic, CRC or record framing)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Header:
     """One record header (key is text, value is bytes or None)."""
 
@@ -63,7 +68,7 @@ class Header:
     value: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Record:
     """A decoded record with its absolute offset and timestamp."""
 
@@ -74,7 +79,7 @@ class Record:
     headers: tuple[Header, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BatchHeader:
     """The parsed fixed-size header of a batch."""
 
@@ -166,7 +171,7 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
 # ---------------------------------------------------------------- encoding
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RecordInput:
     """What a producer hands the encoder: one record's content."""
 
@@ -362,7 +367,19 @@ def base_offset_of(batch: bytes) -> int:
 
 
 def last_offset_of(batch: bytes) -> int:
-    return _BASE_OFFSET.unpack_from(batch, 0)[0] + _INT32.unpack_from(batch, 23)[0]
+    base, delta = _BASE_AND_DELTA.unpack_from(batch, 0)
+    return base + delta
+
+
+def offsets_of(batch: bytes) -> tuple[int, int]:
+    """(base offset, last offset)."""
+    base, delta = _BASE_AND_DELTA.unpack_from(batch, 0)
+    return base, base + delta
+
+
+def log_fields_of(batch: bytes) -> tuple[int, int, int, int, int]:
+    """(base offset, partition leader epoch, last offset delta, max timestamp, producer id)."""
+    return _LOG_FIELDS.unpack_from(batch, 0)
 
 
 def leader_epoch_of(batch: bytes) -> int:

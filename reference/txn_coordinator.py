@@ -37,11 +37,13 @@ EndTxn or AddPartitionsToTxn from an earlier transaction acts on a later one
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from reference import records as rec
 from reference.errors import Errors
+from reference.frozen import frozen
 from reference.marks import mark
 from reference.messages import (
     AddOffsetsToTxnRequest,
@@ -96,7 +98,7 @@ def coordinator_ready(broker: Broker, topic: str, partition: int, loaded: dict[i
     return Errors.NONE
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TxnMetadata:
     transactional_id: str
     producer_id: int
@@ -141,7 +143,9 @@ class TransactionCoordinator:
     """Owned by a broker; acts for the ``__transaction_state`` partitions the broker leads."""
 
     def __init__(self, broker: Broker, num_partitions: int, transaction_version: int = 1) -> None:
-        self.broker = broker
+        # the broker owns this coordinator: through a weak proxy the two form no reference
+        # cycle, so a crashed broker is freed at once (the simulator avoids full collections)
+        self.broker = weakref.proxy(broker)
         self.num_partitions = num_partitions
         self.transaction_version = transaction_version
         self.unfenced = "txn-unfenced-requests" in broker.bugs

@@ -9,6 +9,7 @@ run gives the same bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -21,6 +22,15 @@ CLIENT_FS = ("send", "poll", "txn", "assign", "subscribe", "commit", "crash", "c
 NEMESIS = "nemesis"
 
 
+@dataclasses.dataclass
+class RunRecord:
+    """One run, as read from a run directory or produced by a simulation."""
+    meta: dict
+    ops: list[dict]
+    events: list[dict] = dataclasses.field(default_factory=list)
+    results: dict | None = None
+
+
 class HistoryError(ValueError):
     """Unusable input: a one-line message naming the file, line and problem."""
 
@@ -29,8 +39,22 @@ class CorpusError(ValueError):
     """An unusable Parquet corpus (traces/parquet.py): a one-line message."""
 
 
+# one encoder for every line (json.dumps with options builds a new one each call)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return _ENCODER.encode(obj)
+
+
+def _in_key_order(x: Any) -> Any:
+    """``x`` with the keys of every dict in it sorted (what a JSON round trip with sorted
+    keys gives)."""
+    if type(x) is dict:
+        return {k: _in_key_order(x[k]) for k in sorted(x)}
+    if type(x) is list:
+        return [_in_key_order(v) for v in x] if any(type(v) in (dict, list) for v in x) else x
+    return x
 
 
 class Recorder:
@@ -42,18 +66,19 @@ class Recorder:
 
     def op(self, time_ns: int, process: int | str, type_: str, f: str, value: Any,
            **extra: Any) -> dict:
-        op = {"index": len(self.ops), "time": time_ns, "process": process, "type": type_,
-              "f": f, "value": value}
+        """Record an op. Its dicts get their keys in sorted order, as history.jsonl has them,
+        so that the ops in memory are exactly what reading the file back gives."""
+        fields = {"index": len(self.ops), "time": time_ns, "process": process, "type": type_,
+                  "f": f, "value": value}
         for k, v in extra.items():
             if v is not None:
-                op[k] = v
+                fields[k] = v
+        op = _in_key_order(fields)
         self.ops.append(op)
         return op
 
     def event(self, time_ns: int, node: int, kind: str, fields: dict) -> None:
-        e = {"time": time_ns, "node": node, "kind": kind}
-        e.update(fields)
-        self.events.append(e)
+        self.events.append({"time": time_ns, "node": node, "kind": kind, **fields})
 
 
 # ------------------------------------------------------------------ validation
@@ -187,10 +212,10 @@ def check_sequence(ops: list[dict], source: str) -> None:
 
 
 def write_jsonl(path: str | os.PathLike, rows: list[dict]) -> None:
+    encode = _ENCODER.encode
     with open(path, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(dumps(row))
-            fh.write("\n")
+        for start in range(0, len(rows), 4096):
+            fh.write("".join([encode(row) + "\n" for row in rows[start:start + 4096]]))
 
 
 def iter_history(path: str | os.PathLike, named_values: bool = False) -> Iterator[dict]:

@@ -25,14 +25,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from traces.history import CorpusError, HistoryError, dumps
+from traces.history import CorpusError, HistoryError, RunRecord, dumps
 
 TABLES = ("runs", "ops", "mops", "events", "verdicts")
 OP_FIELDS = ("index", "time", "process", "type", "f", "value", "error", "node")
@@ -71,15 +70,6 @@ SCHEMAS = {
         ("allowed", pa.bool_()),
     ]),
 }
-
-
-@dataclass
-class RunRecord:
-    """One run, as read from a run directory or produced by a simulation."""
-    meta: dict
-    ops: list[dict]
-    events: list[dict] = field(default_factory=list)
-    results: dict | None = None
 
 
 # ------------------------------------------------------------------ flattening

@@ -28,7 +28,6 @@ from kafkacheck.workloads.queue import Budget, _ClientBase, decode_value
 from reference.consumer import ConsumerConfig
 from reference.errors import Errors
 from reference.group_consumer import GroupConsumer
-from reference.node import Node, Timer
 
 GROUP = "workers"
 FENCED = frozenset({Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
@@ -68,13 +67,9 @@ class GroupMemberClient(_ClientBase):
         # a rebuilt member is a new process: answers to its predecessor's requests (new
         # correlation ids) and its predecessor's timers (tagged) never reach it
         c._corr += self.incarnation * 10**9
+        c.timer_tag = ("c", self.incarnation)
         return c
 
-    def drain(self) -> list:
-        out = Node.drain(self)
-        for o in self.consumer.drain():
-            out.append(Timer(o.delay_ms, ("c", self.incarnation, o.key)) if type(o) is Timer else o)
-        return out
 
     def _route_timer(self, now_ms: int, key: object) -> bool:
         match key:

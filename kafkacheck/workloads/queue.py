@@ -41,7 +41,7 @@ from reference.messages import (
     TopicPartition,
     TxnOffsetCommitResponse,
 )
-from reference.node import Node, Timer
+from reference.node import Node
 from reference.producer import Producer, ProducerConfig
 
 
@@ -69,8 +69,31 @@ def decode_value(raw: bytes | None) -> int | None:
 class _ClientBase(Node):
     """Routes messages and timers to an embedded producer and consumer."""
 
-    producer: Producer | None
-    consumer: Consumer
+    _producer: Producer | None = None
+    _consumer: Consumer | None = None
+
+    # the embedded producer and consumer tag their timers' keys "p" and "c" (unless tagged
+    # already), so that timer() can route them back
+    @property
+    def producer(self) -> Producer | None:
+        return self._producer
+
+    @producer.setter
+    def producer(self, p: Producer | None) -> None:
+        if p is not None and not p.timer_tag:
+            p.timer_tag = ("p",)
+        self._producer = p
+
+    @property
+    def consumer(self) -> Consumer:
+        assert self._consumer is not None
+        return self._consumer
+
+    @consumer.setter
+    def consumer(self, c: Consumer) -> None:
+        if not c.timer_tag:
+            c.timer_tag = ("c",)
+        self._consumer = c
 
     def _route_message(self, now_ms: int, src: int, message: object) -> bool:
         match message:
@@ -103,12 +126,13 @@ class _ClientBase(Node):
         return True
 
     def drain(self) -> list:
+        """Its own outputs, then the producer's, then the consumer's."""
         out = super().drain()
-        for tag, sub in (("p", self.producer), ("c", self.consumer)):
-            if sub is None:
-                continue
-            for o in sub.drain():
-                out.append(Timer(o.delay_ms, (tag, o.key)) if type(o) is Timer else o)
+        producer, consumer = self._producer, self._consumer
+        if producer is not None and producer._out:
+            out += producer.drain()
+        if consumer is not None and consumer._out:
+            out += consumer.drain()
         return out
 
     def record(self, **op) -> None:

@@ -255,7 +255,8 @@ def test_hunt_verdicts_count_runs_and_a_time_limit_is_unknown_not_missed():
     r = kc("hunt", "--bug", "compaction-drops-latest", "--runs", "1", "--jobs", "1", "--quiet")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "NO" in r.stdout and "unknown" not in r.stdout
-    r = kc("hunt", "--bug", "compaction-drops-latest", "--runs", "500", "--time-limit", "2", "--jobs", "1",
+    # a limit no run can meet (a run takes a second or so): the first wait for a result expires it
+    r = kc("hunt", "--bug", "compaction-drops-latest", "--runs", "500", "--time-limit", "0.001", "--jobs", "1",
            "--quiet")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "unknown: the" in r.stdout and "of 500 runs" in r.stdout

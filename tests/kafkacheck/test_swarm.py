@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from fault_injection.aimed import AIMED
+from fault_injection.model_shapes import model_templates, template_schedule
 from kafkacheck import hunt
 from kafkacheck.runner import RunOptions, simulate
-from kafkacheck.swarm import describe, draw, model_templates, template_schedule
+from kafkacheck.swarm import describe, draw
 from reference import marks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ def test_the_stored_model_counterexamples_are_still_what_the_model_finds():
 def test_a_template_keeps_the_counterexamples_shape_under_its_random_parameters():
     import random
 
-    from kafkacheck.replay import schedule_for
+    from fault_injection.model_shapes import schedule_for
 
     t = model_templates()["kip279-hole"]
     plain = schedule_for(t["steps"], t["replicas"])

@@ -108,7 +108,7 @@ def test_every_counterexample_replays_on_the_engine(capsys, variant, depth):
 
 
 def test_the_replay_schedule_follows_the_counterexample():
-    from kafkacheck.replay import schedule_for
+    from fault_injection.model_shapes import schedule_for
 
     steps = counterexample("kip279-hole", 9).steps
     schedule = schedule_for(steps, 2)
@@ -125,7 +125,7 @@ def test_the_replay_schedule_follows_the_counterexample():
 def test_a_reordered_no_epoch_hw_counterexample_gives_the_same_schedule():
     """z3 may order independent steps either way (its models depend on the context's history):
     the schedule must not depend on it."""
-    from kafkacheck.replay import schedule_for
+    from fault_injection.model_shapes import schedule_for
 
     steps = counterexample("no-epoch-hw", 6).steps
     actions = [s["action"] for s in steps[1:]]

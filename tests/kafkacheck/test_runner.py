@@ -1,0 +1,46 @@
+"""The simulated run: what it keeps in memory is what its run directory holds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafkacheck.corpus import judge
+from kafkacheck.runner import RunOptions, simulate
+from kafkacheck.swarm import draw
+from traces.parquet import load_run_dir
+
+RUNS = [
+    RunOptions(seed=1, ops=600),
+    RunOptions(seed=2, ops=300, workload="txn"),
+    RunOptions(seed=3, ops=300, workload="eos"),
+    RunOptions(seed=4, ops=600, workload="groups", assignor="cooperative-sticky"),
+    RunOptions(seed=5, ops=600, workload="compaction"),
+    RunOptions(seed=6, ops=600, workload="idempotent", bugs=["no-sequence-check"], keep_going=True),
+    RunOptions(seed=0, ops=400, bugs=["ack-before-isr"], keep_going=True),
+    draw(97, 400),  # a swarm draw: aimed nemeses, timings, liveness phase
+]
+
+
+@pytest.mark.parametrize("options", RUNS, ids=lambda o: f"{o.workload}-{o.seed}")
+def test_the_verdict_in_memory_is_the_verdict_of_the_run_directory(tmp_path, options):
+    outcome = simulate(options, tmp_path)
+    record = outcome.record()
+    # every op and event is plain JSON (no tuples, no integer keys), so writing and reading
+    # it back changes nothing
+    assert json.loads(json.dumps(record.ops)) == record.ops
+    assert json.loads(json.dumps(record.events)) == record.events
+    from_disk = load_run_dir(tmp_path)
+    assert from_disk.ops == record.ops
+    assert from_disk.events == record.events
+    assert judge(record) == judge(from_disk)
+
+
+def test_a_run_without_a_directory_writes_nothing_and_keeps_its_history(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    outcome = simulate(RunOptions(seed=1, ops=200), None)
+    assert outcome.run_dir is None
+    assert list(tmp_path.iterdir()) == []
+    assert outcome.ops and outcome.ops[0]["index"] == 0
+    assert judge(outcome.record())["valid"] is True
