@@ -656,6 +656,8 @@ class Exploration:
     seconds: float
     steps: list  # the shrunk program (rules with their arguments)
     timed_out: bool = False  # the time limit stopped it before its programs were run
+    found_after: int | None = None  # programs run up to the first one that found something
+    found_seconds: float | None = None  # and the seconds until then (shrinking comes after)
 
 
 def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_limit: float | None = None,
@@ -677,7 +679,7 @@ def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_lim
         if on_example is not None:
             on_example(count[0])
         if not first and _found(m):
-            first.append((_finding_text(m), [list(s) for s in m.steps]))
+            first.append((_finding_text(m), [list(s) for s in m.steps], count[0], time.monotonic() - start))
         if deadline is None or time.monotonic() <= deadline:
             return
         # past the limit: stop, unless shrinking a finding (for as long again at most; the
@@ -709,9 +711,11 @@ def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_lim
     last = cls.last
     program = [list(s) for s in last.steps] if (found and last is not None) else []
     if found is None and first:
-        found, program = first[0]  # shrinking was cut short: the finding as first seen
+        found, program = first[0][:2]  # shrinking was cut short: the finding as first seen
         found += " (not shrunk: the time limit cut shrinking short)"
-    return Exploration(found, count[0], time.monotonic() - start, program, timed_out and not found)
+    after, after_s = (first[0][2], first[0][3]) if first else (None, None)
+    return Exploration(found, count[0], time.monotonic() - start, program, timed_out and not found,
+                       after if found else None, after_s if found else None)
 
 
 def _finding_text(m: ClusterMachine) -> str:

@@ -332,6 +332,10 @@ class Controller(Node):
             candidates = live_isr
             isr = tuple(r for r in s.isr if r != exclude) if len(s.isr) > 1 else s.isr
             elr = self._elr_after(s, isr)
+            if unclean:
+                # a leader back from a crash that may have lost records is not eligible
+                # (KIP-966); left in the ELR it could be elected with the records gone
+                elr = tuple(r for r in elr if r != exclude)
         elif live_elr:
             # KIP-966: an eligible leader replica holds everything committed: a clean election
             mark("controller-elect-from-elr")

@@ -162,6 +162,22 @@ def test_without_eligible_replicas_a_crashed_last_isr_member_leaves_the_partitio
     assert s.leader == -1 and s.isr == () and s.elr == ()  # unavailable rather than wrong
 
 
+def test_a_leader_back_from_a_crash_is_not_eligible_even_when_its_isr_falls_short():
+    # found by the groups machine without a bug switch (kafkacheck explore): broker 2 and then
+    # the leader 1 crash and come back within a millisecond; 3 leads alone, and the
+    # controller had put 1 into the ELR, then elected it with its unflushed records gone
+    c, _s, epochs = elr_cluster()
+    epochs[2] = register(c, 2, incarnation=2, now=100)
+    epochs[1] = register(c, 1, incarnation=2, now=200)
+    s = c.partitions[TP]
+    assert (s.leader, s.isr) == (3, (3,))
+    assert s.elr == ()  # neither crashed replica holds for sure what was committed
+    heartbeat(c, epochs, (1, 2), 900)
+    c.timer(1_600, "liveness")  # 3 is fenced: no replica may lead without losing data
+    s = c.partitions[TP]
+    assert s.leader == -1 and s.isr == (3,)
+
+
 def test_an_administrative_election_moves_leadership_and_keeps_the_old_leader_in_sync():
     c, _s, epochs = cluster()
     assert c.elect_leader(0, TP, 2) is Errors.NONE
