@@ -210,10 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     hunt.add_argument("--quiet", action="store_true", help="only the final table")
     hunt.add_argument("--machines", action="store_true",
                       help="after the seeds, run the Hypothesis state machine that reaches each switch "
-                           "for --machine-time seconds (and every machine without a switch): shown "
-                           "in a column; only a finding without a switch changes the exit code")
+                           "(and every machine without a switch) for --machine-programs programs, the "
+                           "same ones every time: each switch must be found by its machine too")
+    hunt.add_argument("--machine-programs", type=int, default=None, metavar="N",
+                      help="programs a machine with --machines: the budget that decides (default 400)")
     hunt.add_argument("--machine-time", type=float, default=None, metavar="S",
-                      help="wall seconds a machine with --machines (default 60)")
+                      help="wall seconds a machine at most, a safety net: if it expires first the "
+                           "outcome is unknown (default 300)")
 
     exp = sub.add_parser(
         "explore", help="run a Hypothesis state machine against the simulated cluster",
@@ -884,15 +887,17 @@ def _hunt(args: argparse.Namespace) -> int:
     runs = args.runs if args.runs is not None else hunt.DEFAULT_RUNS
     time_limit = args.time_limit if args.time_limit is not None else hunt.DEFAULT_TIME_LIMIT_S
     machine_time = args.machine_time if args.machine_time is not None else hunt.DEFAULT_MACHINE_TIME_S
-    if runs < 1:
-        raise UsageError("--runs must be at least 1")
+    machine_programs = (args.machine_programs if args.machine_programs is not None
+                        else hunt.DEFAULT_MACHINE_PROGRAMS)
+    if runs < 1 or machine_programs < 1:
+        raise UsageError("--runs and --machine-programs must be at least 1")
     if time_limit <= 0 or machine_time <= 0:
         raise UsageError("--time-limit and --machine-time must be positive")
     jobs = args.jobs if args.jobs is not None else hunt.default_jobs()
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
     return hunt.main(args.bug, args.all, args.all or not args.bug, runs, jobs, args.quiet,
-                     args.machines, time_limit, machine_time)
+                     args.machines, time_limit, machine_time, machine_programs)
 
 
 def _swarm_hunt(args: argparse.Namespace) -> int:

@@ -20,13 +20,17 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from reference.bugs import BUGS
 
 DEFAULT_RUNS = 60  # seeds a switch (and runs without one): the budget that decides
 DEFAULT_TIME_LIMIT_S = 900.0  # wall seconds a switch: only a safety net (outcome "unknown")
 DEFAULT_SWARM_TIME_S = 120.0  # the swarm hunt (no --bug): how long it hunts
-DEFAULT_MACHINE_TIME_S = 60.0  # --machines: wall seconds a machine (what they find is shown, not judged)
+# --machines: programs a machine runs (derandomized: the same programs every time, so this
+# budget decides, as --runs does for seeds), and the wall-clock safety net of each machine
+DEFAULT_MACHINE_PROGRAMS = 400
+DEFAULT_MACHINE_TIME_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -81,21 +85,37 @@ class Outcome:
     machine_found: str | None = None
     machine_seconds: float = 0.0
     machine_programs: int = 0
-    machine_rules: int = 0
+    machine_programs_budget: int = 0
+    machine_found_after: int | None = None  # programs up to the first finding
+    machine_found_seconds: float | None = None
+    machine_timed_out: bool = False  # the safety net stopped a machine before its programs
+    machine_program_file: str | None = None  # the finding's program, saved for --replay
 
 
-def hunt_machine(out: Outcome, name: str, bugs: list[str], time_limit: float, log=print) -> None:
-    """Run Hypothesis state machine ``name`` for up to ``time_limit`` seconds."""
-    from kafkacheck.explore import explore
+def hunt_machine(out: Outcome, name: str, bugs: list[str], programs: int, time_limit: float,
+                 log=print) -> None:
+    """Run Hypothesis state machine ``name`` for ``programs`` programs (derandomized: the same
+    ones every time), stopping at the first finding; ``time_limit`` is a safety net."""
+    from kafkacheck.explore import explore, save
 
-    log(f"  {out.bug or 'no switch'}: Hypothesis machine {name} for up to {time_limit:g} s")
-    r = explore(name, bugs, examples=10**6, time_limit=time_limit)
+    who = out.bug or "no switch"
+    log(f"  {who}: Hypothesis machine {name}, {programs} programs (at most {time_limit:g} s)")
+    r = explore(name, bugs, examples=programs, time_limit=time_limit, derandomize=True, shrink=False)
     out.machine = (out.machine + ", " if out.machine else "") + name
     out.machine_seconds += r.seconds
     out.machine_programs += r.examples
+    out.machine_programs_budget += programs
+    out.machine_timed_out |= r.timed_out
     if r.found and not out.machine_found:
-        out.machine_found, out.machine_rules = r.found, len(r.steps)
-        log(f"  {out.bug or 'no switch'}: machine {name} found in {r.seconds:.1f} s: {r.found}")
+        out.machine_found = f"{name}: {r.found}"
+        out.machine_found_after, out.machine_found_seconds = r.found_after, r.found_seconds
+        log(f"  {who}: machine {name} found after {r.found_after} programs, {r.found_seconds:.1f} s: {r.found}")
+        path = Path(f"hunt-{out.bug or 'no-switch'}-{name}.json")
+        try:
+            save(path, name, bugs, r.steps)
+            out.machine_program_file = str(path)
+        except OSError as e:
+            log(f"  could not save the program to {path}: {e.strerror or e}")
 
 
 def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | str, list[str], int]:
@@ -233,14 +253,25 @@ def _verdict(o: Outcome) -> str:
     if o.bug is None:
         if o.false_positives or o.machine_found:
             return "FALSE POSITIVE"
-        if o.timed_out:
-            return f"unknown: time limit after {o.runs} of {o.runs_budget} runs"
+        if o.timed_out or o.machine_timed_out:
+            return f"unknown: time limit after {o.runs} of {o.runs_budget} runs" if o.timed_out else \
+                "unknown: a machine's time limit came first"
         return "nothing, as it must"
     if o.detected:
         return "yes"
     if o.timed_out:
         return f"unknown: time limit after {o.runs} of {o.runs_budget} runs"
     return "NO"
+
+
+def machine_missed(o: Outcome) -> bool:
+    """A switch's machine ran all its programs without finding it."""
+    return o.bug is not None and o.machine is not None and not o.machine_found and not o.machine_timed_out
+
+
+def machine_unknown(o: Outcome) -> bool:
+    """The safety net stopped a machine before its programs were run (and it found nothing)."""
+    return o.machine is not None and not o.machine_found and o.machine_timed_out
 
 
 def print_table(outcomes: list[Outcome], runs: int) -> None:
@@ -268,7 +299,10 @@ def print_table(outcomes: list[Outcome], runs: int) -> None:
         for workload, seed, kinds in o.false_positives:
             print(f"no switch: {workload} seed {seed} INVALID ({', '.join(kinds)})")
         if o.machine_found:
-            print(f"{o.bug or 'no switch'}: machine {o.machine} found: {o.machine_found}")
+            print(f"{o.bug or 'no switch'}: machine {o.machine_found}")
+            if o.machine_program_file:
+                print(f"  replay (and shrink with kafkacheck explore) with: kafkacheck explore --replay "
+                      f"{o.machine_program_file}")
         if o.timed_out and not (o.detected or o.false_positives):
             print(f"{o.bug or 'no switch'}: unknown: the {o.seconds:.0f} s time limit stopped it after "
                   f"{o.runs} of {o.runs_budget} runs (a busy machine? raise --time-limit)")
@@ -278,15 +312,23 @@ def _machine_cell(o: Outcome) -> str:
     if not o.machine:
         return "-"
     if o.machine_found:
-        return f"{o.machine}: found in {o.machine_seconds:.1f} s, shrunk to {o.machine_rules} rules"
-    return f"{o.machine}: nothing in {o.machine_programs} programs, {o.machine_seconds:.0f} s"
+        kind = o.machine_found.split(": ", 1)[1][:60]
+        return (f"found after {o.machine_found_after} programs, {o.machine_found_seconds:.1f} s "
+                f"({o.machine.split(', ')[-1]}: {kind})")
+    if o.machine_timed_out:
+        return (f"unknown: {o.machine}: the time limit after {o.machine_programs} of "
+                f"{o.machine_programs_budget} programs")
+    what = "nothing" if o.bug is None else "NOT FOUND"
+    return f"{what} in {o.machine_programs} programs ({o.machine}), {o.machine_seconds:.0f} s"
 
 
 def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, quiet: bool,
          machines: bool = False, time_limit: float = DEFAULT_TIME_LIMIT_S,
-         machine_time: float = DEFAULT_MACHINE_TIME_S) -> int:
-    """Exit 0: every switch detected and nothing found without one; 1: a switch missed in its
-    runs, or a finding without a switch; 2: otherwise undecided (the time limit cut a hunt)."""
+         machine_time: float = DEFAULT_MACHINE_TIME_S,
+         machine_programs: int = DEFAULT_MACHINE_PROGRAMS) -> int:
+    """Exit 0: every switch detected (by its seeds, and by its machine with ``machines``) and
+    nothing found without one; 1: a switch missed within its runs or programs, or a finding
+    without a switch; 2: otherwise undecided (a time limit cut a hunt or a machine short)."""
     def log(msg: str) -> None:
         if not quiet:
             print(msg, file=sys.stderr, flush=True)
@@ -298,20 +340,21 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, qui
         outcomes.append(hunt(name, runs, jobs, log, time_limit=time_limit))
         if machines:
             from properties.machines import MACHINE_FOR_BUG
-            hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], machine_time, log)
+            hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], machine_programs, machine_time, log)
     if with_none:
         log(f"running the correct engine (no switch), {runs} runs")
         outcomes.append(no_bug(runs, jobs, log, time_limit=time_limit))
         if machines:
             from properties.machines import MACHINES
             for m in MACHINES:
-                hunt_machine(outcomes[-1], m, [], machine_time / len(MACHINES), log)
+                hunt_machine(outcomes[-1], m, [], machine_programs, machine_time, log)
     print_table(outcomes, runs)
-    missed = [o for o in outcomes if o.bug is not None and not o.detected and not o.timed_out]
+    missed = [o for o in outcomes if (o.bug is not None and not o.detected and not o.timed_out)
+              or machine_missed(o)]
     false = [o for o in outcomes if o.bug is None and (o.false_positives or o.machine_found)]
     if missed or false:
         return 1
-    return 2 if any(o.timed_out for o in outcomes) else 0
+    return 2 if any(o.timed_out or machine_unknown(o) for o in outcomes) else 0
 
 
 # ------------------------------------------------------------------ the swarm (no --bug)

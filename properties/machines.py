@@ -324,6 +324,15 @@ class ClusterMachine(RuleBasedStateMachine):
         reached = marks.counts()
         target(float(len(reached)), label="coverage marks reached")
         target(float(sum(n for m, n in reached.items() if m in DELICATE)), label="delicate moments")
+        # what this machine's part of the engine does when it is busy (transactions ended,
+        # rebalances, the cleaner at work), and client ops that completed: without them faults
+        # have nothing to break (aiming at faults alone, programs became all faults)
+        target(float(sum(reached.get(m, 0) for m in self.focus)), label="the machine's own moments")
+        assert self.sim is not None
+        done = sum(1 for op in self.sim.recorder.ops if op["type"] in ("ok", "fail", "info"))
+        target(float(min(done, 40)), label="client ops completed")
+
+    focus: ClassVar[tuple[str, ...]] = ()  # the marks of this machine's part of the engine
 
     def _finish(self) -> None:
         """Heal everything, let the clients finish their commands, then read everything."""
@@ -371,6 +380,9 @@ class ClusterMachine(RuleBasedStateMachine):
 
 class QueueMachine(ClusterMachine):
     """Two producers (acks and idempotence drawn at boot) and two consumers."""
+
+    focus = ("follower-truncate-diverging", "follower-truncate-below-hw", "fetch-diverging-epoch",
+             "become-follower-with-uncommitted-tail", "controller-elect-from-elr", "produce-duplicate-sequence")
 
     @initialize(seed=st.integers(0, 2**16), acks=st.sampled_from(["all", "1"]), idempotent=st.booleans(),
                 replication=st.sampled_from([3, 2]))
@@ -472,6 +484,9 @@ class TxnMachine(ClusterMachine):
     """Two transactional producers and two read_committed consumers."""
 
     read_committed = True
+    focus = ("txn-coordinator-loaded-unfinished", "txn-coordinator-resumed-markers", "txn-producer-fenced",
+             "txn-concurrent-transactions", "txn-timed-out", "txn-marker-retried", "txn-marker-to-moved-leader",
+             "produce-txn-raced-marker")
 
     def internal_topics(self) -> list[str]:
         return [TXN_TOPIC]
@@ -530,6 +545,9 @@ class TxnMachine(ClusterMachine):
 class GroupsMachine(ClusterMachine):
     """An idempotent producer and three members of one consumer group."""
 
+    focus = ("group-member-expired", "group-illegal-generation", "group-unknown-member",
+             "group-rebalance-in-progress", "group-coordinator-loaded", "group-static-member-replaced")
+
     def internal_topics(self) -> list[str]:
         return [OFFSETS_TOPIC]
 
@@ -572,6 +590,20 @@ class GroupsMachine(ClusterMachine):
         self._step("member", member=member, what=what)
         self.command(1 + member, (what,))
 
+    @rule(member=st.integers(0, 2), extra_ms=st.sampled_from([500, 2_000, 5_000]),
+          then=st.sampled_from(["commit", "poll"]))
+    def pause_across_rebalance(self, member: int, extra_ms: int, then: str) -> None:
+        """A member stops (a long GC pause) past its session timeout, so the group rebalances
+        without it, then wakes and at once commits or polls in the generation it remembers:
+        the coordinator must tell it that it was replaced."""
+        self._step("pause_across_rebalance", member=member, extra_ms=extra_ms, then=then)
+        assert self.sim is not None
+        node = self.actors[1 + member].node_id
+        self.sim.pause(node)
+        self.sim.run_until(self.sim.now_ns + (CLUSTER_TIMINGS["member_session_timeout_ms"] + extra_ms) * MS)
+        self.sim.resume(node)
+        self.command(1 + member, (then,))
+
     @rule(member=st.integers(0, 2), paused=st.booleans())
     def pause_member(self, member: int, paused: bool) -> None:
         """A member stops (a long GC pause) or continues, missing rebalances meanwhile."""
@@ -586,6 +618,7 @@ class CompactionMachine(ClusterMachine):
     consumers that go back to the beginning."""
 
     compacted = True
+    focus = ("cleaner-removed-records", "cleaner-removed-tombstone", "cleaner-removed-aborted")
 
     @initialize(seed=st.integers(0, 2**16))
     def boot(self, seed: int) -> None:
@@ -661,16 +694,20 @@ class Exploration:
 
 
 def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_limit: float | None = None,
-            on_example=None, derandomize: bool = False) -> Exploration:
+            on_example=None, derandomize: bool = False, shrink: bool = True) -> Exploration:
     """Run machine ``name`` (with bug switches ``bugs``) for up to ``examples`` programs of up
-    to ``steps`` rules, stopping early (with what was found so far) after ``time_limit``."""
+    to ``steps`` rules, stopping early (with what was found so far) after ``time_limit``.
+    ``derandomize``: the same programs in the same order every time (a budget of programs is
+    then a verdict that does not depend on the machine's speed). ``shrink``: False stops at
+    the first finding, which is reported as it was found."""
     cls = machine(name, bugs)
     count = [0]
     start = time.monotonic()
     deadline = None if time_limit is None else start + time_limit
 
     class Stop(BaseException):
-        """The time limit passed (a BaseException: Hypothesis lets it through)."""
+        """The time limit passed, or a finding ends it (a BaseException: Hypothesis lets it
+        through)."""
 
     first: list[tuple[str, list]] = []  # the first finding, kept in case shrinking is cut short
 
@@ -680,6 +717,8 @@ def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_lim
             on_example(count[0])
         if not first and _found(m):
             first.append((_finding_text(m), [list(s) for s in m.steps], count[0], time.monotonic() - start))
+            if not shrink:
+                raise Stop
         if deadline is None or time.monotonic() <= deadline:
             return
         # past the limit: stop, unless shrinking a finding (for as long again at most; the
@@ -712,7 +751,7 @@ def explore(name: str, bugs: list[str], examples: int, steps: int = 25, time_lim
     program = [list(s) for s in last.steps] if (found and last is not None) else []
     if found is None and first:
         found, program = first[0][:2]  # shrinking was cut short: the finding as first seen
-        found += " (not shrunk: the time limit cut shrinking short)"
+        found += " (not shrunk: the time limit cut shrinking short)" if shrink else " (not shrunk)"
     after, after_s = (first[0][2], first[0][3]) if first else (None, None)
     return Exploration(found, count[0], time.monotonic() - start, program, timed_out and not found,
                        after if found else None, after_s if found else None)

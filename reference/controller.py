@@ -337,11 +337,14 @@ class Controller(Node):
                 # (KIP-966); left in the ELR it could be elected with the records gone
                 elr = tuple(r for r in elr if r != exclude)
         elif live_elr:
-            # KIP-966: an eligible leader replica holds everything committed: a clean election
+            # KIP-966: an eligible leader replica holds everything committed: a clean election.
+            # The ISR members it replaces (a fenced last member) stay eligible, as Kafka's
+            # PartitionChangeBuilder keeps them: dropped, a partition whose new leader then
+            # crashes would stay offline although a replica with every record comes back
             mark("controller-elect-from-elr")
             candidates = live_elr
             isr = (live_elr[0],)
-            elr = tuple(r for r in s.elr if r != live_elr[0])
+            elr = tuple(r for r in self._elr_after(s, isr) if not (unclean and r == exclude))
         elif self.config.unclean_leader_election_enable and live:
             mark("controller-unclean-election")
             candidates = live

@@ -178,6 +178,29 @@ def test_a_leader_back_from_a_crash_is_not_eligible_even_when_its_isr_falls_shor
     assert s.leader == -1 and s.isr == (3,)
 
 
+def test_an_election_from_the_elr_keeps_the_fenced_last_isr_member_eligible():
+    # found by the groups machine without a bug switch: the controller paused past every
+    # session fenced all three brokers; 2 (eligible) came back and led, then crashed; 3, the
+    # last ISR member with every record, had been dropped from the ISR and the ELR alike, so
+    # the partition stayed offline for good
+    c, _s, epochs = elr_cluster()
+    heartbeat(c, epochs, (2, 3), 900)
+    c.timer(1_500, "liveness")  # 1 fenced: ISR (2, 3)
+    heartbeat(c, epochs, (3,), 2_000)
+    c.timer(2_600, "liveness")  # 2 fenced: ISR (3), 2 eligible
+    c.timer(3_700, "liveness")  # 3 fenced as well: offline, 3 still its last ISR member
+    s = c.partitions[TP]
+    assert (s.leader, s.isr, s.elr) == (-1, (3,), (2,))
+    heartbeat(c, epochs, (2,), 3_800)  # 2 is back: elected from the ELR
+    s = c.partitions[TP]
+    assert (s.leader, s.isr) == (2, (2,)) and s.elr == (3,)
+    register(c, 2, incarnation=2, now=3_900)  # and crashes: offline, 3 still eligible
+    s = c.partitions[TP]
+    assert (s.leader, s.elr) == (-1, (3,))
+    heartbeat(c, epochs, (3,), 4_000)  # 3 is back: it leads with every committed record
+    assert c.partitions[TP].leader == 3
+
+
 def test_an_administrative_election_moves_leadership_and_keeps_the_old_leader_in_sync():
     c, _s, epochs = cluster()
     assert c.elect_leader(0, TP, 2) is Errors.NONE
