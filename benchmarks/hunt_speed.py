@@ -1,14 +1,24 @@
-"""Hunt speed: runs per minute per workload, this checkout against another commit, side by side.
+"""Hunt speed: this checkout against another commit, side by side, in one run.
 
-    python benchmarks/hunt_speed.py [--before REF] [--seeds K] [--ops N]
+    python benchmarks/hunt_speed.py [--before REF] [--same-as REF] [--seeds K] [--ops N]
 
-A hunt's power is its runs per minute. For each workload this runs the same K seeds (a hunt's
-run: simulate, write the run directory, judge it) with the code of commit REF (default: the
-parent of the first commit of the hunting-power work, ``0943f12``) and with this checkout,
-alternating the two so that a busy moment hurts both alike, and prints runs per minute for
-each and their ratio. It also checks that both wrote byte-identical history.jsonl and
-events.jsonl for every seed (a speed-up must not change a single run). REF is checked out
-into a temporary git worktree, removed at the end. Measure with nothing else running.
+A hunt's power is its runs per minute. This prints two tables, each measured with the code
+of commit REF (default ``0943f12``, the parent of the first commit of the hunting-power
+work) and with this checkout, alternating the two so that a busy moment hurts both alike:
+
+1. the default run (``kafkacheck run``: the queue workload, 10,000 ops, default faults):
+   the simulation's wall seconds and how much faster than real time it runs;
+2. hunt runs per minute for each workload: a run as each tree's hunt does one (simulate, then
+   judge: REF writes the run directory and reads it back, this checkout judges what it has
+   in memory).
+
+Each run in a fresh interpreter. "same bytes" compares the history.jsonl and events.jsonl of
+every run with those of commit ``--same-as`` (default ``7fb72e4``, the last commit before the
+speed-ups, whose engine behaves as this one does): a speed-up must not change a single byte.
+Swarm-independent workloads only; REF itself may differ from both where this issue fixed the
+engine (a group member that never looked its coordinator up again, two ELR elections).
+Trees are checked out into temporary git worktrees, removed at the end. Measure with nothing
+else running.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ("queue", "idempotent", "txn", "eos", "groups", "compaction")
-OPS = {"txn": 500, "eos": 500}
+OPS = {"txn": 500, "eos": 500}  # as the swarm draws them
 
 # one run in a fresh interpreter of the given tree: prints its wall time and the hashes
 ONE_RUN = r"""
@@ -32,63 +42,100 @@ import hashlib, json, sys, tempfile, time
 sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
 sys.path.insert(0, sys.argv[4])
 from pathlib import Path
-t0 = time.perf_counter()
 from kafkacheck.corpus import judge
 from kafkacheck.runner import RunOptions, simulate
-from traces.parquet import load_run_dir
-workload, seed, ops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+workload, seed, ops, judged = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[5] == "1"
 d = Path(tempfile.mkdtemp())
+t0 = time.perf_counter()
+outcome = simulate(RunOptions(seed=seed, ops=ops, workload=workload), d)
 t1 = time.perf_counter()
-simulate(RunOptions(seed=seed, ops=ops, workload=workload), d)
-judge(load_run_dir(d))
+if judged:
+    if hasattr(outcome, "record"):
+        judge(outcome.record())
+    else:
+        from traces.parquet import load_run_dir
+        judge(load_run_dir(d))
 t2 = time.perf_counter()
 h = {f: hashlib.sha256((d / f).read_bytes()).hexdigest() for f in ("history.jsonl", "events.jsonl")}
 import kafkacheck.runner
-print(json.dumps({"seconds": t2 - t1, "hashes": h, "code": kafkacheck.runner.__file__}))
+print(json.dumps({"simulate": t1 - t0, "run": t2 - t0, "virtual": outcome.stats["virtual_seconds"],
+                  "hashes": h, "code": kafkacheck.runner.__file__}))
 """
 
 
-def one(tree: Path, workload: str, seed: int, ops: int) -> dict:
-    r = subprocess.run([sys.executable, "-c", ONE_RUN, workload, str(seed), str(ops), str(tree)], cwd=tree,
+def one(tree: Path, workload: str, seed: int, ops: int, judged: bool) -> dict:
+    r = subprocess.run([sys.executable, "-c", ONE_RUN, workload, str(seed), str(ops), str(tree),
+                        "1" if judged else "0"], cwd=tree,
                        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
-                       capture_output=True, text=True, check=True)
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"a run in {tree} failed:\n{r.stderr[-2000:]}")
     out = json.loads(r.stdout.strip().splitlines()[-1])
     if not Path(out["code"]).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"the run meant for {tree} imported {out['code']}: not a fair comparison")
     return out
 
 
+def worktree(ref: str, path: Path) -> Path:
+    r = subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"cannot check out {ref}: {r.stderr.strip().splitlines()[-1]}")
+    return path
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", default="0943f12", help="the commit to compare with (default 0943f12)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per workload (default 3)")
-    ap.add_argument("--ops", type=int, default=2000, help="ops a run (default 2000; txn and eos 500)")
+    ap.add_argument("--before", default="0943f12", help="the commit to compare speed with (default 0943f12)")
+    ap.add_argument("--same-as", default="7fb72e4",
+                    help="the commit whose runs must be byte-identical (default 7fb72e4)")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per row (default 3)")
+    ap.add_argument("--ops", type=int, default=2000, help="ops a hunt run (default 2000; txn and eos 500)")
+    ap.add_argument("--default-ops", type=int, default=10_000, help="ops of the default run (default 10000)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     args = ap.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
     with tempfile.TemporaryDirectory() as tmp:
-        before = Path(tmp) / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before], cwd=ROOT,
-                       check=True, capture_output=True)
+        trees = {"before": worktree(args.before, Path(tmp) / "before"),
+                 "same": worktree(args.same_as, Path(tmp) / "same")}
         try:
+            print(f"1. the default run (queue, {args.default_ops} ops), seeds 0-{args.seeds - 1}: "
+                  f"simulation wall seconds")
+            print(f"{'seed':>4} {args.before + ' s':>12} {'now s':>8} {'ratio':>6} {'x real time then/now':>22}"
+                  f"  same bytes as {args.same_as}")
+            tb = tn = 0.0
+            for seed in range(args.seeds):
+                b = one(trees["before"], "queue", seed, args.default_ops, False)
+                n = one(ROOT, "queue", seed, args.default_ops, False)
+                s = one(trees["same"], "queue", seed, args.default_ops, False)
+                tb, tn = tb + b["simulate"], tn + n["simulate"]
+                print(f"{seed:>4} {b['simulate']:>12.2f} {n['simulate']:>8.2f} "
+                      f"{b['simulate'] / n['simulate']:>5.2f}x {b['virtual'] / b['simulate']:>10.0f}x "
+                      f"{n['virtual'] / n['simulate']:>9.0f}x  {'yes' if s['hashes'] == n['hashes'] else 'NO'}",
+                      flush=True)
+            print(f"{'all':>4} {tb:>12.2f} {tn:>8.2f} {tb / tn:>5.2f}x")
+            print()
+            print(f"2. hunt runs per minute (simulate and judge), seeds 0-{args.seeds - 1}")
             print(f"{'workload':<12} {'ops':>5} {'runs/min ' + args.before:>18} {'runs/min now':>14} "
-                  f"{'ratio':>6}  same bytes")
+                  f"{'ratio':>6}  same bytes as {args.same_as}")
             for w in workloads:
                 ops = min(args.ops, OPS.get(w, args.ops))
                 t_before = t_now = 0.0
                 same = True
                 for seed in range(args.seeds):
-                    b = one(before, w, seed, ops)
-                    n = one(ROOT, w, seed, ops)
-                    t_before += b["seconds"]
-                    t_now += n["seconds"]
-                    same &= b["hashes"] == n["hashes"]
+                    b = one(trees["before"], w, seed, ops, True)
+                    n = one(ROOT, w, seed, ops, True)
+                    s = one(trees["same"], w, seed, ops, False)
+                    t_before += b["run"]
+                    t_now += n["run"]
+                    same &= s["hashes"] == n["hashes"]
                 rb, rn = 60 * args.seeds / t_before, 60 * args.seeds / t_now
                 print(f"{w:<12} {ops:>5} {rb:>18.1f} {rn:>14.1f} {rn / rb:>5.2f}x  "
                       f"{'yes' if same else 'NO'}", flush=True)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT,
-                           capture_output=True)
+            for t in trees.values():
+                subprocess.run(["git", "worktree", "remove", "--force", str(t)], cwd=ROOT,
+                               capture_output=True)
     return 0
 
 

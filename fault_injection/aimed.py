@@ -16,7 +16,10 @@ within milliseconds of the moment a fault is most likely to expose a mistake:
   rebalance starts;
 * ``restart-during-cleaning``: a broker crashes right after its cleaner rewrote a segment;
 * ``clock-jump-at-boundary``: a node's clock jumps by about a session, lease or lag timeout
-  (a little less or a little more), where expiry decisions flip.
+  (a little less or a little more), where expiry decisions flip;
+* ``request-held-back``: the next EndTxn, produce or AddPartitionsToTxn request reaches its
+  broker only after the client's request timeout, when the client has retried or moved on
+  (KAFKA-17754: a delayed request of one transaction landing in the next).
 
 Every choice (whether to strike, when, how, how long) comes from the strategy's own seeded
 RNG, so a run stays deterministic. One aimed fault at a time, only while the cluster is
@@ -44,7 +47,10 @@ AIMED: dict[str, str] = {
     "member-paused-across-rebalance": "pause a group member past its session timeout as a rebalance starts",
     "restart-during-cleaning": "crash a broker right after its cleaner rewrote a segment",
     "clock-jump-at-boundary": "jump a node's clock by about a session, lease or lag timeout",
+    "request-held-back": "deliver a client's next EndTxn, produce or AddPartitionsToTxn after its timeout",
 }
+HELD_REQUESTS = (["EndTxnRequest"], ["ProduceRequest"], ["AddPartitionsToTxnRequest"],
+                 ["EndTxnRequest", "ProduceRequest"])
 
 # which event each event-triggered strategy watches
 _TRIGGERS = {
@@ -87,6 +93,8 @@ class AimedNemesis:
             sim.observers.append(self._observe)
         if "clock-jump-at-boundary" in self.strategies:
             self._plan_clock_jumps()
+        if "request-held-back" in self.strategies:
+            self._plan_holds()
 
     # ------------------------------------------------------------ when
 
@@ -203,3 +211,22 @@ class AimedNemesis:
         self._apply({"f": "clock-skew", "value": {"node": node, "skew_ms": skew_ms}})
         self.sim.call_at(until_ms * MS, lambda: self._apply(
             {"f": "clock-skew", "value": {"node": node, "skew_ms": 0}}))
+
+    def _plan_holds(self) -> None:
+        """At random times, hold back the next request of a kind past the request timeout."""
+        rng = self.rng
+        t = 2_000 + rng.randint(500, 4_000)
+        timeout = self.timings["request_timeout_ms"]
+        while t < self.end_ms:
+            step = {"f": "hold-back", "value": {"requests": rng.choice(HELD_REQUESTS),
+                                                "ms": timeout + rng.randint(100, 3_000)}}
+            self.sim.call_at(t * MS, lambda s=step: self._hold(s))
+            t += rng.randint(1_000, 6_000)
+
+    def _hold(self, step: dict) -> None:
+        now_ms = self.sim.now_ns // MS
+        if not self._free(now_ms, now_ms + step["value"]["ms"]):
+            return
+        self.busy_until_ms = now_ms + step["value"]["ms"]
+        self.struck += 1
+        self._apply(step)

@@ -14,6 +14,10 @@ Fault names (``--faults``): ``partition`` (isolate a node, halves, one-way, ring
 ``disk`` (torn write or corruption at a crash, disk full, slow flush), ``clock-skew``,
 ``loss``, ``duplicate``, ``reorder``, ``delay`` (network faults).
 
+A ``hold-back`` step (``{"requests": [request type names], "ms": M}``) delays the next request
+of one of those kinds by M ms beyond the network's own delay (a request stuck in a broker's
+queue, processed after the client gave up on it and went on): the aimed nemeses use it.
+
 Scripted schedules may also hold ``elect`` steps (``{"topic": T, "partition": P, "leader":
 N}``): an administrative leader election at the controller, as Kafka's ElectLeaders does for
 a preferred-replica election; the old leader stays in the ISR. The model-check replays use it.
@@ -133,7 +137,8 @@ def _fault_steps(rng: random.Random, f: str, n: int, nodes: list[int]) -> tuple[
 
 
 STEP_FS = {"partition", "heal", "kill", "restart", "pause", "resume", "disk-fault",
-           "disk-heal", "clock-skew", "loss", "duplicate", "reorder", "delay", "straggle", "elect"}
+           "disk-heal", "clock-skew", "loss", "duplicate", "reorder", "delay", "straggle", "elect",
+           "hold-back"}
 
 
 def load_schedule(path: str) -> list[dict]:
@@ -217,6 +222,9 @@ class Nemesis:
             sim.network.faults.extra_delay_us = v["ms"] * 1000
         elif f == "elect":
             return self._elect(v)
+        elif f == "hold-back":
+            kinds = frozenset(v["requests"])
+            sim.hold_back(lambda _src, _dst, m: type(m).__name__ in kinds, v["ms"])
         return None
 
     def _elect(self, v: dict) -> Any:
@@ -243,6 +251,7 @@ class Nemesis:
         """End every fault: heal the network, fix disks and clocks, resume and restart nodes."""
         sim = self.sim
         self.apply({"f": "heal", "value": None})
+        sim.holds.clear()  # requests still to be held back go on time
         for n in self.nodes:
             p = sim.processes[n]
             if p.disk.full or p.disk.slow_flush:

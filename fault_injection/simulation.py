@@ -232,18 +232,21 @@ class Simulation:
     def _route(self, proc: SimProcess, outputs: list) -> None:
         now = self.now_ns
         node_id = proc.node_id
+        heap = self._heap
+        push = heapq.heappush
+        deliveries = self.network.deliveries
         for out in outputs:
             kind = type(out)
             if kind is Send:
                 dst = out.dst
                 extra = self._held(node_id, dst, out.message) if self.holds else 0
-                for at in self.network.deliveries(node_id, dst, now):
+                for at in deliveries(node_id, dst, now):
                     self._seq += 1
-                    heapq.heappush(self._heap, (at + extra, self._seq, _DELIVER, (dst, node_id, out.message)))
+                    push(heap, (at + extra, self._seq, _DELIVER, (dst, node_id, out.message)))
             elif kind is Timer:
                 self._seq += 1
-                heapq.heappush(self._heap, (now + int(out.delay_ms * 1_000_000), self._seq, _TIMER,
-                                            (node_id, proc.incarnation, out.key)))
+                push(heap, (now + int(out.delay_ms * 1_000_000), self._seq, _TIMER,
+                            (node_id, proc.incarnation, out.key)))
             elif kind is Event:
                 for observe in self.observers:
                     observe(node_id, out.kind, out.fields)

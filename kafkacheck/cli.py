@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "(and every machine without a switch) for --machine-programs programs, the "
                            "same ones every time: each switch must be found by its machine too")
     hunt.add_argument("--machine-programs", type=int, default=None, metavar="N",
-                      help="programs a machine with --machines: the budget that decides (default 400)")
+                      help="programs a machine with --machines: the budget that decides (default 2000)")
     hunt.add_argument("--machine-time", type=float, default=None, metavar="S",
                       help="wall seconds a machine at most, a safety net: if it expires first the "
                            "outcome is unknown (default 300)")

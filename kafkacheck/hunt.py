@@ -29,7 +29,7 @@ DEFAULT_TIME_LIMIT_S = 900.0  # wall seconds a switch: only a safety net (outcom
 DEFAULT_SWARM_TIME_S = 120.0  # the swarm hunt (no --bug): how long it hunts
 # --machines: programs a machine runs (derandomized: the same programs every time, so this
 # budget decides, as --runs does for seeds), and the wall-clock safety net of each machine
-DEFAULT_MACHINE_PROGRAMS = 400
+DEFAULT_MACHINE_PROGRAMS = 2000
 DEFAULT_MACHINE_TIME_S = 300.0
 
 

@@ -43,6 +43,7 @@ SWARM_WORKLOADS = ("queue", "queue", "idempotent", "txn", "eos", "groups", "comp
 SWARM_OPS = {"txn": 500, "eos": 500}
 # the aimed strategies that only make sense for some workloads
 _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
+              "request-held-back": (*TXN_WORKLOADS, "idempotent"),
               "member-paused-across-rebalance": ("groups",),
               "restart-during-cleaning": ("compaction",)}
 DEFAULT_OPS = 2_000

@@ -218,11 +218,19 @@ class ClusterMachine(RuleBasedStateMachine):
             self._fault("disk-heal" if kind == "disk-heal" else "disk-fault", {"node": node, "kind": kind})
 
     def _others_in_sync(self, node: int) -> bool:
-        """Every broker but ``node`` runs and is in the ISR of every partition it replicates."""
+        """Every broker but ``node`` runs, is known to the controller as the process it is
+        (a broker restarted while the controller was paused or cut off is not, yet), and is in
+        the ISR of every partition it replicates."""
         assert self.sim is not None
         c = self.sim.controller()
-        if c is None or any(not self.sim.processes[b].alive for b in BROKERS if b != node):
+        if c is None:
             return False
+        for b in BROKERS:
+            process = self.sim.processes[b]
+            reg = c.brokers.get(b)
+            if b != node and (process.node is None or reg is None or reg.fenced
+                              or process.node.broker_epoch != reg.broker_epoch):
+                return False
         return all(r == node or r in s.isr for s in c.partitions.values() for r in s.replicas)
 
     def _fault(self, f: str, value: Any) -> None:
@@ -507,7 +515,7 @@ class TxnMachine(ClusterMachine):
         return {**super().config(), "idempotence": True, "txn": True, "isolation_level": "read_committed"}
 
     @rule(writer=st.integers(0, 1), partitions=st.lists(st.integers(0, PARTITIONS - 1), min_size=1, max_size=4),
-          abort=st.booleans(), dwell_ms=st.sampled_from([0, 0, 100, 1_000]))
+          abort=st.booleans(), dwell_ms=st.sampled_from([0, 200, 1_000, 2_000]))
     def transaction(self, writer: int, partitions: list[int], abort: bool, dwell_ms: int = 0) -> None:
         """Begin, send, stay in the transaction ``dwell_ms`` (processing), then commit (or
         abort on purpose)."""
@@ -529,8 +537,13 @@ class TxnMachine(ClusterMachine):
         produce of one transaction lands in the next)."""
         self._step("hold_back", writer=writer, request=request, ms=ms)
         assert self.sim is not None
+        sim = self.sim
         node = self.actors[writer].node_id
-        self.sim.hold_back(lambda src, _dst, m: src == node and type(m).__name__ == request, ms)
+        sim.hold_back(lambda src, _dst, m: src == node and type(m).__name__ == request, ms)
+        held = sim.holds[-1]
+        # time passes until the request is sent and held (for at most 3 s): healing at the
+        # program's end would release a hold still waiting
+        sim.run_until(sim.now_ns + 3_000 * MS, stop=lambda: held not in sim.holds)
 
     @rule(p=st.sampled_from([0.05, 0.2, 0.5]), ms=st.sampled_from([3_000, 6_000]))
     def straggle(self, p: float, ms: int) -> None:
@@ -593,15 +606,24 @@ class GroupsMachine(ClusterMachine):
     @rule(member=st.integers(0, 2), extra_ms=st.sampled_from([500, 2_000, 5_000]),
           then=st.sampled_from(["commit", "poll"]))
     def pause_across_rebalance(self, member: int, extra_ms: int, then: str) -> None:
-        """A member stops (a long GC pause) past its session timeout, so the group rebalances
-        without it, then wakes and at once commits or polls in the generation it remembers:
-        the coordinator must tell it that it was replaced."""
+        """Once every member has polled, one stops (a long GC pause) past its session timeout,
+        so the group rebalances without it while the others poll, then wakes and at once
+        commits or polls in the generation it remembers: the coordinator must tell it that it
+        was replaced."""
         self._step("pause_across_rebalance", member=member, extra_ms=extra_ms, then=then)
         assert self.sim is not None
+        sim = self.sim
         node = self.actors[1 + member].node_id
-        self.sim.pause(node)
-        self.sim.run_until(self.sim.now_ns + (CLUSTER_TIMINGS["member_session_timeout_ms"] + extra_ms) * MS)
-        self.sim.resume(node)
+        for m in range(3):  # first the group settles: every member polls (joins, is assigned)
+            self.command(1 + m, ("poll",))
+        sim.run_until(sim.now_ns + 1_000 * MS)
+        sim.pause(node)
+        sim.run_until(sim.now_ns + CLUSTER_TIMINGS["member_session_timeout_ms"] * MS)
+        for other in range(3):  # the others poll meanwhile: they rebalance and take its partitions
+            if other != member:
+                self.command(1 + other, ("poll",))
+        sim.run_until(sim.now_ns + extra_ms * MS)
+        sim.resume(node)
         self.command(1 + member, (then,))
 
     @rule(member=st.integers(0, 2), paused=st.booleans())

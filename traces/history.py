@@ -50,11 +50,27 @@ def dumps(obj: Any) -> str:
 def _in_key_order(x: Any) -> Any:
     """``x`` with the keys of every dict in it sorted (what a JSON round trip with sorted
     keys gives)."""
-    if type(x) is dict:
-        return {k: _in_key_order(x[k]) for k in sorted(x)}
-    if type(x) is list:
-        return [_in_key_order(v) for v in x] if any(type(v) in (dict, list) for v in x) else x
+    t = type(x)
+    if t is dict:
+        return {k: _in_key_order(v) if type(v) is dict or type(v) is list else v
+                for k, v in sorted(x.items())}
+    if t is list and not _flat(x):
+        return [_in_key_order(v) for v in x]
     return x
+
+
+def _flat(x: list) -> bool:
+    """True when no dict lies in ``x`` or in its lists (looked at two levels deep, beyond
+    that by :func:`_in_key_order`): the common micro-ops and polled records, at no call."""
+    for v in x:
+        t = type(v)
+        if t is dict:
+            return False
+        if t is list:
+            for w in v:
+                if type(w) is dict or type(w) is list:
+                    return False
+    return True
 
 
 class Recorder:

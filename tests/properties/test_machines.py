@@ -97,8 +97,23 @@ def test_explore_cut_short_by_its_time_limit_is_unknown(capsys):
     assert capsys.readouterr().out.startswith("unknown: the time limit stopped machine queue after ")
 
 
+@pytest.mark.parametrize("program,finding", [
+    ("epoch-lookup-falls-back-to-hw.json", "acked-on-isr"),  # model_shape kip279-hole
+    ("hw-without-epoch-check.json", "acked-on-isr"),  # model_shape no-epoch-hw
+    ("txn-unfenced-requests.json", "G1a"),  # hold_back: a commit's EndTxn lands in the next
+    ("group-generation-unfenced.json", "fenced-commit"),  # pause_across_rebalance
+])
+def test_the_rules_aimed_at_delicate_moments_find_their_switch_and_pass_without(program, finding):
+    name, bugs, steps = _program(program)
+    with pytest.raises(Finding, match=finding):
+        replay(name, bugs, steps)
+    assert replay(name, [], steps).result["valid"] is True
+
+
 @pytest.mark.parametrize("program", ["groups-leader-assigned-before-metadata.json",
-                                     "groups-member-dropped-while-idle.json"])
+                                     "groups-member-dropped-while-idle.json",
+                                     "groups-crashed-leader-eligible.json",
+                                     "groups-elr-election-dropped-last-isr-member.json"])
 def test_programs_the_groups_machine_found_on_the_correct_engine_now_pass(program):
     """Found by the groups machine once kafkacheck explore kept its findings: the group's
     leader assigned partitions from metadata that did not know the topic yet and never
@@ -106,7 +121,11 @@ def test_programs_the_groups_machine_found_on_the_correct_engine_now_pass(progra
     partition counts it assigned from, asks for metadata while a subscribed topic is unknown,
     and rejoins when the counts change, as Kafka's ConsumerCoordinator does); and a member
     the group dropped while it did not poll showed its old generation in its one final poll
-    (the harness: members now poll as an application's loop does)."""
+    (the harness: members now poll as an application's loop does). Then, without any switch,
+    two mistakes of the controller's KIP-966 elections (reference/controller.py): a leader
+    back from a crash was put into the ELR and elected with its records gone (log-matching);
+    an election from the ELR dropped the fenced last ISR member from the ISR and the ELR
+    alike, and the partition stayed offline for good (stale-after-heal)."""
     name, bugs, steps = _program(program)
     m = replay(name, bugs, steps)
     assert m.result["valid"] is True
