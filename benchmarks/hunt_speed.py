@@ -44,6 +44,7 @@ sys.path.insert(0, sys.argv[4])
 from pathlib import Path
 from kafkacheck.corpus import judge
 from kafkacheck.runner import RunOptions, simulate
+import kafkacheck.cli, properties.queue  # what judging imports: once a process in a hunt's workers
 workload, seed, ops, judged = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[5] == "1"
 d = Path(tempfile.mkdtemp())
 t0 = time.perf_counter()

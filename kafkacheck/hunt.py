@@ -309,17 +309,17 @@ def print_table(outcomes: list[Outcome], runs: int) -> None:
 
 
 def _machine_cell(o: Outcome) -> str:
+    """Short: the finding itself is printed below the table."""
     if not o.machine:
         return "-"
     if o.machine_found:
-        kind = o.machine_found.split(": ", 1)[1][:60]
-        return (f"found after {o.machine_found_after} programs, {o.machine_found_seconds:.1f} s "
-                f"({o.machine.split(', ')[-1]}: {kind})")
+        name = o.machine_found.split(": ", 1)[0]
+        return f"{name}: found after {o.machine_found_after} programs, {o.machine_found_seconds:.1f} s"
     if o.machine_timed_out:
-        return (f"unknown: {o.machine}: the time limit after {o.machine_programs} of "
-                f"{o.machine_programs_budget} programs")
+        return (f"unknown: time limit after {o.machine_programs} of {o.machine_programs_budget} "
+                f"programs")
     what = "nothing" if o.bug is None else "NOT FOUND"
-    return f"{what} in {o.machine_programs} programs ({o.machine}), {o.machine_seconds:.0f} s"
+    return f"{o.machine}: {what} in {o.machine_programs} programs, {o.machine_seconds:.0f} s"
 
 
 def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, quiet: bool,

@@ -21,7 +21,7 @@ heartbeat responses) and applies them through :class:`~reference.partition.Parti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reference import records as rec
 from reference.errors import Errors
@@ -156,6 +156,10 @@ class _Fetcher:
     leader: int
     correlation_id: int = 0
     in_flight: bool = False
+    # the request in flight: each partition's (leader epoch, fetch offset) it asked with; an
+    # answer applies to a partition only while both are still what they were (as Kafka's
+    # AbstractFetcherThread compares the fetch offset and the partition's fetch state)
+    asked: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
 
 
 class Broker(Node):
@@ -1021,6 +1025,7 @@ class Broker(Node):
             return
         f.correlation_id = self._corr()
         f.in_flight = True
+        f.asked = {fp.tp: (fp.current_leader_epoch, fp.fetch_offset) for fp in parts}
         self.send(f.leader, FetchRequest(f.correlation_id, self.node_id, self.broker_epoch,
                                          self.config.replica_fetch_wait_max_ms, 0, tuple(parts)))
         timeout = self.config.replica_fetch_wait_max_ms + self.config.replica_fetch_timeout_ms
@@ -1042,6 +1047,12 @@ class Broker(Node):
         for r in resp.partitions:
             p = self.partitions.get(r.tp)
             if p is None or p.role is not Role.FOLLOWER or p.leader != src:
+                continue
+            if f.asked.get(r.tp) != (p.leader_epoch, p.log.log_end_offset):
+                # asked in an earlier leader epoch or from another log end (the partition
+                # followed another leader meanwhile): the answer continues a log this replica
+                # may no longer have
+                mark("follower-stale-fetch-response")
                 continue
             if not self._apply_fetched(now_ms, p, r):
                 backoff = True

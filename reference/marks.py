@@ -33,6 +33,7 @@ MARKS: dict[str, str] = {
     "follower-truncate-out-of-range": "a follower truncated to the leader's log end (out of range)",
     "follower-reset-to-log-start": "a follower's log lay before the leader's start: emptied",
     "become-follower-with-uncommitted-tail": "a replica became follower holding records above its HW",
+    "follower-stale-fetch-response": "a fetch answer for an older leader epoch or log end: ignored",
     # produce
     "produce-not-enough-replicas": "a produce refused: ISR below min.insync.replicas",
     "produce-not-enough-replicas-after-append": "acks=all answered NOT_ENOUGH_REPLICAS_AFTER_APPEND",

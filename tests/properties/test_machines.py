@@ -113,8 +113,9 @@ def test_the_rules_aimed_at_delicate_moments_find_their_switch_and_pass_without(
 @pytest.mark.parametrize("program", ["groups-leader-assigned-before-metadata.json",
                                      "groups-member-dropped-while-idle.json",
                                      "groups-crashed-leader-eligible.json",
-                                     "groups-elr-election-dropped-last-isr-member.json"])
-def test_programs_the_groups_machine_found_on_the_correct_engine_now_pass(program):
+                                     "groups-elr-election-dropped-last-isr-member.json",
+                                     "queue-stale-fetch-answer-appended.json"])
+def test_programs_the_machines_found_on_the_correct_engine_now_pass(program):
     """Found by the groups machine once kafkacheck explore kept its findings: the group's
     leader assigned partitions from metadata that did not know the topic yet and never
     rebalanced when it learnt it (unowned-partition; fixed: the leader keeps the snapshot of
@@ -125,7 +126,10 @@ def test_programs_the_groups_machine_found_on_the_correct_engine_now_pass(progra
     two mistakes of the controller's KIP-966 elections (reference/controller.py): a leader
     back from a crash was put into the ELR and elected with its records gone (log-matching);
     an election from the ELR dropped the fenced last ISR member from the ISR and the ELR
-    alike, and the partition stayed offline for good (stale-after-heal)."""
+    alike, and the partition stayed offline for good (stale-after-heal). And the queue
+    machine: a follower applied a fetch answer built for an older leader epoch (its request
+    had waited at a paused leader while the partition moved away and back), appending it on
+    top of another leader's records (log-matching)."""
     name, bugs, steps = _program(program)
     m = replay(name, bugs, steps)
     assert m.result["valid"] is True

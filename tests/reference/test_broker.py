@@ -257,3 +257,48 @@ def test_the_controller_applies_the_kafka_apis_topic_rules_whoever_asks():
         [resp] = r.replies(DeleteTopicsResponse)
         assert resp.error is Errors.INVALID_TOPIC_EXCEPTION, name
     assert any(tp.topic == OFFSETS_TOPIC for tp in r.nodes[0].partitions)
+
+
+def test_a_fetch_answer_to_an_older_leader_epoch_is_ignored():
+    # found by the queue machine without a bug switch: a follower's fetch waited at a paused
+    # leader while the partition moved to another leader and back; the leader, resumed, answered
+    # it from the old epoch, and the follower appended that answer's records on top of what the
+    # other leader had given it meanwhile: two replicas differed below the high watermark
+    from reference import marks
+
+    r = Router()
+    # a second topic whose partitions broker 2 also follows from broker 1: its fetcher to
+    # broker 1 (and the request in flight) lives on while t-0 moves away and back
+    r.request(0, CreateTopicsRequest(2, "u", 3, 3))
+    for _ in range(5):
+        r.tick(200)
+    assert any(p.leader == 1 for tp, p in r.nodes[2].partitions.items() if tp.topic == "u")
+    r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(b"a")))
+    for _ in range(3):
+        r.tick(10)
+    held: list = []
+
+    def hold(src, dst, msg):
+        if dst == 2 and isinstance(msg, FetchResponse) and msg.partitions[0].records:
+            held.append((src, dst, msg))
+            return True
+        return False
+
+    r.drop = hold
+    r.request(1, ProduceRequest(2, -1, 5_000, TP, batch(b"b")))  # broker 2's answer is held
+    r.drop = lambda src, dst, msg: False
+    assert held and r.nodes[2].partitions[TP].log.log_end_offset == 1
+    controller = r.nodes[0]
+    for leader in (3, 1):  # away and back: broker 1 leads again, two epochs later
+        controller.elect_leader(r.now, TP, leader)
+        r._collect(controller)
+        r.run()
+    follower = r.nodes[2].partitions[TP]
+    assert follower.leader == 1 and follower.leader_epoch == 2
+    marks.reset()
+    before = follower.log.log_end_offset
+    r.queue.append(held[0])  # the answer to the fetch of epoch 0 arrives now
+    r.drop = lambda src, dst, msg: isinstance(msg, FetchRequest)  # nothing newer meanwhile
+    r.run()
+    assert follower.log.log_end_offset == before
+    assert marks.counts().get("follower-stale-fetch-response") == 1
