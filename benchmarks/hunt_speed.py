@@ -10,9 +10,10 @@ work) and with this checkout, alternating the two so that a busy moment hurts bo
    the simulation's wall seconds and how much faster than real time it runs;
 2. hunt runs per minute for each workload: a run as each tree's hunt does one (simulate, then
    judge: REF writes the run directory and reads it back, this checkout judges what it has
-   in memory).
-
-Each run in a fresh interpreter. "same bytes" compares the history.jsonl and events.jsonl of
+   in memory), each in a fresh interpreter;
+3. the swarm hunt itself, ``--swarm-runs`` seeds in one worker process as a hunt runs them,
+   with the code of ``--same-as`` (REF predates the swarm) and of this checkout.
+ "same bytes" compares the history.jsonl and events.jsonl of
 every run with those of commit ``--same-as`` (default ``7fb72e4``, the last commit before the
 speed-ups, whose engine behaves as this one does): a speed-up must not change a single byte.
 Swarm-independent workloads only; REF itself may differ from both where this issue fixed the
@@ -64,6 +65,28 @@ print(json.dumps({"simulate": t1 - t0, "run": t2 - t0, "virtual": outcome.stats[
 """
 
 
+# the swarm hunt in the given tree: its seeds, one worker process running them all
+SWARM = r"""
+import sys, time
+sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+sys.path.insert(0, sys.argv[1])
+from kafkacheck.cli import main
+t = time.perf_counter()
+code = main(["hunt", "--runs", sys.argv[2], "--jobs", "1", "--time-limit", "3600", "--quiet"])
+print("SECONDS", time.perf_counter() - t, code)
+"""
+
+
+def swarm(tree: Path, runs: int) -> float:
+    r = subprocess.run([sys.executable, "-c", SWARM, str(tree), str(runs)], cwd=tree,
+                       env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
+                       capture_output=True, text=True)
+    line = [x for x in r.stdout.splitlines() if x.startswith("SECONDS")]
+    if not line:
+        raise SystemExit(f"the swarm hunt in {tree} failed:\n{r.stdout[-1000:]}{r.stderr[-2000:]}")
+    return float(line[-1].split()[1])
+
+
 def one(tree: Path, workload: str, seed: int, ops: int, judged: bool) -> dict:
     r = subprocess.run([sys.executable, "-c", ONE_RUN, workload, str(seed), str(ops), str(tree),
                         "1" if judged else "0"], cwd=tree,
@@ -94,6 +117,8 @@ def main() -> int:
     ap.add_argument("--ops", type=int, default=2000, help="ops a hunt run (default 2000; txn and eos 500)")
     ap.add_argument("--default-ops", type=int, default=10_000, help="ops of the default run (default 10000)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--swarm-runs", type=int, default=40,
+                    help="seeds of the swarm hunt to time in each tree (default 40; 0: skip)")
     args = ap.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,6 +158,16 @@ def main() -> int:
                 rb, rn = 60 * args.seeds / t_before, 60 * args.seeds / t_now
                 print(f"{w:<12} {ops:>5} {rb:>18.1f} {rn:>14.1f} {rn / rb:>5.2f}x  "
                       f"{'yes' if same else 'NO'}", flush=True)
+            if args.swarm_runs:
+                print()
+                print(f"3. the swarm hunt (kafkacheck hunt --runs {args.swarm_runs} --jobs 1: one worker "
+                      f"runs every seed, as in a hunt), {args.same_as} (before the speed-ups; {args.before} "
+                      f"has no swarm) against now")
+                tb = swarm(trees["same"], args.swarm_runs)
+                tn = swarm(ROOT, args.swarm_runs)
+                rb, rn = 60 * args.swarm_runs / tb, 60 * args.swarm_runs / tn
+                print(f"{'seconds':<12} {tb:>10.1f} {tn:>10.1f}")
+                print(f"{'runs/min':<12} {rb:>10.1f} {rn:>10.1f}  {rn / rb:.2f}x", flush=True)
         finally:
             for t in trees.values():
                 subprocess.run(["git", "worktree", "remove", "--force", str(t)], cwd=ROOT,

@@ -298,6 +298,8 @@ def print_table(outcomes: list[Outcome], runs: int) -> None:
             print(f"{o.bug}: reproduce with: {o.command}")
         for workload, seed, kinds in o.false_positives:
             print(f"no switch: {workload} seed {seed} INVALID ({', '.join(kinds)})")
+        if machine_missed(o):
+            print(f"{o.bug}: machine {o.machine} did not find it in {o.machine_programs} programs")
         if o.machine_found:
             print(f"{o.bug or 'no switch'}: machine {o.machine_found}")
             if o.machine_program_file:

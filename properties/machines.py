@@ -665,6 +665,21 @@ class CompactionMachine(ClusterMachine):
                  for p, k, delete in updates]
         self.command(0, ("send", sends))
 
+    @rule(partition=st.integers(0, PARTITIONS - 1), rounds=st.sampled_from([6, 12, 24]),
+          key_seed=st.integers(0, RECORD_KEYS - 1))
+    def burst(self, partition: int, rounds: int, key_seed: int) -> None:
+        """Rounds of keyed updates to one partition, 30 ms apart, every key again and again,
+        then time for the cleaner: segments fill and roll and the cleaner compacts them while
+        newer values of the same keys arrive."""
+        self._step("burst", partition=partition, rounds=rounds, key_seed=key_seed)
+        assert self.sim is not None
+        tp = self.keys[partition]
+        for i in range(rounds):
+            key = f"k{(key_seed + i) % RECORD_KEYS}"
+            self.command(0, ("send", [(tp, self.value(tp), key)]))
+            self.sim.run_until(self.sim.now_ns + 30 * MS)
+        self.sim.run_until(self.sim.now_ns + 1_500 * MS)
+
     @rule(reader=st.integers(0, 1), from_start=st.booleans())
     def poll(self, reader: int, from_start: bool) -> None:
         self._step("poll", reader=reader, from_start=from_start)

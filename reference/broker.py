@@ -354,9 +354,14 @@ class Broker(Node):
                     self._now_ms = now_ms
                     then(Errors.COORDINATOR_NOT_AVAILABLE)
             case ("alter-timeout", corr):
+                # no answer: the change may or may not have been applied, so it stays pending
+                # (the HW keeps counting the larger ISR) and is asked again, as Kafka's
+                # AlterPartitionManager retries; dropping it let a leader that missed the
+                # controller's "yes" count a smaller ISR than the controller's
                 tp = self.alter_in_flight.pop(corr, None)
-                if tp is not None and tp in self.partitions:
-                    self.partitions[tp].pending_isr = None
+                p = self.partitions.get(tp) if tp is not None else None
+                if p is not None and p.is_leader and p.pending_isr is not None:
+                    self._propose_isr(now_ms, p, p.pending_isr)
             case _:
                 pass
 
@@ -497,8 +502,11 @@ class Broker(Node):
             self.event(kind, key=tp.key, isr=sorted(p.isr), partition_epoch=p.partition_epoch)
             if p.is_leader:
                 self._maybe_advance_hw(now_ms, p)
-        else:
-            p.pending_isr = None  # the next metadata image tells the truth
+        elif msg.error in (Errors.INELIGIBLE_REPLICA, Errors.OPERATION_NOT_ATTEMPTED):
+            # the controller says its partition epoch is ours and the change was not applied:
+            # the committed ISR holds (Kafka's Partition.handleAlterPartitionError)
+            p.pending_isr = None
+        # any other refusal: the change stays pending until the next metadata image settles it
 
     def _check_isr(self, now_ms: int) -> None:
         if self.broker_epoch < 0:

@@ -74,8 +74,9 @@ class Partition:
         self.replicas = state.replicas
         self.isr = frozenset(state.isr)
         self.partition_epoch = state.partition_epoch
-        if self.pending_isr is not None and (new_epoch or self.pending_isr == self.isr):
-            self.pending_isr = None
+        # the controller's newer state settles a pending ISR change either way: applied, it is
+        # in this state; refused or overtaken, it is not (and may be proposed again)
+        self.pending_isr = None
         if not new_epoch:
             return None
         self.leader = state.leader

@@ -158,6 +158,24 @@ def test_hunt_finds_a_planted_bug_and_shrinks_it():
     assert "ack-before-isr: reproduce with: kafkacheck run --seed" in r.stdout
 
 
+def test_hunt_machines_are_judged_by_a_budget_of_derandomized_programs(tmp_path):
+    """The same programs on every machine: a switch its machine does not find within
+    --machine-programs is missed, whatever the clock says."""
+    def hunt(*args):
+        return subprocess.run([sys.executable, "-m", "kafkacheck.cli", "hunt", "--jobs", "1", "--quiet",
+                               "--machines", *args], capture_output=True, text=True, cwd=tmp_path)
+
+    r = hunt("--bug", "ack-before-isr", "--machine-programs", "40")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ack-before-isr: machine queue: invariant 'acked-on-isr' broken" in r.stdout
+    saved = tmp_path / "hunt-ack-before-isr-queue.json"
+    assert f"kafkacheck explore --replay {saved.name}" in r.stdout
+    assert main(["explore", "--replay", str(saved)]) == 1  # it finds it again
+    r = hunt("--bug", "compaction-drops-latest", "--runs", "2", "--machine-programs", "3")
+    assert r.returncode == 1, r.stdout + r.stderr  # its seeds find it (seed 1), its machine not
+    assert "compaction-drops-latest: machine compaction did not find it in 3 programs" in r.stdout
+
+
 PORCUPINE = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "porcupine_data"
 
 

@@ -114,7 +114,8 @@ def test_the_rules_aimed_at_delicate_moments_find_their_switch_and_pass_without(
                                      "groups-member-dropped-while-idle.json",
                                      "groups-crashed-leader-eligible.json",
                                      "groups-elr-election-dropped-last-isr-member.json",
-                                     "queue-stale-fetch-answer-appended.json"])
+                                     "queue-stale-fetch-answer-appended.json",
+                                     "compaction-isr-change-dropped-on-timeout.json"])
 def test_programs_the_machines_found_on_the_correct_engine_now_pass(program):
     """Found by the groups machine once kafkacheck explore kept its findings: the group's
     leader assigned partitions from metadata that did not know the topic yet and never
@@ -129,7 +130,10 @@ def test_programs_the_machines_found_on_the_correct_engine_now_pass(program):
     alike, and the partition stayed offline for good (stale-after-heal). And the queue
     machine: a follower applied a fetch answer built for an older leader epoch (its request
     had waited at a paused leader while the partition moved away and back), appending it on
-    top of another leader's records (log-matching)."""
+    top of another leader's records (log-matching). And the compaction machine: a leader whose
+    AlterPartition got no answer (it was cut off from the controller) dropped the pending ISR
+    change, counted the smaller ISR, and acknowledged a write that the follower the controller
+    had added did not have; that follower was elected later (unread-after-heal)."""
     name, bugs, steps = _program(program)
     m = replay(name, bugs, steps)
     assert m.result["valid"] is True

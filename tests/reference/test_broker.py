@@ -302,3 +302,46 @@ def test_a_fetch_answer_to_an_older_leader_epoch_is_ignored():
     r.run()
     assert follower.log.log_end_offset == before
     assert marks.counts().get("follower-stale-fetch-response") == 1
+
+
+def test_an_isr_change_without_an_answer_stays_pending_and_is_asked_again():
+    # found by the compaction machine without a bug switch: the leader's AlterPartition adding
+    # a follower was committed, but the controller's answer and its next images never reached
+    # the leader (cut off); the leader dropped the pending change on its timeout, counted the
+    # smaller ISR, acknowledged a write the added follower did not have, and the controller
+    # later elected that follower: the acknowledged write was lost
+    from reference.messages import (
+        AlterPartitionRequest,
+        AlterPartitionResponse,
+        BrokerHeartbeatResponse,
+        MetadataUpdate,
+    )
+
+    r = Router()
+    leader = r.nodes[1].partitions[TP]
+    r.blocked = {3}  # 3 falls behind and leaves the ISR
+    r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(b"a")))
+    for _ in range(100):
+        r.tick(500)
+    assert leader.is_leader and leader.isr == frozenset({1, 2})
+    sent: list = []
+    silent = (AlterPartitionResponse, MetadataUpdate, BrokerHeartbeatResponse)
+    r.drop = lambda src, dst, msg: (dst == 1 and isinstance(msg, silent)) or (
+        isinstance(msg, AlterPartitionRequest) and sent.append(msg) is not None)
+    r.blocked = set()  # 3 fetches again and catches up: the leader proposes it back; the
+    for _ in range(100):  # controller commits that, silently
+        r.tick(500)
+        if sent:
+            break
+    assert r.nodes[0].partitions[TP].isr == (1, 2, 3)
+    assert leader.pending_isr == frozenset({1, 2, 3}) and len(sent) == 1
+    r.blocked = {3}  # and 3 is cut off again before the leader hears anything
+    r.tick(r.nodes[1].config.alter_partition_timeout_ms)
+    assert leader.pending_isr == frozenset({1, 2, 3})  # still counted for the HW
+    assert len(sent) == 2  # and asked again
+    r.replies(ProduceResponse)
+    r.request(1, ProduceRequest(2, -1, 5_000, TP, batch(b"b")))
+    for _ in range(5):
+        r.tick(100)
+    # the controller's ISR holds 3, which does not have "b": acks=all must not answer yet
+    assert [p.error for p in r.replies(ProduceResponse)] == []
