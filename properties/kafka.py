@@ -564,7 +564,9 @@ def check_intermediate_reads(a: Analysis, add: Report) -> None:
 def check_staleness(a: Analysis, add: Report, bound_ms: int) -> None:
     """After the faults end: an ok poll that returns nothing at all although its process sits
     before a value of an assigned key acknowledged at least ``bound_ms`` earlier shows a
-    consumer that cannot see acknowledged data within the bound (lost, or stale reads)."""
+    consumer that cannot see acknowledged data within the bound (lost, or stale reads). A
+    process's first poll after an assignment is not counted: it returns before the
+    consumer's first fetch can answer."""
     end = max((t for _s, t in a.nemesis), default=0)
     bound = bound_ms * 1_000_000
     acked: dict[str, list[tuple[int, int]]] = defaultdict(list)  # key -> [(index, ack time)]
@@ -589,10 +591,14 @@ def check_staleness(a: Analysis, add: Report, bound_ms: int) -> None:
     reported = set()
     assigned: dict[Any, set] = defaultdict(set)
     position: dict[tuple[Any, str], int] = {}
+    # a process's first poll after it was assigned returns before its first fetch can: an
+    # empty answer then says nothing about what it can read
+    fresh: set[Any] = set()
     for op in a.ops:
         if not op.completed:
             continue
         if op.f == "assign" and op.type in ("ok", "info"):
+            fresh.add(op.process)
             assigned[op.process] = set(op.keys or ())
             for k in list(position):
                 if k[0] == op.process and (k[1] not in assigned[op.process] or op.seek_to_beginning):
@@ -607,6 +613,8 @@ def check_staleness(a: Analysis, add: Report, bound_ms: int) -> None:
         if op.f not in ("poll", "txn") or not op.polls or op.type != "ok":
             continue
         reads = op.reads()
+        first_poll = op.process in fresh
+        fresh.discard(op.process)
         if any(reads.values()):
             for key, vs in reads.items():
                 o = a.orders.get(key)
@@ -614,7 +622,7 @@ def check_staleness(a: Analysis, add: Report, bound_ms: int) -> None:
                 if top >= 0:
                     position[(op.process, key)] = top
             continue
-        if op.invoke_time < end + bound:
+        if op.invoke_time < end + bound or first_poll:
             continue
         for key in sorted(assigned[op.process]):
             pos = position.get((op.process, key))

@@ -204,3 +204,21 @@ def test_non_unique_values_are_refused_clearly():
     h = B().send(0, ("x", 1, 0)).send(1, ("x", 1, 1))
     with pytest.raises(HistoryShapeError, match="unique"):
         check(h.ops, CONFIG)
+
+
+def test_a_readers_first_poll_after_its_assignment_may_be_empty_but_not_the_second():
+    """A consumer's first poll returns before its first fetch can answer: long after the faults
+    ended, a reader that has just been assigned and polls nothing once is not stale yet (the
+    txn machine's final read, started late behind queued transactions, was once reported)."""
+    def history(*polls):
+        b = B().send(0, ("x", 0, 0)).nemesis("kill").at(10).op(1, "assign", ["x"])
+        for assign in b.ops[-2:]:  # a final reader: from the beginning
+            assign["seek_to_beginning"] = True
+        for reads in polls:
+            b = b.poll(1, reads)
+        return b.ops
+
+    fresh = check(history({}, {"x": [[0, 0]]}), CONFIG)
+    assert "stale-read" not in fresh["anomaly_types"]
+    stale = check(history({}, {}), CONFIG)
+    assert "stale-read" in stale["anomaly_types"]
