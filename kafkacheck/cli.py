@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="programs a machine with --machines: the budget that decides (default 2000)")
     hunt.add_argument("--machine-time", type=float, default=None, metavar="S",
                       help="wall seconds a machine at most, a safety net: if it expires first the "
-                           "outcome is unknown (default 300)")
+                           "outcome is unknown (default 1200)")
 
     exp = sub.add_parser(
         "explore", help="run a Hypothesis state machine against the simulated cluster",

@@ -30,7 +30,7 @@ DEFAULT_SWARM_TIME_S = 120.0  # the swarm hunt (no --bug): how long it hunts
 # --machines: programs a machine runs (derandomized: the same programs every time, so this
 # budget decides, as --runs does for seeds), and the wall-clock safety net of each machine
 DEFAULT_MACHINE_PROGRAMS = 2000
-DEFAULT_MACHINE_TIME_S = 300.0
+DEFAULT_MACHINE_TIME_S = 1200.0  # the slowest, queue, runs about 7 programs a second
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class Outcome:
     machine_found_seconds: float | None = None
     machine_timed_out: bool = False  # the safety net stopped a machine before its programs
     machine_program_file: str | None = None  # the finding's program, saved for --replay
+    machine_cut: list[str] = field(default_factory=list)  # machines the time limit stopped
 
 
 def hunt_machine(out: Outcome, name: str, bugs: list[str], programs: int, time_limit: float,
@@ -105,7 +106,11 @@ def hunt_machine(out: Outcome, name: str, bugs: list[str], programs: int, time_l
     out.machine_seconds += r.seconds
     out.machine_programs += r.examples
     out.machine_programs_budget += programs
-    out.machine_timed_out |= r.timed_out
+    if r.timed_out:
+        out.machine_timed_out = True
+        out.machine_cut.append(name)
+        log(f"  {who}: machine {name}: the {time_limit:g} s time limit stopped it after {r.examples} "
+            f"of {programs} programs")
     if r.found and not out.machine_found:
         out.machine_found = f"{name}: {r.found}"
         out.machine_found_after, out.machine_found_seconds = r.found_after, r.found_seconds
@@ -255,7 +260,7 @@ def _verdict(o: Outcome) -> str:
             return "FALSE POSITIVE"
         if o.timed_out or o.machine_timed_out:
             return f"unknown: time limit after {o.runs} of {o.runs_budget} runs" if o.timed_out else \
-                "unknown: a machine's time limit came first"
+                f"unknown: the time limit stopped machine {', '.join(o.machine_cut)}"
         return "nothing, as it must"
     if o.detected:
         return "yes"
@@ -318,8 +323,7 @@ def _machine_cell(o: Outcome) -> str:
         name = o.machine_found.split(": ", 1)[0]
         return f"{name}: found after {o.machine_found_after} programs, {o.machine_found_seconds:.1f} s"
     if o.machine_timed_out:
-        return (f"unknown: time limit after {o.machine_programs} of {o.machine_programs_budget} "
-                f"programs")
+        return f"unknown: the time limit stopped {', '.join(o.machine_cut)}"
     what = "nothing" if o.bug is None else "NOT FOUND"
     return f"{o.machine}: {what} in {o.machine_programs} programs, {o.machine_seconds:.0f} s"
 
