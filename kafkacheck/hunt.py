@@ -304,7 +304,7 @@ def print_table(outcomes: list[Outcome], runs: int) -> None:
         for workload, seed, kinds in o.false_positives:
             print(f"no switch: {workload} seed {seed} INVALID ({', '.join(kinds)})")
         if machine_missed(o):
-            print(f"{o.bug}: machine {o.machine} did not find it in {o.machine_programs} programs")
+            print(f"{o.bug}: machine {o.machine} did not find it in {_programs(o.machine_programs)}")
         if o.machine_found:
             print(f"{o.bug or 'no switch'}: machine {o.machine_found}")
             if o.machine_program_file:
@@ -321,11 +321,15 @@ def _machine_cell(o: Outcome) -> str:
         return "-"
     if o.machine_found:
         name = o.machine_found.split(": ", 1)[0]
-        return f"{name}: found after {o.machine_found_after} programs, {o.machine_found_seconds:.1f} s"
+        return f"{name}: found after {_programs(o.machine_found_after)}, {o.machine_found_seconds:.1f} s"
     if o.machine_timed_out:
         return f"unknown: the time limit stopped {', '.join(o.machine_cut)}"
     what = "nothing" if o.bug is None else "NOT FOUND"
-    return f"{o.machine}: {what} in {o.machine_programs} programs, {o.machine_seconds:.0f} s"
+    return f"{o.machine}: {what} in {_programs(o.machine_programs)}, {o.machine_seconds:.0f} s"
+
+
+def _programs(n: int | None) -> str:
+    return f"{n} program" if n == 1 else f"{n} programs"
 
 
 def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, quiet: bool,

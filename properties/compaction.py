@@ -56,6 +56,7 @@ class Compaction:
                     if o["type"] == "ok":
                         self.acked[key][rk].append((off, v, o["index"]))
         self.reads: list[tuple[str, int, Any, str | None, dict]] = []
+        self.newest_read: dict[tuple[str, str], int] = {}  # (partition, record key) -> offset
         for o in ops:
             if o["process"] == "nemesis" or o["type"] == "invoke" or o["f"] != "poll":
                 continue
@@ -67,15 +68,21 @@ class Compaction:
                         if isinstance(p, list) and len(p) >= 2 and isinstance(p[0], int):
                             rk = str(p[2]) if len(p) >= 3 and p[2] is not None else None
                             self.reads.append((str(key), p[0], _hashable(p[1]), rk, o))
+                            if rk is not None:
+                                self.newest_read[(str(key), rk)] = max(
+                                    p[0], self.newest_read.get((str(key), rk), -1))
                             if p[1] is not None:
                                 self.write_offset.setdefault((str(key), _hashable(p[1])), p[0])
 
     def superseded(self, key: str, value: Any, offset: int | None) -> bool:
-        """An acknowledged value that a newer acknowledged write of its record key replaced."""
+        """An acknowledged value that a newer record of its record key replaced: an
+        acknowledged write at a later offset, or a record of that key some poll read at a
+        later offset (a send whose outcome was unknown, read, committed as surely)."""
         rk = self.record_key_of.get((key, value))
         if rk is None or not isinstance(offset, int):
             return False
-        return any(off > offset for off, _v, _op in self.acked[key][rk])
+        return (any(off > offset for off, _v, _op in self.acked[key][rk])
+                or self.newest_read.get((key, rk), -1) > offset)
 
     def check(self, config: dict, add, allowed) -> None:
         for key, off, v, _rk, o in self.reads:

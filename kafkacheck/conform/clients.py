@@ -9,11 +9,24 @@ inherits another case's state.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def close_kafka_python_producer(p: Any, timeout_s: float) -> None:
+    """Close a kafka-python producer and stop its I/O thread whatever happens. Its ``close``
+    flushes first and raises when the flush times out (a broker down, a batch unanswered)
+    before it has stopped its sender thread, which then retries for ever: stop that thread
+    as ``close`` itself does when a graceful close runs out of time."""
+    try:
+        p.close(timeout=timeout_s)
+    except Exception:
+        sender = getattr(p, "_sender", None)
+        if sender is not None:
+            sender.force_close()
+            sender.join(timeout_s)
 
 
 @dataclass(frozen=True)
@@ -333,7 +346,7 @@ class KafkaPythonClient:
                 except Exception as e:
                     s.error = str(e) or type(e).__name__
         finally:
-            p.close(timeout=2)
+            close_kafka_python_producer(p, 2)
         return out
 
     def read(self, topic: str, partition: int, start: int, isolation: str = "read_uncommitted",
@@ -505,8 +518,7 @@ class KafkaPythonTxn:
         return None
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):  # a fenced producer may refuse to close cleanly
-            self.p.close(timeout=2)
+        close_kafka_python_producer(self.p, 2)
 
 
 def _java_client(bootstrap: str, timeout_s: float = 20.0):

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import kafkacheck
+from kafkacheck.conform.clients import close_kafka_python_producer
 from traces.history import Recorder, write_jsonl
 
 PARTITIONS = 4
@@ -119,11 +120,11 @@ class _Producer:
     p: Any
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self.kind == "confluent":
+        if self.kind == "confluent":
+            with contextlib.suppress(Exception):
                 self.p.flush(1)
-            else:
-                self.p.close(timeout=1)
+        else:
+            close_kafka_python_producer(self.p, 1)
 
 
 class _Sender(_Producer):

@@ -171,9 +171,10 @@ def test_hunt_machines_are_judged_by_a_budget_of_derandomized_programs(tmp_path)
     saved = tmp_path / "hunt-ack-before-isr-queue.json"
     assert f"kafkacheck explore --replay {saved.name}" in r.stdout
     assert main(["explore", "--replay", str(saved)]) == 1  # it finds it again
-    r = hunt("--bug", "compaction-drops-latest", "--runs", "2", "--machine-programs", "3")
-    assert r.returncode == 1, r.stdout + r.stderr  # its seeds find it (seed 1), its machine not
-    assert "compaction-drops-latest: machine compaction did not find it in 3 programs" in r.stdout
+    # its seeds find it (seed 1), its machine not in its first program (it does in its second)
+    r = hunt("--bug", "compaction-drops-latest", "--runs", "2", "--machine-programs", "1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "compaction-drops-latest: machine compaction did not find it in 1 program\n" in r.stdout
 
 
 PORCUPINE = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "porcupine_data"

@@ -172,3 +172,21 @@ def test_read_committed_end_offsets_wait_for_open_transactions_to_end(monkeypatc
     ends, errors = workload._end_offsets("txnal", "127.0.0.1:1", "t", 1.0, "read_committed",
                                          workload.time.monotonic())
     assert "t:1" not in ends and "transaction is still open" in errors["t:1"]
+
+
+def test_a_kafka_python_producer_whose_flush_times_out_is_closed_with_its_thread(tmp_path):
+    """kafka-python's close raises when its flush times out, before it stops its I/O thread,
+    which then retries for ever (a conform run left one behind after a broker was killed)."""
+    from kafka import KafkaProducer
+
+    from kafkacheck.conform.clients import close_kafka_python_producer
+    from reference.server.cluster import InThreadCluster, ServerOptions
+
+    with InThreadCluster(ServerOptions(data_dir=tmp_path, brokers=1, port=0)) as cluster:
+        p = KafkaProducer(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000,
+                          delivery_timeout_ms=60_000)
+        p.send("t", b"one").get(20)
+    p.send("t", b"two")  # the broker is gone: the batch stays unanswered
+    sender = p._sender
+    close_kafka_python_producer(p, 1)
+    assert not sender.is_alive()

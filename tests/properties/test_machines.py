@@ -116,7 +116,8 @@ def test_the_rules_aimed_at_delicate_moments_find_their_switch_and_pass_without(
                                      "groups-elr-election-dropped-last-isr-member.json",
                                      "queue-stale-fetch-answer-appended.json",
                                      "compaction-isr-change-dropped-on-timeout.json",
-                                     "txn-final-reader-first-poll.json"])
+                                     "txn-final-reader-first-poll.json",
+                                     "compaction-superseded-by-unknown-send.json"])
 def test_programs_the_machines_found_on_the_correct_engine_now_pass(program):
     """Found by the groups machine once kafkacheck explore kept its findings: the group's
     leader assigned partitions from metadata that did not know the topic yet and never
@@ -137,7 +138,10 @@ def test_programs_the_machines_found_on_the_correct_engine_now_pass(program):
     had added did not have; that follower was elected later (unread-after-heal). And one of the
     checker's: the txn machine's final read began 20 s after healing (behind queued
     transactions) and its first poll, which returns before the first fetch, was empty: that is
-    not a stale read (the checker no longer counts a reader's first poll after assignment)."""
+    not a stale read (the checker no longer counts a reader's first poll after assignment). And
+    the compaction checker's: a value the cleaner removed because a newer value of its record
+    key replaced it was called lost when that newer value's send had ended with an unknown
+    outcome (a read of it at a later offset proves it was written)."""
     name, bugs, steps = _program(program)
     m = replay(name, bugs, steps)
     assert m.result["valid"] is True

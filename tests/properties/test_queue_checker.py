@@ -359,3 +359,30 @@ def test_an_info_op_ends_a_process_and_its_claims():
     member_poll(h, 11, [assigned(5, ["k:0"])])  # the same consumer, as the next process
     config = {**GROUPS_CONFIG, "groups": {**GROUPS_CONFIG["groups"], "final_polls": False}}
     assert check(h.ops, config)["valid"] is True
+
+
+def _keyed(sends, reads, unknown=()):
+    """A compacted-topic history: ``sends`` (value, record key, offset) acknowledged, those in
+    ``unknown`` ended info; one poll reads ``reads`` (offset, value, record key)."""
+    h = H()
+    for v, rk, off in sends:
+        h._op(0, "invoke", "send", [["send", "x", v, rk]])
+        h._op(0, "info" if v in unknown else "ok", "send",
+              [["send", "x", v, rk]] if v in unknown else [["send", "x", [off, v], rk]])
+    h.assign(1, ["x"])
+    h.poll(1, {"x": [list(r) for r in reads]})
+    return h
+
+
+def test_a_value_compacted_away_behind_a_read_newer_value_of_its_key_is_not_lost():
+    """Found by the compaction machine: value 1 of record key k0 was replaced by value 3, whose
+    send ended info (a network error) but which a poll read at a later offset; the cleaner
+    removed value 1, as it must. Without that later record of k0, value 1 is lost."""
+    config = {"sub_via": ["assign"], "compacted": True}
+    sends = [(1, "k0", 0), (2, "k1", 1), (3, "k0", 2)]
+    h = _keyed(sends, [(1, 2, "k1"), (2, 3, "k0")], unknown={3})
+    result = check(h.ops, config)
+    assert result["valid"] is True, result["anomalies"]
+    assert result["allowed"].get("compacted-away") == 1
+    h = _keyed(sends[:2], [(1, 2, "k1")])  # nothing replaced value 1
+    assert "lost-write" in check(h.ops, config)["anomaly_types"]
