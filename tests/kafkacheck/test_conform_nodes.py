@@ -62,17 +62,21 @@ def test_node_faults_refused_where_they_cannot_act(tmp_path, capsys):
 @needs_netns
 def test_ctrl_c_during_node_faults_leaves_nothing_behind(tmp_path):
     before = _namespaces()
-    proc = subprocess.Popen([sys.executable, "-m", "kafkacheck", "conform", "--spawn", "reference", "--brokers", "3",
-                             "--cases", "produce-offsets-dense", "--workload", "queue", "--faults", "isolate,split",
-                             "--workload-seconds", "120", "--out", str(tmp_path / "c")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "out.txt"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kafkacheck", "conform", "--spawn", "reference",
+                                 "--brokers", "3", "--cases", "produce-offsets-dense", "--workload", "queue",
+                                 "--faults", "isolate,split", "--workload-seconds", "120",
+                                 "--out", str(tmp_path / "c")], stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
         end = time.monotonic() + 90
-        while time.monotonic() < end and not (tmp_path / "c" / "queue").exists():
+        # the case passed: the workload and its faults begin
+        while time.monotonic() < end and "produce-offsets-dense: pass" not in log.read_text():
             time.sleep(0.2)
         time.sleep(8)  # a fault or two in force
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 130
+        assert proc.wait(60) == 130, log.read_text()
+        assert "PASS" not in log.read_text() and "FAIL" not in log.read_text()  # no verdict it did not reach
     finally:
         if proc.poll() is None:
             proc.kill()
