@@ -1,0 +1,158 @@
+"""Same bytes: this checkout's histories against another commit's, run for run.
+
+    python benchmarks/same_bytes.py [--against REF] [--quick]
+
+A change meant to keep behaviour (a refactoring, a speed-up) must not change one byte of
+any history. This runs the same set of runs with the code of commit REF (default ``HEAD``,
+so that uncommitted changes are compared with the last commit) and with this checkout, the
+two trees side by side in two processes, and compares the SHA-256 of every history.jsonl
+and events.jsonl (and, for the Hypothesis machines' saved programs, of the ops they record):
+
+* the determinism tests' runs (``tests/fault_injection/test_determinism.py``);
+* every workload, seeds 0-2 (2,000 ops; 500 for txn and eos), and the groups workload with
+  each assignor and static members;
+* the default run (10,000 ops), seed 0;
+* swarm seeds 0-9 (``kafkacheck run --swarm``), which draw configurations, timings, aimed
+  nemeses and model templates;
+* every program in ``tests/properties/programs/``, replayed with and without its switch.
+
+Prints one line per run and exits 1 if any differs (``--quick``: fewer runs). REF is checked
+out into a temporary git worktree, removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOADS = ("queue", "idempotent", "txn", "eos", "groups", "compaction")
+
+
+def plan(quick: bool) -> list[dict]:
+    """The runs: kafkacheck run arguments, or a machine program to replay."""
+    runs: list[dict] = [
+        {"argv": ["--seed", "11", "--ops", "1500"]},
+        {"argv": ["--seed", "11", "--ops", "1500", "--faults", "partition"]},
+        {"argv": ["--seed", "12", "--ops", "1500", "--faults", "partition"]},
+    ]
+    seeds = range(1) if quick else range(3)
+    for w in WORKLOADS:
+        ops = "500" if w in ("txn", "eos") else "2000"
+        runs += [{"argv": ["--workload", w, "--seed", str(s), "--ops", ops]} for s in seeds]
+    if not quick:
+        runs += [{"argv": ["--workload", "groups", "--ops", "2000", "--assignor", a]}
+                 for a in ("roundrobin", "sticky", "cooperative-sticky")]
+        runs.append({"argv": ["--workload", "groups", "--ops", "2000", "--static-members"]})
+        runs.append({"argv": ["--workload", "txn", "--ops", "1000", "--transaction-version", "2",
+                              "--faults", "partition,kill,pause,disk,straggle"]})
+        runs.append({"argv": ["--seed", "0"]})  # the default run, 10,000 ops
+    runs += [{"argv": ["--swarm", str(s)]} for s in (range(3) if quick else range(10))]
+    for program in sorted((ROOT / "tests" / "properties" / "programs").glob("*.json")):
+        data = json.loads(program.read_text())
+        runs.append({"program": program.name, "bugs": data["bugs"]})
+        if data["bugs"]:
+            runs.append({"program": program.name, "bugs": []})
+    return runs
+
+
+# runs every item of the plan with the code of one tree, in this one process; prints a JSON
+# line of hashes per item
+RUNNER = r"""
+import contextlib, hashlib, io, json, sys, tempfile
+from pathlib import Path
+sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+sys.path.insert(0, sys.argv[1])
+import kafkacheck.cli
+from kafkacheck.cli import main
+from properties.machines import machine
+assert Path(kafkacheck.cli.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), kafkacheck.cli.__file__
+programs = Path(sys.argv[2])
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+for line in sys.stdin:
+    item = json.loads(line)
+    if "argv" in item:
+        d = Path(tempfile.mkdtemp())
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["run", *item["argv"], "--out", str(d / "r"), "--no-progress"])
+        h = {f: sha((d / "r" / f).read_bytes()) for f in ("history.jsonl", "events.jsonl")}
+    else:  # as properties.machines.replay, keeping the machine to read what it recorded
+        data = json.loads((programs / item["program"]).read_text())
+        m = machine(data["machine"], item["bugs"])()
+        code = "valid"
+        try:
+            try:
+                for step, args in data["steps"]:
+                    getattr(m, step)(**args)
+                    m.white_box()
+            finally:
+                m.teardown()
+        except AssertionError as e:
+            code = str(e).splitlines()[0][:100]
+        h = {"ops": sha(json.dumps(m.sim.recorder.ops, sort_keys=True).encode()),
+             "events": sha(json.dumps(m.sim.recorder.events, sort_keys=True).encode())}
+    print(json.dumps({"code": code, "hashes": h}), flush=True)
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--against", default="HEAD", help="the commit to compare with (default HEAD)")
+    ap.add_argument("--quick", action="store_true", help="fewer runs (one seed a workload, 3 swarm seeds)")
+    args = ap.parse_args()
+    items = plan(args.quick)
+    with tempfile.TemporaryDirectory() as tmp:
+        ref = Path(tmp) / "ref"
+        r = subprocess.run(["git", "worktree", "add", "--detach", str(ref), args.against], cwd=ROOT,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"cannot check out {args.against}: {r.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+            return 3
+        try:
+            return compare(items, ref, args.against)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, capture_output=True)
+
+
+def start(tree: Path, items: list[dict]) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", RUNNER, str(tree), str(ROOT / "tests" / "properties" / "programs")],
+                         cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"})
+    assert p.stdin is not None
+    p.stdin.write("".join(json.dumps(i) + "\n" for i in items))
+    p.stdin.close()
+    return p
+
+
+def compare(items: list[dict], ref: Path, name: str) -> int:
+    t0 = time.monotonic()
+    a, b = start(ref, items), start(ROOT, items)
+    assert a.stdout is not None and b.stdout is not None
+    differ = 0
+    for item in items:
+        x, y = a.stdout.readline(), b.stdout.readline()
+        if not x or not y:
+            print(f"a runner stopped early ({'REF' if not x else 'this checkout'})", file=sys.stderr)
+            return 3
+        x, y = json.loads(x), json.loads(y)
+        same = x == y
+        differ += not same
+        what = " ".join(item["argv"]) if "argv" in item else f"program {item['program']} bugs={item['bugs']}"
+        print(f"{'same' if same else 'DIFFERENT':<9} {what}" + ("" if same else f"  {name}: {x}  now: {y}"),
+              flush=True)
+    a.wait()
+    b.wait()
+    print(f"{len(items) - differ} of {len(items)} the same as {name} ({time.monotonic() - t0:.0f} s)")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
