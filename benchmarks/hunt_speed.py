@@ -43,7 +43,10 @@ import hashlib, json, sys, tempfile, time
 sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
 sys.path.insert(0, sys.argv[4])
 from pathlib import Path
-from kafkacheck.corpus import judge
+try:
+    from kafkacheck.judge import judge_record as judge
+except ImportError:  # a tree before kafkacheck/judge.py
+    from kafkacheck.corpus import judge
 from kafkacheck.runner import RunOptions, simulate
 import kafkacheck.cli, properties.queue  # what judging imports: once a process in a hunt's workers
 workload, seed, ops, judged = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[5] == "1"

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from kafkacheck.judge import judge_record as judge
 from kafkacheck.workloads import IDEMPOTENT_WORKLOADS
 from traces.parquet import (
     CorpusError,
@@ -99,15 +100,6 @@ def plan(runs: int, workloads: list[str], faults: list[str], acks: list[str], rf
 
 
 # ------------------------------------------------------------------ one run
-
-
-def judge(record: RunRecord, **options) -> dict:
-    """The checker's verdict with the white-box invariant violations of the record's events
-    (what ``kafkacheck check`` gives a run directory, from the events already read)."""
-    from kafkacheck.cli import _judge
-    from properties.queue import with_invariant_violations
-
-    return with_invariant_violations(_judge(None, record.meta, record.ops, **options), record.events)
 
 
 def simulate_run(spec: RunSpec) -> RunRecord:
@@ -318,110 +310,3 @@ def write_manifest(corpus: Path, options: dict, outcome: CorpusOutcome) -> None:
 
 
 # ------------------------------------------------------------------ the commands
-
-
-def _csv(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
-
-
-def _progress_bar(disabled: bool, what: str):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    return Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                    TextColumn("{task.fields[last]}"), console=Console(stderr=True), transient=False,
-                    disable=disabled)
-
-
-def cmd_corpus(args) -> int:
-    import os
-    import sys
-
-    from fault_injection.nemesis import parse_faults
-    from kafkacheck.cli import EXIT_INVALID, EXIT_VALID, UsageError
-    from kafkacheck.workloads import WORKLOADS
-    from reference.bugs import BUGS, parse_bugs
-
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a directory")
-    if args.runs_per_file < 1:
-        raise UsageError("--runs-per-file must be at least 1")
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "no_progress")}
-    if args.from_runs:
-        if args.runs is not None:
-            raise UsageError("--from-runs converts run directories: --runs does not apply")
-        with _progress_bar(args.no_progress, "converting runs") as p:
-            task = p.add_task("convert", total=None, last="")
-            outcome = convert_runs(out, [Path(d) for d in args.from_runs], args.runs_per_file,
-                                   lambda i, n, last: p.update(task, completed=i, total=n, last=Path(last).name))
-    else:
-        runs = 100 if args.runs is None else args.runs
-        if runs < 1:
-            raise UsageError("--runs must be at least 1")
-        workloads = _csv(args.workloads)
-        for w in workloads:
-            if w not in WORKLOADS:
-                raise UsageError(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
-        bugs = list(BUGS) if args.bugs.strip() == "all" else _csv(args.bugs)
-        try:
-            faults = parse_faults(args.faults) + (["none"] if "none" in _csv(args.faults) else [])
-            parse_bugs(bugs)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        acks = _csv(args.acks)
-        for a in acks:
-            if a not in ("all", "1", "0"):
-                raise UsageError(f"--acks: {a!r} is not one of all, 1, 0")
-        try:
-            rfs = [int(x) for x in _csv(args.replication_factors)]
-        except ValueError:
-            raise UsageError("--replication-factors takes integers, e.g. 3,2") from None
-        if not workloads or not faults or not acks or not rfs or any(not 1 <= r <= 3 for r in rfs):
-            raise UsageError("--workloads, --faults, --acks and --replication-factors need at least one "
-                             "value each (replication factors 1 to 3: the simulated cluster has 3 brokers)")
-        if args.ops < 10:
-            raise UsageError("--ops must be at least 10")
-        if args.max_faults < 1:
-            raise UsageError("--max-faults must be at least 1")
-        specs = plan(runs, workloads, faults, acks, rfs, bugs, args.ops, args.grid, args.plan_seed, args.max_faults)
-        jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
-        if jobs < 1:
-            raise UsageError("--jobs must be at least 1")
-        with _progress_bar(args.no_progress, f"simulating ({args.engine})") as p:
-            task = p.add_task("runs", total=len(specs), last="")
-
-            def progress(i: int, n: int, last: str) -> None:
-                p.update(task, completed=i, total=n, last=last)
-
-            if args.engine == "spark":
-                outcome = generate_spark(out, specs, args.runs_per_file, args.master, progress)
-            else:
-                outcome = generate_local(out, specs, jobs, args.runs_per_file, progress)
-    write_manifest(out, options, outcome)
-    rate = outcome.written / outcome.seconds * 60 if outcome.seconds > 0 and outcome.written else 0.0
-    print(f"{outcome.written} runs written, {outcome.skipped} already there, {len(outcome.failures)} failed; "
-          f"{outcome.total_runs} runs in {out} ({outcome.seconds:.1f} s, {rate:.0f} runs/minute)")
-    for run_id, err in outcome.failures:
-        last = err.strip().splitlines()[-1] if err.strip() else "unknown error"
-        print(f"  failed: {run_id}: {last}", file=sys.stderr)
-    return EXIT_INVALID if outcome.failures else EXIT_VALID
-
-
-def cmd_extract(args) -> int:
-    from kafkacheck.cli import EXIT_VALID, UsageError
-    from traces.history import write_jsonl
-    from traces.parquet import read_run
-
-    out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out} exists and is not an empty directory")
-    record = read_run(Path(args.corpus), args.run_id)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "run.json").write_text(json.dumps(record.meta, indent=2, sort_keys=True) + "\n")
-    # results.json is left to kafkacheck check: the corpus keeps only the anomaly counts
-    write_jsonl(out / "history.jsonl", record.ops)
-    if record.events:
-        write_jsonl(out / "events.jsonl", record.events)
-    print(f"wrote run {args.run_id} ({len(record.ops)} ops) to {out}")
-    return EXIT_VALID

@@ -137,7 +137,7 @@ def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | 
 
 def _judge_template_run(bug: str | None, sc: Scenario, seed: int, ops: int) -> tuple[int, bool | str, list[str], int]:
     from fault_injection.model_shapes import seeded_template
-    from kafkacheck.corpus import judge
+    from kafkacheck.judge import judge_record as judge
     from kafkacheck.runner import RunOptions, simulate
 
     assert sc.template is not None
@@ -389,7 +389,7 @@ def _swarm_run(job: tuple[int, int, str | None]) -> tuple[int, bool | str, list[
     """Draw and run swarm seed ``seed``; (seed, valid, anomaly types, marks, workload, drawn)."""
     from dataclasses import replace
 
-    from kafkacheck.corpus import judge
+    from kafkacheck.judge import judge_record as judge
     from kafkacheck.runner import simulate
     from kafkacheck.swarm import describe, draw
 

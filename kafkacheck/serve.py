@@ -13,13 +13,11 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from pathlib import Path
 
 from fault_injection.processes import LocalProcess, ProcessGroup
 from reference.server.cluster import (
     SERVER_TIMINGS,
     ClusterLayout,
-    DataDirInUse,
     DataDirLock,
     ServerOptions,
     holder_of,
@@ -182,61 +180,3 @@ class ReferenceCluster:
 
 def describe_timings() -> str:
     return ", ".join(f"{k}={v}" for k, v in SERVER_TIMINGS.items())
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
-def cmd_serve(args) -> int:
-    from kafkacheck.cli import UsageError
-
-    if args.brokers < 1:
-        raise UsageError("--brokers must be at least 1")
-    if args.max_connections < 1 or args.idle_timeout <= 0:
-        raise UsageError("--max-connections must be at least 1 and --idle-timeout positive")
-    if not 0 <= args.port <= 65535 - args.brokers:
-        raise UsageError("--port must be 0 (free ports) or a port with room for one per broker")
-    rf = args.default_replication_factor if args.default_replication_factor is not None else min(3, args.brokers)
-    min_isr = args.min_insync_replicas if args.min_insync_replicas is not None else min(2, rf)
-    if not 1 <= rf <= args.brokers or not 1 <= min_isr <= rf:
-        raise UsageError("need 1 <= --min-insync-replicas <= --default-replication-factor <= --brokers")
-    data_dir = Path(args.data_dir)
-    options = ServerOptions(data_dir=data_dir, brokers=args.brokers, port=args.port,
-                            min_insync_replicas=min_isr, default_replication_factor=rf,
-                            unclean_leader_election=args.unclean_leader_election, flush_ms=args.flush_ms,
-                            max_connections=args.max_connections, idle_timeout_s=args.idle_timeout)
-    try:
-        cluster = ReferenceCluster(options, single_process=args.single_process,
-                                   log_level="INFO" if args.verbose else "WARNING")
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    mode = "one process" if args.single_process else f"{args.brokers + 1} processes"
-    print(f"starting {args.brokers} brokers and a controller ({mode}), data in {data_dir}", flush=True)
-    try:
-        cluster.start(timeout_s=args.ready_timeout)
-    except DataDirInUse as e:
-        cluster.stop()
-        raise UsageError(f"{e}: one kafkacheck serve per data directory") from None
-    except ClusterNotReady as e:
-        cluster.stop()
-        print(f"kafkacheck: error: {e}", file=sys.stderr)
-        return 2
-    print(f"bootstrap {cluster.bootstrap}", flush=True)
-    print("pids " + " ".join(f"{n}={p}" for n, p in cluster.pids.items()), flush=True)
-    print(f"timings: {describe_timings()}", flush=True)
-    print("Ctrl-C stops the cluster", flush=True)
-    signal.signal(signal.SIGTERM, _interrupt)  # kill PID stops the brokers too
-    try:
-        while True:
-            time.sleep(0.5)
-            dead = [p.name for p in cluster.processes().values() if not p.alive]
-            if dead:
-                print(f"{', '.join(dead)} exited (see {cluster.log_dir}); stopping", file=sys.stderr)
-                cluster.stop()
-                return 2
-    except KeyboardInterrupt:
-        print("stopping", flush=True)
-    finally:
-        cluster.stop()
-    return 0

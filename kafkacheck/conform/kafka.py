@@ -399,28 +399,3 @@ def metadata_brokers(host: str, port: int, timeout_s: float) -> list[int]:
     request = MetadataRequest[12](topics=[], allow_auto_topic_creation=False)
     resp = round_trip(host, port, request, MetadataResponse, "kafkacheck-probe", timeout_s)
     return sorted(b.node_id for b in resp.brokers)
-
-
-def cmd_kafka(args) -> int:
-    """``kafkacheck kafka fetch|where``."""
-    import sys
-
-    from kafkacheck.cli import UsageError
-
-    try:
-        dist = KafkaDist(check_version(args.kafka_version))
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if args.action == "where":
-        print(dist.home)
-        return 0 if dist.fetched else 2
-    from kafkacheck.conform.java import build_driver
-
-    try:
-        dist.fetch()
-        driver = build_driver(dist)
-    except KafkaUnavailable as e:
-        print(f"kafkacheck: error: {e}", file=sys.stderr)
-        return 2
-    print(f"Apache Kafka {dist.version}: {dist.libs}; the Java client driver: {driver}")
-    return 0

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kafkacheck.corpus import judge
+from kafkacheck.judge import judge_record as judge
 from kafkacheck.runner import RunOptions, simulate
 from kafkacheck.swarm import draw
 from traces.parquet import load_run_dir

@@ -93,7 +93,7 @@ def test_runs_collect_marks_and_the_same_seed_gives_the_same_marks(tmp_path):
     ("clock-jump-at-boundary", "queue"),
 ])
 def test_each_aimed_strategy_strikes_and_the_run_stays_valid_on_the_correct_engine(tmp_path, strategy, workload):
-    from kafkacheck.corpus import judge
+    from kafkacheck.judge import judge_record as judge
     from traces.parquet import load_run_dir
 
     ops = 300 if workload == "txn" else 800
@@ -167,7 +167,7 @@ def test_swarm_seed_97_a_member_whose_coordinator_lookup_failed_rejoins(tmp_path
     """Found by the swarm on the correct engine: a group member whose FindCoordinator timed
     out never looked again, never heartbeat, and sat in a generation the group had left
     (unowned-partition). Its heartbeat timer now looks the coordinator up again."""
-    from kafkacheck.corpus import judge
+    from kafkacheck.judge import judge_record as judge
     from traces.parquet import load_run_dir
 
     # the draw of seed 97 before crashing runs kept min.insync.replicas 2

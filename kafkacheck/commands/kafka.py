@@ -1,0 +1,43 @@
+"""``kafkacheck kafka``: Apache Kafka's jars (and the Java client driver) fetched into the cache."""
+
+from __future__ import annotations
+
+import argparse
+
+from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, check_version
+from kafkacheck.exits import UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    kaf = sub.add_parser(
+        "kafka", help="fetch Apache Kafka's jars (and build the Java client driver) for conform --spawn kafka",
+        description="kafkacheck conform --spawn kafka runs Apache Kafka from jars that Maven fetches from Maven "
+                    "Central once into a cache ($KAFKACHECK_CACHE, else $XDG_CACHE_HOME/kafkacheck, else "
+                    "~/.cache/kafkacheck). 'kafkacheck kafka fetch' fills that cache ahead of time (CI does it "
+                    "before the tests) and builds the Java driver of --client java; 'kafkacheck kafka where' "
+                    "prints the cache directory. Exit 0 when done, 2 when Java or Maven is missing or the "
+                    "download fails.")
+    kaf.add_argument("action", choices=["fetch", "where"], help="fetch: download and build; where: print the cache")
+    kaf.add_argument("--kafka-version", default="4.3.1", metavar="V", help="the Apache Kafka version (default 4.3.1)")
+
+
+def main(args: argparse.Namespace) -> int:
+    import sys
+
+    try:
+        dist = KafkaDist(check_version(args.kafka_version))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.action == "where":
+        print(dist.home)
+        return 0 if dist.fetched else 2
+    from kafkacheck.conform.java import build_driver
+
+    try:
+        dist.fetch()
+        driver = build_driver(dist)
+    except KafkaUnavailable as e:
+        print(f"kafkacheck: error: {e}", file=sys.stderr)
+        return 2
+    print(f"Apache Kafka {dist.version}: {dist.libs}; the Java client driver: {driver}")
+    return 0

@@ -1,0 +1,296 @@
+"""``kafkacheck run``: a workload on the simulated reference cluster under faults, judged.
+
+The options become a :class:`~kafkacheck.runner.RunOptions` (or, with ``--swarm SEED``, the
+options that swarm seed draws), the simulation writes the run directory, and the verdict is
+printed with the command that reproduces the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+from fault_injection.nemesis import FAULTS, load_schedule, parse_faults
+from kafkacheck.commands.common import bug_help, standalone
+from kafkacheck.exits import EXIT_INVALID, EXIT_VALID, UsageError
+from kafkacheck.judge import judge_record
+from kafkacheck.workloads import WORKLOADS
+from reference.assignors import ASSIGNORS
+from reference.bugs import parse_bugs
+
+DEFAULT_OPS = 10_000
+# what --swarm draws itself: none of these may be given with it
+_SWARM_DRAWS = ("workload", "transaction_version", "assignor", "static_members", "seed", "brokers",
+                "partitions", "replication_factor", "min_insync_replicas", "acks", "faults",
+                "schedule", "template", "clients", "flush_messages", "flush_ms", "unclean_leader_election")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser(
+        "run", help="run a workload on the simulated reference cluster under faults and check it",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Run a workload (--workload; the queue workload by default: sends and polls over "
+            "several partitions) on a simulated reference cluster of brokers and a controller, "
+            "in virtual time, under a random fault schedule drawn from --seed; heal, read "
+            "everything back, and check the history for durability, ordering, transaction, "
+            "exactly-once, consumer-group and compaction anomalies. The same seed and options "
+            "give a byte-identical history.jsonl."),
+        epilog="faults:\n" + "\n".join(f"  {k}: {v}" for k, v in FAULTS.items())
+        + "\n\nbug switches (--bug, repeatable; all off by default):\n" + bug_help())
+    run.add_argument("--workload", choices=list(WORKLOADS), default="queue",
+                     help="; ".join(f"{k}: {v}" for k, v in WORKLOADS.items()).replace("%", "%%")
+                     + " (default queue)")
+    run.add_argument("--transaction-version", type=int, choices=[1, 2], default=1,
+                     help="transactional workloads: 2 bumps the producer epoch at every "
+                          "transaction end (KIP-890 part 2); default 1")
+    run.add_argument("--assignor", choices=list(ASSIGNORS), default="range",
+                     help="groups workload: the members' partition assignor (default range)")
+    run.add_argument("--static-members", action="store_true",
+                     help="groups workload: static membership (a group.instance.id per member)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the run's RNG (default 0)")
+    run.add_argument("--ops", type=int, default=None,
+                     help="client operations to perform (default 10000; with --swarm 2000, "
+                          "500 for the transactional workloads)")
+    run.add_argument("--swarm", type=int, default=None, metavar="SEED",
+                     help="the run swarm seed SEED of kafkacheck hunt stands for: the seed draws the "
+                          "workload, faults, configuration, timings and aimed nemeses (printed), and "
+                          "a liveness phase follows the healing; goes with --ops, --bug, --keep-going "
+                          "and the output options only")
+    run.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    run.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
+    run.add_argument("--replication-factor", type=int, default=None,
+                     help="replication factor (default: min(3, brokers))")
+    run.add_argument("--min-insync-replicas", type=int, default=None,
+                     help="min.insync.replicas (default: min(2, replication factor))")
+    run.add_argument("--acks", choices=["all", "1", "0"], default="all",
+                     help="producer acks (default all)")
+    run.add_argument("--faults", default="partition,kill,pause,disk",
+                     help="comma-separated fault kinds, or 'none' (default partition,kill,pause,disk)")
+    run.add_argument("--schedule", metavar="FILE",
+                     help="a scripted fault schedule (JSON list, e.g. a run's schedule.json) "
+                          "instead of a random one")
+    run.add_argument("--template", metavar="VARIANT", default=None,
+                     help="instead of a random schedule, the shape of a z3 counterexample of the "
+                          "replication model (kip101, kip279-hole, no-epoch-hw, unclean; see "
+                          "kafkacheck model-check) with parameters drawn from --seed: which brokers "
+                          "play its replicas, when it starts, how far apart its steps are")
+    run.add_argument("--bug", action="append", default=[], metavar="NAME",
+                     help="turn on a bug switch (see below)")
+    run.add_argument("--clients", type=int, default=5, help="client processes (default 5)")
+    run.add_argument("--flush-messages", type=int, default=None,
+                     help="broker flush.messages (default: never flush, as Kafka)")
+    run.add_argument("--flush-ms", type=int, default=None,
+                     help="broker flush.ms: flush every N ms of virtual time (default: never)")
+    run.add_argument("--unclean-leader-election", action="store_true",
+                     help="unclean.leader.election.enable=true")
+    run.add_argument("--keep-going", action="store_true",
+                     help="do not stop at the first invariant violation; run to the end so the "
+                          "history shows its consequences")
+    run.add_argument("--out", metavar="DIR", help="run directory (default runs/<run_id>)")
+    run.add_argument("--format", choices=["table", "json"], default="table")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """``kafkacheck run ARGV``'s arguments (its defaults, for ``argv`` empty)."""
+    return standalone(add_parser, "run", argv)
+
+
+def main(args: argparse.Namespace) -> int:
+    from kafkacheck.report import print_verdict, progress_bar
+    from kafkacheck.runner import run_id_for, simulate
+
+    if args.swarm is not None:
+        from kafkacheck.swarm import describe
+
+        options = _swarm_options(args, vars(parse([])))
+        if args.format != "json":
+            print(f"swarm seed {args.swarm}: {describe(options)}", flush=True)
+    else:
+        options = _options(args)
+    reproduce = _reproduce_command(args)
+    out = Path(args.out) if args.out else Path("runs") / _run_dir_name(run_id_for(options), reproduce)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a directory")
+    _refuse_other_run(out, reproduce)
+    try:  # before simulating, so a bad --out costs nothing
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ".write-test").write_text("")
+        (out / ".write-test").unlink()
+    except OSError as e:
+        raise UsageError(f"cannot write the run directory {out}: {e.strerror or e}") from None
+    with progress_bar(args.no_progress or args.format == "json", options.ops) as progress:
+        outcome = simulate(options, out, progress)
+    record = outcome.record()  # what the run directory now holds, without reading it back
+    result = judge_record(record)
+    result["stats"]["simulation"] = outcome.stats
+    result["reproduce"] = reproduce
+    (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    if args.format == "json":
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print_verdict(result, out, outcome.run_meta)
+    return EXIT_VALID if result["valid"] is True else EXIT_INVALID
+
+
+
+def _swarm_options(args: argparse.Namespace, parser_defaults: dict):
+    from dataclasses import replace
+
+    from kafkacheck import swarm
+
+    for name in _SWARM_DRAWS:
+        if getattr(args, name) != parser_defaults[name]:
+            raise UsageError(f"--swarm draws --{name.replace('_', '-')} itself; with --swarm give only "
+                             "--ops, --bug, --keep-going, --out, --format and --no-progress")
+    if args.swarm < 0:
+        raise UsageError("--swarm must be a seed of 0 or more")
+    try:
+        bugs = sorted(parse_bugs(args.bug))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    ops = args.ops if args.ops is not None else swarm.DEFAULT_OPS
+    if ops < 1:
+        raise UsageError("--ops must be at least 1")
+    return replace(swarm.draw(args.swarm, ops), bugs=bugs, keep_going=args.keep_going)
+
+
+
+def _options(args: argparse.Namespace):
+    from kafkacheck.runner import RunOptions
+
+    if args.ops is None:
+        args.ops = DEFAULT_OPS
+    try:
+        bugs = sorted(parse_bugs(args.bug))
+        faults = parse_faults(args.faults)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.ops < 1:
+        raise UsageError("--ops must be at least 1")
+    if args.brokers < 1:
+        raise UsageError("--brokers must be at least 1")
+    for name in ("flush_messages", "flush_ms"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.partitions < 1 or args.clients < 1:
+        raise UsageError("--partitions and --clients must be at least 1")
+    if args.workload in ("eos", "groups") and args.clients < 2:
+        raise UsageError(f"the {args.workload} workload needs --clients 2 or more "
+                         "(a producer and consumers)")
+    rf = args.replication_factor if args.replication_factor is not None else min(3, args.brokers)
+    if not 1 <= rf <= args.brokers:
+        raise UsageError(f"--replication-factor must be between 1 and --brokers ({args.brokers})")
+    min_isr = args.min_insync_replicas if args.min_insync_replicas is not None else min(2, rf)
+    if not 1 <= min_isr <= rf:
+        raise UsageError(f"--min-insync-replicas must be between 1 and the replication factor ({rf})")
+    if args.workload != "queue" and args.acks != "all":
+        raise UsageError(f"the {args.workload} workload needs --acks all "
+                         "(enable.idempotence implies it)")
+    schedule = load_schedule(args.schedule) if args.schedule else None
+    if args.template is not None:
+        from fault_injection.model_shapes import model_templates, seeded_template
+
+        known = model_templates()
+        if args.template not in known:
+            raise UsageError(f"unknown --template {args.template!r}; known: {', '.join(known)}")
+        if args.schedule:
+            raise UsageError("--template and --schedule both replace the random schedule: give one")
+        if args.brokers < known[args.template]["replicas"]:
+            raise UsageError(f"--template {args.template} needs --brokers "
+                             f"{known[args.template]['replicas']} or more")
+        schedule = seeded_template(args.template, args.seed, args.brokers)
+    return RunOptions(workload=args.workload, seed=args.seed, ops=args.ops, brokers=args.brokers,
+                      partitions=args.partitions, replication_factor=rf,
+                      min_insync_replicas=min_isr, acks=args.acks, faults=faults, bugs=bugs,
+                      clients=args.clients, schedule=schedule,
+                      flush_messages=args.flush_messages, flush_ms=args.flush_ms,
+                      unclean_leader_election=args.unclean_leader_election,
+                      keep_going=args.keep_going,
+                      transaction_version=args.transaction_version,
+                      assignor=args.assignor, static_members=args.static_members)
+
+
+
+def _reproduce_command(args: argparse.Namespace) -> str:
+    if args.swarm is not None:
+        parts = ["kafkacheck", "run", "--swarm", str(args.swarm)]
+        if args.ops is not None:
+            parts += ["--ops", str(args.ops)]
+        for b in args.bug:
+            parts += ["--bug", b]
+        if args.keep_going:
+            parts.append("--keep-going")
+        return " ".join(parts)
+    parts = ["kafkacheck", "run", "--seed", str(args.seed), "--ops", str(args.ops)]
+    if args.workload != "queue":
+        parts += ["--workload", args.workload]
+    if args.brokers != 3:
+        parts += ["--brokers", str(args.brokers)]
+    if args.partitions != 4:
+        parts += ["--partitions", str(args.partitions)]
+    if args.replication_factor is not None:
+        parts += ["--replication-factor", str(args.replication_factor)]
+    if args.min_insync_replicas is not None:
+        parts += ["--min-insync-replicas", str(args.min_insync_replicas)]
+    if args.acks != "all":
+        parts += ["--acks", args.acks]
+    if args.faults != "partition,kill,pause,disk":
+        parts += ["--faults", args.faults]
+    if args.schedule:
+        parts += ["--schedule", args.schedule]
+    if args.template:
+        parts += ["--template", args.template]
+    for b in args.bug:
+        parts += ["--bug", b]
+    if args.clients != 5:
+        parts += ["--clients", str(args.clients)]
+    if args.flush_messages is not None:
+        parts += ["--flush-messages", str(args.flush_messages)]
+    if args.flush_ms is not None:
+        parts += ["--flush-ms", str(args.flush_ms)]
+    if args.unclean_leader_election:
+        parts.append("--unclean-leader-election")
+    if args.keep_going:
+        parts.append("--keep-going")
+    if args.transaction_version != 1:
+        parts += ["--transaction-version", str(args.transaction_version)]
+    if args.assignor != "range":
+        parts += ["--assignor", args.assignor]
+    if args.static_members:
+        parts.append("--static-members")
+    return " ".join(parts)
+
+
+
+def _run_dir_name(run_id: str, reproduce: str) -> str:
+    """The default run directory: the run id, and when any option besides the seed, workload
+    and bug switches differs from its default, a short hash of them, so that runs made with
+    different options never share (and overwrite) a directory."""
+    if " --swarm " in reproduce:
+        return f"swarm{reproduce.split()[3]}-{run_id.split('-', 1)[1]}-" \
+               f"{hashlib.sha256(reproduce.encode()).hexdigest()[:8]}"
+    words = reproduce.split()[4:]  # after "kafkacheck run --seed N"
+    pairs = [words[i:i + 2] if i + 1 < len(words) and not words[i + 1].startswith("--") else [words[i]]
+             for i in range(len(words)) if words[i].startswith("--")]
+    options = [w for p in pairs if p[0] not in ("--workload", "--bug") for w in p]
+    if options == ["--ops", str(DEFAULT_OPS)]:
+        return run_id
+    return f"{run_id}-{hashlib.sha256(' '.join(options).encode()).hexdigest()[:8]}"
+
+
+
+def _refuse_other_run(out: Path, reproduce: str) -> None:
+    """A directory that holds a run made with other options is not overwritten."""
+    try:
+        old = json.loads((out / "results.json").read_text())
+    except (OSError, ValueError):
+        return
+    made_by = old.get("reproduce") if isinstance(old, dict) else None
+    if made_by and made_by != reproduce:
+        raise UsageError(f"{out} holds a run made with other options ({made_by}); "
+                         f"choose another --out, or delete it first")
