@@ -1,11 +1,14 @@
-"""Runs the queue workload on a simulated reference cluster and writes the run directory.
+"""Runs a workload (:mod:`kafkacheck.workloads`) on a simulated reference cluster and writes
+the run directory.
 
-Phases, in virtual time:
+Phases, in virtual time (:class:`_Run` has a method for each):
 
-1. start the controller (node 0) and brokers (1..N); create the topic; start the clients;
+1. start the controller (node 0) and brokers (1..N); create the topics; start the clients;
 2. the workload runs its ``ops`` while the nemesis applies its schedule;
-3. every fault is healed, then the cluster gets ``quiet_ms`` with no faults;
-4. a final reader reads every partition to its end within ``staleness_bound_ms``.
+3. every fault is healed, then the cluster gets ``quiet_ms`` with no faults, and the workload
+   does what it does after healing (group members poll once more);
+4. with ``liveness_ms`` (the swarm), the healed cluster must converge within it;
+5. a final reader reads every partition to its end within ``staleness_bound_ms``.
 
 Timings of the simulated cluster are Kafka's defaults scaled down (``CLUSTER_TIMINGS``) so
 that a run of a minute of virtual time sees many leader changes; they are written to
@@ -17,7 +20,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import kafkacheck
@@ -25,16 +28,12 @@ from fault_injection.cluster import CLUSTER_TIMINGS, CONTROLLER_ID, MS, add_clus
 from fault_injection.cluster import broker_config as make_broker_config
 from fault_injection.nemesis import Nemesis, random_schedule
 from fault_injection.simulation import Simulation, young_collections_only
-from kafkacheck.workloads import IDEMPOTENT_WORKLOADS, TXN_WORKLOADS, WORKLOADS  # noqa: F401 (re-exported)
-from kafkacheck.workloads.compaction import CompactionClient
-from kafkacheck.workloads.eos import GROUP, SOURCE_SHIFT, EosProcessor
-from kafkacheck.workloads.groups import GROUP as MEMBERS_GROUP
-from kafkacheck.workloads.groups import GroupMemberClient
-from kafkacheck.workloads.queue import Budget, FinalReader, QueueClient
-from kafkacheck.workloads.txn import TxnClient
+from kafkacheck.workloads import WORKLOADS, Setup
+from kafkacheck.workloads.client import Budget, FinalReader
 from reference import marks
 from reference.consumer import ConsumerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
+from reference.node import Node
 from reference.producer import ProducerConfig
 from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
 from traces.history import RunRecord, write_jsonl
@@ -108,11 +107,6 @@ class RunOutcome:
         return RunRecord(json.loads(json.dumps(self.run_meta)), self.ops, self.events)
 
 
-def _kick(sim: Simulation, c: GroupMemberClient) -> None:
-    """Ask a member for its final poll, through the simulation so its outputs are routed."""
-    sim.act(c.node_id, lambda node, now_ms: c.final_poll(now_ms))
-
-
 def _liveness_phase(sim: Simulation, bound_ms: int) -> dict:
     """Run until the healed cluster has converged (:mod:`kafkacheck.liveness`), polling every
     100 ms of virtual time, for at most ``bound_ms``; what has not converged by then is
@@ -153,236 +147,19 @@ def simulate(options: RunOptions, out_dir: Path | None,
 
 def _simulate(options: RunOptions, out_dir: Path | None,
               progress: Callable[[int, int], None] | None) -> RunOutcome:
-    sim = Simulation(options.seed, invariants=options.invariants, keep_going=options.keep_going)
-    bugs = frozenset(options.bugs)
-    t = {**CLUSTER_TIMINGS, **(options.timings or {})}
-    marks.reset()
-    broker_config = make_broker_config(options.min_insync_replicas, options.flush_messages,
-                                       options.flush_ms, options.transaction_version, t)
-    broker_ids = add_cluster(sim, options.brokers, broker_config,
-                             controller_config(options.min_insync_replicas,
-                                               options.unclean_leader_election, t), bugs)
-    recorder = sim.recorder
-
-    sim.start(CONTROLLER_ID)
-    for b in broker_ids:
-        sim.start(b)
-    sim.run_until(1_000 * MS)
-    compacted = options.workload == "compaction"
-    topic_configs = (options.topic_configs if options.topic_configs is not None
-                     else COMPACTED_TOPIC_CONFIGS) if compacted else ()
-    sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
-        1, options.topic, options.partitions, options.replication_factor, topic_configs))
-    txn = options.workload in TXN_WORKLOADS
-    eos = options.workload == "eos"
-    output_topic = "t1" if options.topic != "t1" else "t2"
-    if txn:
-        # Kafka creates its internal topics on first use; the harness creates them up front
-        sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
-            2, TXN_TOPIC, broker_config.transaction_state_partitions,
-            min(3, options.brokers)))
-    groups = options.workload == "groups"
-    if eos or groups:
-        sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
-            3, OFFSETS_TOPIC, broker_config.offsets_partitions, min(3, options.brokers)))
-    if eos:
-        sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
-            4, output_topic, options.partitions, options.replication_factor))
-    sim.run_until(2_000 * MS)
-
-    keys = [TopicPartition(options.topic, i) for i in range(options.partitions)]
-    outputs = [TopicPartition(output_topic, i) for i in range(options.partitions)]
-    n_producers = max(1, options.clients // 2)  # eos: input producers; the rest process
-    budget = Budget(options.ops)
-    idempotent = options.workload in IDEMPOTENT_WORKLOADS
-    producer_config = ProducerConfig(
-        acks=acks_value(options.acks), linger_ms=2, retry_backoff_ms=50,
-        request_timeout_ms=t["request_timeout_ms"], delivery_timeout_ms=t["delivery_timeout_ms"],
-        max_in_flight=5 if idempotent else 1, retry_unknown_outcomes=idempotent,
-        enable_idempotence=idempotent)
-    consumer_config = ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=t["request_timeout_ms"],
-                                     isolation_level=1 if txn else 0)
-    member_config = replace(
-        consumer_config, session_timeout_ms=t["member_session_timeout_ms"],
-        heartbeat_interval_ms=t["member_heartbeat_interval_ms"],
-        rebalance_timeout_ms=t["member_rebalance_timeout_ms"],
-        max_poll_interval_ms=t["member_max_poll_interval_ms"], assignors=(options.assignor,),
-        enable_auto_commit=False)
-    clients: list[QueueClient | TxnClient | EosProcessor | GroupMemberClient] = []
-    for i in range(options.clients):
-        node_id = CLIENT_BASE + i
-        client_rng = sim.child_rng()
-
-        def make(inc, disk, i=i, node_id=node_id, client_rng=client_rng):
-            c: QueueClient | TxnClient | EosProcessor | GroupMemberClient
-            if groups and i == 0:
-                c = QueueClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
-                                producer_config, consumer_config, think_ms=100, send_p=1.0)
-            elif groups:
-                c = GroupMemberClient(node_id, i, options.clients, [tp.key for tp in keys],
-                                      broker_ids, client_rng, budget, member_config,
-                                      options.static_members)
-            elif eos and i < n_producers:
-                c = QueueClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
-                                producer_config, consumer_config, think_ms=150, send_p=1.0)
-            elif eos:
-                j, m = i - n_producers, options.clients - n_producers
-                c = EosProcessor(node_id, j, i, options.clients,
-                                 [tp for tp in keys if tp.partition % m == j], output_topic,
-                                 broker_ids, client_rng, budget, producer_config,
-                                 replace(consumer_config, group_id=GROUP),
-                                 t["transaction_timeout_ms"])
-            elif compacted:
-                c = CompactionClient(node_id, i, options.clients, keys, broker_ids, client_rng,
-                                     budget, producer_config, consumer_config)
-            elif txn:
-                c = TxnClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
-                              producer_config, consumer_config, t["transaction_timeout_ms"])
-            else:
-                c = QueueClient(node_id, i, options.clients, keys, broker_ids, client_rng, budget,
-                                producer_config, consumer_config)
-            clients.append(c)
-            return c
-
-        sim.add_process(node_id, make)
-        sim.start(node_id)
-
-    nodes = [CONTROLLER_ID, *broker_ids]
-    members = [CLIENT_BASE + i for i in range(1, options.clients)] if groups else []
-    nemesis = Nemesis(sim, nodes + members)
-    # the random schedule spans the time the workload is expected to need
-    expected_ms = 2_000 + options.ops * 70 // max(options.clients, 1)
-    schedule = options.schedule if options.schedule is not None else random_schedule(
-        sim.child_rng(), options.faults, nodes, 2_000, expected_ms * 2,
-        stable_ms=options.fault_stable_ms, fault_ms=options.fault_ms)
-    if options.schedule is None and members and "pause" in options.faults:
-        # members paused past their session timeout miss rebalances and wake up stale
-        schedule = sorted(schedule + random_schedule(
-            sim.child_rng(), ["pause"], members, 3_000, expected_ms * 2,
-            stable_ms=(2_000, 6_000), fault_ms=(1_000, 3 * t["member_session_timeout_ms"])),
-            key=lambda step: step["at_ms"])
-    nemesis.schedule(schedule)
-    if options.aimed:
-        from fault_injection.aimed import AimedNemesis
-
-        AimedNemesis(sim, nemesis, options.aimed, sim.child_rng(), broker_ids, members, t,
-                     schedule, expected_ms * 2, options.fault_ms)
-
-    # phase 2: until every op completed (and the schedule has played out), or the run stopped
-    schedule_end_ms = max((s["at_ms"] for s in schedule), default=0)
-    horizon_ns = (expected_ms * 20 + schedule_end_ms + 60_000) * MS
-    step_ns = 200 * MS
-    t_ns = sim.now_ns
-    stalled_at_ns = None
-    last_progress = (budget.completed, t_ns)
-    while not sim.stopped and t_ns < horizon_ns:
-        t_ns += step_ns
-        sim.run_until(t_ns)
-        if progress is not None:
-            progress(budget.completed, options.ops)
-        if budget.remaining <= 0 and all(c.op is None for c in clients):
-            break
-        if budget.completed != last_progress[0]:
-            last_progress = (budget.completed, t_ns)
-        elif t_ns - last_progress[1] > STALL_MS * MS:
-            stalled_at_ns = last_progress[1]  # no client op completed for STALL_MS
-            break
-
-    # phase 3: heal everything, then a quiet period
-    heal_ns = sim.now_ns
-    final_read: dict = {"performed": False}
-    nemesis.enabled = False  # steps left in the schedule are not applied
-    if not sim.stopped:
-        nemesis.heal_all()
-        sim.run_until(sim.now_ns + options.quiet_ms * MS)
-        if groups:
-            # every member polls once more: its final assignment reaches the history
-            for c in clients:
-                if isinstance(c, GroupMemberClient):
-                    sim.call_at(sim.now_ns, lambda c=c: _kick(sim, c))
-            sim.run_until(sim.now_ns + 2_000 * MS)
-    liveness: dict | None = None
-    if not sim.stopped and options.liveness_ms is not None:
-        liveness = _liveness_phase(sim, options.liveness_ms)
-    # phase 4: the final read
-    if not sim.stopped:
-        start_ms = sim.now_ns // MS
-        reader_process = options.clients * 1000
-        reader_holder: list[FinalReader] = []
-
-        def make_reader(inc, disk):
-            if eos:
-                r = FinalReader(READER_ID, reader_process, keys + outputs, broker_ids,
-                                replace(consumer_config, group_id=GROUP),
-                                start_ms + options.staleness_bound_ms, committed_keys=keys)
-            else:
-                r = FinalReader(READER_ID, reader_process, keys, broker_ids, consumer_config,
-                                start_ms + options.staleness_bound_ms)
-            reader_holder.append(r)
-            return r
-
-        sim.add_process(READER_ID, make_reader)
-        sim.start(READER_ID)
-        reader = reader_holder[0]
-        sim.run_until(sim.now_ns + (options.staleness_bound_ms + 1_000) * MS,
-                      stop=lambda: reader.done)
-        final_read = {
-            "performed": True,
-            "start_ns": start_ms * MS,
-            "heal_ns": heal_ns,
-            "reached_end": reader.reached,
-            "took_ms": (reader.finished_ms or sim.now_ns // MS) - start_ms,
-            "staleness_bound_ms": options.staleness_bound_ms,
-            "end_offsets": {tp.key: o for tp, o in sorted(reader.consumer.end_offsets.items())},
-        }
-        sim.check_all_acked()
-
+    run = _Run(options)
+    run.start_cluster()
+    run.create_topics()
+    run.start_clients()
+    schedule = run.schedule_faults()
+    stalled_at_ns = run.run_ops(progress)
+    heal_ns = run.heal()
+    liveness = _liveness_phase(run.sim, options.liveness_ms) if (
+        not run.sim.stopped and options.liveness_ms is not None) else None
+    final_read = run.final_read(heal_ns)
+    sim = run.sim
     violations = [{"time": at, **v.to_dict()} for at, v in sim.violations]
-    run_meta = {
-        "format": 1,
-        "run_id": run_id_for(options),
-        "seed": options.seed,
-        "target": "sim",
-        "workload": options.workload,
-        "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "config": {
-            "acks": options.acks,
-            "idempotence": idempotent,
-            "isolation_level": "read_committed" if txn else "read_uncommitted",
-            "txn": txn,
-            "transaction_version": options.transaction_version if txn else None,
-            "eos": {"input": options.topic, "output": output_topic, "group": GROUP,
-                    "source_shift": SOURCE_SHIFT} if eos else None,
-            "sub_via": ["subscribe"] if groups else ["assign"],
-            "groups": {"group": MEMBERS_GROUP, "assignor": options.assignor,
-                       "static": options.static_members, "keys": [tp.key for tp in keys],
-                       "final_polls": groups} if groups else None,
-            "replication_factor": options.replication_factor,
-            "min_insync_replicas": options.min_insync_replicas,
-            "partitions": options.partitions,
-            "brokers": options.brokers,
-            "compacted": compacted,
-            "topic_configs": dict(topic_configs),
-            "bugs": list(options.bugs),
-            "ops": options.ops,
-            "clients": options.clients,
-            "flush_messages": options.flush_messages,
-            "flush_ms": options.flush_ms,
-            "unclean_leader_election_enable": options.unclean_leader_election,
-            "timings_ms": t,
-            "final_read": final_read,
-            # read by the checker: no client op completed for idle_ms after at_ns
-            "stalled": None if stalled_at_ns is None else {
-                "at_ns": stalled_at_ns, "idle_ms": STALL_MS,
-                "ops_completed": budget.completed},
-        },
-        "faults": list(options.faults) if options.schedule is None else ["scripted"],
-        "versions": {"kafkacheck": kafkacheck.__version__, "broker": f"reference {kafkacheck.__version__}"},
-    }
-    if liveness is not None:
-        run_meta["config"]["liveness"] = liveness
-    if options.swarm is not None:
-        run_meta["config"]["swarm"] = options.swarm
+    run_meta = run.meta(final_read, stalled_at_ns, liveness)
     stats = {
         "marks": marks.counts(),
         "virtual_seconds": sim.now_ns / 1e9,
@@ -390,13 +167,223 @@ def _simulate(options: RunOptions, out_dir: Path | None,
         "messages_sent": sim.network.sent,
         "messages_delivered": sim.delivered,
         "messages_dropped": sim.network.dropped,
-        "ops_completed": budget.completed,
+        "ops_completed": run.budget.completed,
         "faults_applied": len([s for s in schedule if s["at_ms"] * MS <= sim.now_ns]),
     }
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "run.json").write_text(json.dumps(run_meta, indent=2, sort_keys=True) + "\n")
-        write_jsonl(out_dir / "history.jsonl", recorder.ops)
-        write_jsonl(out_dir / "events.jsonl", recorder.events)
+        write_jsonl(out_dir / "history.jsonl", sim.recorder.ops)
+        write_jsonl(out_dir / "events.jsonl", sim.recorder.events)
         (out_dir / "schedule.json").write_text(json.dumps(schedule, indent=1) + "\n")
-    return RunOutcome(out_dir, run_meta, violations, final_read, stats, recorder.ops, recorder.events)
+    return RunOutcome(out_dir, run_meta, violations, final_read, stats, sim.recorder.ops, sim.recorder.events)
+
+
+class _Run:
+    """One simulated run, phase by phase (the module's docstring)."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self.sim = Simulation(options.seed, invariants=options.invariants, keep_going=options.keep_going)
+        self.timings = t = {**CLUSTER_TIMINGS, **(options.timings or {})}
+        marks.reset()
+        self.broker_config = make_broker_config(options.min_insync_replicas, options.flush_messages,
+                                                options.flush_ms, options.transaction_version, t)
+        self.kind = WORKLOADS[options.workload]
+        self.budget = Budget(options.ops)
+        self.keys = [TopicPartition(options.topic, i) for i in range(options.partitions)]
+        self.topic_configs = ((options.topic_configs if options.topic_configs is not None
+                               else COMPACTED_TOPIC_CONFIGS) if self.kind.compacted else ())
+        self.clients: list[Node] = []
+        self.nemesis: Nemesis | None = None
+        self.expected_ms = 2_000 + options.ops * 70 // max(options.clients, 1)
+
+    def start_cluster(self) -> None:
+        o, sim = self.options, self.sim
+        self.broker_ids = add_cluster(sim, o.brokers, self.broker_config,
+                                      controller_config(o.min_insync_replicas, o.unclean_leader_election,
+                                                        self.timings), frozenset(o.bugs))
+        sim.start(CONTROLLER_ID)
+        for b in self.broker_ids:
+            sim.start(b)
+        sim.run_until(1_000 * MS)
+
+    def create_topics(self) -> None:
+        """The workload topic, the internal topics the workload needs (Kafka creates them on
+        first use; the harness creates them up front), and the workload's own."""
+        o, sim, kind = self.options, self.sim, self.kind
+        internal = min(3, o.brokers)
+        sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
+            1, o.topic, o.partitions, o.replication_factor, self.topic_configs))
+        if kind.transactional:
+            sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
+                2, TXN_TOPIC, self.broker_config.transaction_state_partitions, internal))
+        if kind.group_coordinator:
+            sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
+                3, OFFSETS_TOPIC, self.broker_config.offsets_partitions, internal))
+        self.workload = kind(Setup(o, self.timings, self.keys, self.broker_ids, self.budget,
+                                   self._producer_config(), self._consumer_config()))
+        for i, (topic, partitions) in enumerate(self.workload.topics()):
+            sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(4 + i, topic, partitions, o.replication_factor))
+        sim.run_until(2_000 * MS)
+
+    def _producer_config(self) -> ProducerConfig:
+        t, idempotent = self.timings, self.kind.idempotent
+        return ProducerConfig(
+            acks=acks_value(self.options.acks), linger_ms=2, retry_backoff_ms=50,
+            request_timeout_ms=t["request_timeout_ms"], delivery_timeout_ms=t["delivery_timeout_ms"],
+            max_in_flight=5 if idempotent else 1, retry_unknown_outcomes=idempotent,
+            enable_idempotence=idempotent)
+
+    def _consumer_config(self) -> ConsumerConfig:
+        return ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=self.timings["request_timeout_ms"],
+                              isolation_level=1 if self.kind.transactional else 0)
+
+    def start_clients(self) -> None:
+        sim = self.sim
+        for i in range(self.options.clients):
+            node_id = CLIENT_BASE + i
+            client_rng = sim.child_rng()
+
+            def make(inc, disk, i=i, node_id=node_id, client_rng=client_rng) -> Node:
+                c = self.workload.client(i, node_id, client_rng)
+                self.clients.append(c)
+                return c
+
+            sim.add_process(node_id, make)
+            sim.start(node_id)
+
+    def schedule_faults(self) -> list[dict]:
+        """The nemesis and its schedule: scripted, or random over the time the workload is
+        expected to need; group members may be paused too; aimed strategies watch the run."""
+        o, sim, t = self.options, self.sim, self.timings
+        nodes = [CONTROLLER_ID, *self.broker_ids]
+        members = self.workload.members([CLIENT_BASE + i for i in range(o.clients)])
+        self.nemesis = nemesis = Nemesis(sim, nodes + members)
+        schedule = o.schedule if o.schedule is not None else random_schedule(
+            sim.child_rng(), o.faults, nodes, 2_000, self.expected_ms * 2,
+            stable_ms=o.fault_stable_ms, fault_ms=o.fault_ms)
+        if o.schedule is None and members and "pause" in o.faults:
+            # members paused past their session timeout miss rebalances and wake up stale
+            schedule = sorted(schedule + random_schedule(
+                sim.child_rng(), ["pause"], members, 3_000, self.expected_ms * 2,
+                stable_ms=(2_000, 6_000), fault_ms=(1_000, 3 * t["member_session_timeout_ms"])),
+                key=lambda step: step["at_ms"])
+        nemesis.schedule(schedule)
+        if o.aimed:
+            from fault_injection.aimed import AimedNemesis
+
+            AimedNemesis(sim, nemesis, o.aimed, sim.child_rng(), self.broker_ids, members, t,
+                         schedule, self.expected_ms * 2, o.fault_ms)
+        self.schedule_end_ms = max((s["at_ms"] for s in schedule), default=0)
+        return schedule
+
+    def run_ops(self, progress: Callable[[int, int], None] | None) -> int | None:
+        """Until every op completed (and the schedule has played out), or the run stopped;
+        the time no op completed after for STALL_MS, if it stalled."""
+        sim, budget, ops = self.sim, self.budget, self.options.ops
+        horizon_ns = (self.expected_ms * 20 + self.schedule_end_ms + 60_000) * MS
+        step_ns = 200 * MS
+        t_ns = sim.now_ns
+        last_progress = (budget.completed, t_ns)
+        while not sim.stopped and t_ns < horizon_ns:
+            t_ns += step_ns
+            sim.run_until(t_ns)
+            if progress is not None:
+                progress(budget.completed, ops)
+            if budget.remaining <= 0 and all(c.op is None for c in self.clients):
+                break
+            if budget.completed != last_progress[0]:
+                last_progress = (budget.completed, t_ns)
+            elif t_ns - last_progress[1] > STALL_MS * MS:
+                return last_progress[1]  # no client op completed for STALL_MS
+        return None
+
+    def heal(self) -> int:
+        """Every fault healed (steps left in the schedule are not applied), then a quiet
+        period and what the workload does after healing; the time healing began."""
+        sim = self.sim
+        heal_ns = sim.now_ns
+        assert self.nemesis is not None
+        self.nemesis.enabled = False
+        if not sim.stopped:
+            self.nemesis.heal_all()
+            sim.run_until(sim.now_ns + self.options.quiet_ms * MS)
+            self.workload.after_heal(sim, self.clients)
+        return heal_ns
+
+    def final_read(self, heal_ns: int) -> dict:
+        """A reader reads every partition from the beginning to its end, within the
+        staleness bound; then every acknowledged write must still be on the ISR."""
+        sim, o = self.sim, self.options
+        if sim.stopped:
+            return {"performed": False}
+        start_ms = sim.now_ns // MS
+        holder: list[FinalReader] = []
+
+        def make_reader(inc, disk) -> FinalReader:
+            holder.append(self.workload.final_reader(READER_ID, o.clients * 1000,
+                                                     start_ms + o.staleness_bound_ms))
+            return holder[0]
+
+        sim.add_process(READER_ID, make_reader)
+        sim.start(READER_ID)
+        reader = holder[0]
+        sim.run_until(sim.now_ns + (o.staleness_bound_ms + 1_000) * MS, stop=lambda: reader.done)
+        sim.check_all_acked()
+        return {
+            "performed": True,
+            "start_ns": start_ms * MS,
+            "heal_ns": heal_ns,
+            "reached_end": reader.reached,
+            "took_ms": (reader.finished_ms or sim.now_ns // MS) - start_ms,
+            "staleness_bound_ms": o.staleness_bound_ms,
+            "end_offsets": {tp.key: off for tp, off in sorted(reader.consumer.end_offsets.items())},
+        }
+
+    def meta(self, final_read: dict, stalled_at_ns: int | None, liveness: dict | None) -> dict:
+        """run.json: what the checker needs to decide what is allowed, and how the run was made."""
+        o, kind = self.options, self.kind
+        config = {
+            "acks": o.acks,
+            "idempotence": kind.idempotent,
+            "isolation_level": "read_committed" if kind.transactional else "read_uncommitted",
+            "txn": kind.transactional,
+            "transaction_version": None,
+            "eos": None,
+            "sub_via": ["assign"],
+            "groups": None,
+            "replication_factor": o.replication_factor,
+            "min_insync_replicas": o.min_insync_replicas,
+            "partitions": o.partitions,
+            "brokers": o.brokers,
+            "compacted": kind.compacted,
+            "topic_configs": dict(self.topic_configs),
+            "bugs": list(o.bugs),
+            "ops": o.ops,
+            "clients": o.clients,
+            "flush_messages": o.flush_messages,
+            "flush_ms": o.flush_ms,
+            "unclean_leader_election_enable": o.unclean_leader_election,
+            "timings_ms": self.timings,
+            "final_read": final_read,
+            # read by the checker: no client op completed for idle_ms after at_ns
+            "stalled": None if stalled_at_ns is None else {
+                "at_ns": stalled_at_ns, "idle_ms": STALL_MS, "ops_completed": self.budget.completed},
+            **self.workload.config(),
+        }
+        if liveness is not None:
+            config["liveness"] = liveness
+        if o.swarm is not None:
+            config["swarm"] = o.swarm
+        return {
+            "format": 1,
+            "run_id": run_id_for(o),
+            "seed": o.seed,
+            "target": "sim",
+            "workload": o.workload,
+            "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "config": config,
+            "faults": list(o.faults) if o.schedule is None else ["scripted"],
+            "versions": {"kafkacheck": kafkacheck.__version__, "broker": f"reference {kafkacheck.__version__}"},
+        }

@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog="faults:\n" + "\n".join(f"  {k}: {v}" for k, v in FAULTS.items())
         + "\n\nbug switches (--bug, repeatable; all off by default):\n" + bug_help())
     run.add_argument("--workload", choices=list(WORKLOADS), default="queue",
-                     help="; ".join(f"{k}: {v}" for k, v in WORKLOADS.items()).replace("%", "%%")
+                     help="; ".join(f"{k}: {w.description}" for k, w in WORKLOADS.items()).replace("%", "%%")
                      + " (default queue)")
     run.add_argument("--transaction-version", type=int, choices=[1, 2], default=1,
                      help="transactional workloads: 2 bumps the producer epoch at every "

@@ -1,18 +1,22 @@
-"""Workloads: client processes that run operations and record them as history."""
+"""Workloads: client processes that run operations and record them as history.
 
-WORKLOADS = {
-    "queue": "sends and polls; the producer never retries a send whose outcome is unknown",
-    "idempotent": "sends and polls with enable.idempotence: retries of every kind, up to 5 "
-                  "batches in flight, and no duplicate may appear",
-    "txn": "Jepsen-style transactions of 1-4 sends and polls (read_committed), about 15% "
-           "aborted on purpose",
-    "eos": "consume-transform-produce: idempotent producers write an input topic; processors "
-           "copy it to an output topic in transactions with sendOffsetsToTransaction",
-    "groups": "consumer-group members (subscribe, --assignor) that poll, commit, crash and leave, "
-              "paused past their session timeouts, while a producer writes",
-    "compaction": "keyed updates and tombstones on a compacted topic (small segments, an eager "
-                  "cleaner); readers seek back to the beginning",
-}
-TXN_WORKLOADS = ("txn", "eos")
+Each module holds one workload's clients and its :class:`~kafkacheck.workloads.base.Workload`
+(what :func:`kafkacheck.runner.simulate` asks of it); :data:`WORKLOADS` lists them, in the
+order the command line shows them. What every client shares is in
+:mod:`~kafkacheck.workloads.client`.
+"""
+
+from kafkacheck.workloads.base import Setup, Workload
+from kafkacheck.workloads.compaction import CompactionWorkload
+from kafkacheck.workloads.eos import EosWorkload
+from kafkacheck.workloads.groups import GroupsWorkload
+from kafkacheck.workloads.queue import IdempotentWorkload, QueueWorkload
+from kafkacheck.workloads.txn import TxnWorkload
+
+WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (
+    QueueWorkload, IdempotentWorkload, TxnWorkload, EosWorkload, GroupsWorkload, CompactionWorkload)}
+TXN_WORKLOADS = tuple(name for name, w in WORKLOADS.items() if w.transactional)
 # workloads whose producers are idempotent (Kafka then requires acks=all)
-IDEMPOTENT_WORKLOADS = ("idempotent", "groups", "compaction", *TXN_WORKLOADS)
+IDEMPOTENT_WORKLOADS = tuple(name for name, w in WORKLOADS.items() if w.idempotent)
+
+__all__ = ["IDEMPOTENT_WORKLOADS", "TXN_WORKLOADS", "WORKLOADS", "Setup", "Workload"]

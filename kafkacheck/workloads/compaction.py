@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import random
 
-from kafkacheck.workloads.queue import Budget, QueueClient, _encode, decode_value
+from kafkacheck.workloads.base import Workload
+from kafkacheck.workloads.client import Budget, decode_value, encode_value
+from kafkacheck.workloads.queue import QueueClient
 from reference.consumer import ConsumerConfig
 from reference.errors import Errors
 from reference.messages import TopicPartition
@@ -53,7 +55,7 @@ class CompactionClient(QueueClient):
             self.record(process=self.process, type="invoke", f="send", value=sends)
             for i, (_, key, value, record_key) in enumerate(sends):
                 send_id = self.producer.send(now_ms, TopicPartition.parse(key),
-                                             None if value is None else _encode(value),
+                                             None if value is None else encode_value(value),
                                              record_key.encode())
                 self.pending[send_id] = i
             self._collect_sends(now_ms)
@@ -102,3 +104,15 @@ class CompactionClient(QueueClient):
                 [r.offset, decode_value(r.value), r.key.decode() if r.key is not None else None])
         self.record(process=self.process, type="ok", f="poll", value=[["poll", got]])
         self._finish_op(now_ms, "ok")
+
+
+class CompactionWorkload(Workload):
+    name = "compaction"
+    description = ("keyed updates and tombstones on a compacted topic (small segments, an eager "
+                   "cleaner); readers seek back to the beginning")
+    idempotent = compacted = True
+
+    def client(self, i: int, node_id: int, rng: random.Random) -> CompactionClient:
+        s = self.setup
+        return CompactionClient(node_id, i, s.options.clients, s.keys, s.broker_ids, rng, s.budget,
+                                s.producer, s.consumer)

@@ -19,8 +19,11 @@ which is how an exactly-once application recovers.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
-from kafkacheck.workloads.queue import Budget, _ClientBase, _encode, decode_value
+from kafkacheck.workloads.base import Setup, Workload
+from kafkacheck.workloads.client import Budget, ClientBase, FinalReader, decode_value, encode_value
+from kafkacheck.workloads.queue import QueueClient
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.messages import TopicPartition
@@ -45,7 +48,7 @@ def output_of(tp: TopicPartition, output_topic: str) -> TopicPartition:
     return TopicPartition(output_topic, tp.partition)
 
 
-class EosProcessor(_ClientBase):
+class EosProcessor(ClientBase):
     def __init__(self, node_id: int, index: int, process: int, n_processes: int,
                  inputs: list[TopicPartition], output_topic: str, bootstrap: list[int],
                  rng: random.Random, budget: Budget, producer_config: ProducerConfig,
@@ -116,7 +119,7 @@ class EosProcessor(_ClientBase):
                 continue
             out = output_of(r.tp, self.output_topic)
             w = output_value(v, attempt)
-            send_id = self.txp.send(now_ms, out, _encode(w))
+            send_id = self.txp.send(now_ms, out, encode_value(w))
             op["pending"][send_id] = len(op["sends"])
             op["sends"].append(["send", out.key, w])
         op["offsets"] = {tp.key: o for tp, o in sorted(nxt.items())}
@@ -189,3 +192,42 @@ class EosProcessor(_ClientBase):
             case ("poll-done", seq):
                 if self.op is not None and seq == self.op_seq and self.op["stage"] == "poll":
                     self._finish_poll(now_ms)
+
+
+class EosWorkload(Workload):
+    name = "eos"
+    description = ("consume-transform-produce: idempotent producers write an input topic; processors "
+                   "copy it to an output topic in transactions with sendOffsetsToTransaction")
+    idempotent = transactional = group_coordinator = True
+
+    def __init__(self, setup: Setup) -> None:
+        super().__init__(setup)
+        o = setup.options
+        self.output_topic = "t1" if o.topic != "t1" else "t2"
+        self.producers = max(1, o.clients // 2)  # the input producers; the other clients process
+
+    def topics(self) -> list[tuple[str, int]]:
+        return [(self.output_topic, self.setup.options.partitions)]
+
+    def client(self, i: int, node_id: int, rng: random.Random) -> QueueClient | EosProcessor:
+        s = self.setup
+        n = s.options.clients
+        if i < self.producers:
+            return QueueClient(node_id, i, n, s.keys, s.broker_ids, rng, s.budget, s.producer, s.consumer,
+                               think_ms=150, send_p=1.0)
+        j, m = i - self.producers, n - self.producers
+        return EosProcessor(node_id, j, i, n, [tp for tp in s.keys if tp.partition % m == j],
+                            self.output_topic, s.broker_ids, rng, s.budget, s.producer,
+                            replace(s.consumer, group_id=GROUP), s.timings["transaction_timeout_ms"])
+
+    def final_reader(self, node_id: int, process: int, deadline_ms: int) -> FinalReader:
+        """Both topics, and the group's committed offsets of the input."""
+        s = self.setup
+        outputs = [TopicPartition(self.output_topic, i) for i in range(s.options.partitions)]
+        return FinalReader(node_id, process, s.keys + outputs, s.broker_ids,
+                           replace(s.consumer, group_id=GROUP), deadline_ms, committed_keys=s.keys)
+
+    def config(self) -> dict:
+        return {"transaction_version": self.setup.options.transaction_version,
+                "eos": {"input": self.setup.options.topic, "output": self.output_topic, "group": GROUP,
+                        "source_shift": SOURCE_SHIFT}}

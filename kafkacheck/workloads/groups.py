@@ -24,7 +24,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from kafkacheck.workloads.queue import Budget, _ClientBase, decode_value
+from fault_injection.cluster import MS
+from kafkacheck.workloads.base import Workload
+from kafkacheck.workloads.client import Budget, ClientBase, decode_value
+from kafkacheck.workloads.queue import QueueClient
 from reference.consumer import ConsumerConfig
 from reference.errors import Errors
 from reference.group_consumer import GroupConsumer
@@ -34,7 +37,7 @@ FENCED = frozenset({Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
                     Errors.REBALANCE_IN_PROGRESS, Errors.FENCED_INSTANCE_ID})
 
 
-class GroupMemberClient(_ClientBase):
+class GroupMemberClient(ClientBase):
     def __init__(self, node_id: int, index: int, n_clients: int, keys: list[str],
                  bootstrap: list[int], rng: random.Random, budget: Budget,
                  consumer_config: ConsumerConfig, static: bool, poll_ms: int = 200,
@@ -222,3 +225,40 @@ class GroupMemberClient(_ClientBase):
             case ("poll-done", seq):
                 if self.op is not None and self.op["f"] == "poll" and seq == self.op_seq:
                     self._finish_poll(now_ms)
+
+
+class GroupsWorkload(Workload):
+    name = "groups"
+    description = ("consumer-group members (subscribe, --assignor) that poll, commit, crash and leave, "
+                   "paused past their session timeouts, while a producer writes")
+    idempotent = group_coordinator = subscribe = True
+
+    def client(self, i: int, node_id: int, rng: random.Random) -> QueueClient | GroupMemberClient:
+        s = self.setup
+        n = s.options.clients
+        if i == 0:  # the producer
+            return QueueClient(node_id, i, n, s.keys, s.broker_ids, rng, s.budget, s.producer, s.consumer,
+                               think_ms=100, send_p=1.0)
+        return GroupMemberClient(node_id, i, n, [tp.key for tp in s.keys], s.broker_ids, rng, s.budget,
+                                 self.member_config(), s.options.static_members)
+
+    def members(self, clients: list[int]) -> list[int]:
+        return clients[1:]
+
+    def after_heal(self, sim, clients: list) -> None:
+        """Every member polls once more: its final assignment reaches the history."""
+        for c in clients:
+            if isinstance(c, GroupMemberClient):
+                sim.call_at(sim.now_ns, lambda c=c: _final_poll(sim, c))
+        sim.run_until(sim.now_ns + 2_000 * MS)
+
+    def config(self) -> dict:
+        o = self.setup.options
+        return {"sub_via": ["subscribe"],
+                "groups": {"group": GROUP, "assignor": o.assignor, "static": o.static_members,
+                           "keys": [tp.key for tp in self.setup.keys], "final_polls": True}}
+
+
+def _final_poll(sim, c: GroupMemberClient) -> None:
+    """Ask a member for its final poll through the simulation, so its outputs are routed."""
+    sim.act(c.node_id, lambda node, now_ms: c.final_poll(now_ms))

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import random
 
-from kafkacheck.workloads.queue import Budget, QueueClient, _ClientBase, _encode, decode_value
+from kafkacheck.workloads.base import Workload
+from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value
+from kafkacheck.workloads.queue import QueueClient
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.messages import TopicPartition
@@ -24,7 +26,7 @@ from reference.producer import ProducerConfig
 from reference.txn_producer import TransactionalProducer
 
 
-class TxnClient(_ClientBase):
+class TxnClient(ClientBase):
     def __init__(self, node_id: int, index: int, n_clients: int, keys: list[TopicPartition],
                  bootstrap: list[int], rng: random.Random, budget: Budget,
                  producer_config: ProducerConfig, consumer_config: ConsumerConfig,
@@ -90,7 +92,7 @@ class TxnClient(_ClientBase):
             mop = op["mops"][op["i"]]
             if mop[0] == "send":
                 if op["send_id"] < 0:
-                    op["send_id"] = self.txp.send(now_ms, TopicPartition.parse(mop[1]), _encode(mop[2]))
+                    op["send_id"] = self.txp.send(now_ms, TopicPartition.parse(mop[1]), encode_value(mop[2]))
                     self._collect_send()
                 if op["send_id"] >= 0:
                     return  # waiting for the acknowledgement
@@ -204,3 +206,18 @@ class TxnClient(_ClientBase):
             case ("poll-done", seq):
                 if self.op is not None and seq == self.op_seq and self.op.get("polling"):
                     self._finish_poll(now_ms)
+
+
+class TxnWorkload(Workload):
+    name = "txn"
+    description = ("Jepsen-style transactions of 1-4 sends and polls (read_committed), about 15% "
+                   "aborted on purpose")
+    idempotent = transactional = True
+
+    def client(self, i: int, node_id: int, rng: random.Random) -> TxnClient:
+        s = self.setup
+        return TxnClient(node_id, i, s.options.clients, s.keys, s.broker_ids, rng, s.budget,
+                         s.producer, s.consumer, s.timings["transaction_timeout_ms"])
+
+    def config(self) -> dict:
+        return {"transaction_version": self.setup.options.transaction_version}

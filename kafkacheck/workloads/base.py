@@ -1,0 +1,85 @@
+"""What a workload brings to a simulated run, and what the run gives it.
+
+:class:`Workload` is the interface :func:`kafkacheck.runner.simulate` drives, one subclass a
+workload (its module holds its clients too): its topics besides the workload topic, its
+clients, the cluster nodes the nemesis may also pause, what it does once the faults are
+healed, its final reader, and what the checker needs to know (its part of run.json's
+``config``). The class attributes say what the cluster must offer: idempotent producers,
+transactions (the transaction state topic, read_committed consumers), consumer groups (the
+offsets topic), a compacted topic.
+
+A new workload is a new module with a subclass, listed in :data:`kafkacheck.workloads.WORKLOADS`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from kafkacheck.workloads.client import Budget, FinalReader
+from reference.consumer import ConsumerConfig
+from reference.messages import TopicPartition
+from reference.node import Node
+from reference.producer import ProducerConfig
+
+
+@dataclass
+class Setup:
+    """What a workload's clients are built from: the run's options
+    (:class:`kafkacheck.runner.RunOptions`), its timings, the workload topic's partitions, the
+    brokers to bootstrap from, the shared op budget, and the client configurations the
+    workload's kind implies."""
+
+    options: Any
+    timings: dict[str, int]
+    keys: list[TopicPartition]
+    broker_ids: list[int]
+    budget: Budget
+    producer: ProducerConfig
+    consumer: ConsumerConfig
+
+
+class Workload:
+    name: ClassVar[str]
+    description: ClassVar[str]
+    idempotent: ClassVar[bool] = False  # idempotent producers (Kafka then requires acks=all)
+    transactional: ClassVar[bool] = False  # transactions and read_committed consumers
+    group_coordinator: ClassVar[bool] = False  # consumer groups (the offsets topic)
+    compacted: ClassVar[bool] = False  # the workload topic is compacted
+    subscribe: ClassVar[bool] = False  # consumers subscribe (rebalances move partitions)
+
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+
+    def topics(self) -> list[tuple[str, int]]:
+        """Topics besides the workload topic and the internal ones: (name, partitions)."""
+        return []
+
+    def client(self, i: int, node_id: int, rng: random.Random) -> Node:
+        """Client ``i`` of the run's ``--clients``."""
+        raise NotImplementedError
+
+    def members(self, clients: list[int]) -> list[int]:
+        """Which of the client nodes ``clients`` the nemesis may pause too (group members)."""
+        return []
+
+    def after_heal(self, sim, clients: list[Node]) -> None:
+        """What the clients do once every fault is healed, before the final read."""
+
+    def final_reader(self, node_id: int, process: int, deadline_ms: int) -> FinalReader:
+        s = self.setup
+        return FinalReader(node_id, process, s.keys, s.broker_ids, s.consumer, deadline_ms)
+
+    def config(self) -> dict:
+        """The workload's part of run.json's ``config`` (what the checker reads)."""
+        return {}
+
+    def member_config(self) -> ConsumerConfig:
+        """A consumer-group member's configuration, from the run's timings."""
+        t, o = self.setup.timings, self.setup.options
+        return replace(self.setup.consumer, session_timeout_ms=t["member_session_timeout_ms"],
+                       heartbeat_interval_ms=t["member_heartbeat_interval_ms"],
+                       rebalance_timeout_ms=t["member_rebalance_timeout_ms"],
+                       max_poll_interval_ms=t["member_max_poll_interval_ms"], assignors=(o.assignor,),
+                       enable_auto_commit=False)
