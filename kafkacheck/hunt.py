@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reference.bugs import BUGS
+from reference.bugs import BUGS, Bug
 
 DEFAULT_RUNS = 60  # seeds a switch (and runs without one): the budget that decides
 DEFAULT_TIME_LIMIT_S = 900.0  # wall seconds a switch: only a safety net (outcome "unknown")
@@ -47,19 +47,19 @@ class Scenario:
 
 # the part of the engine each switch breaks, and a workload that leans on it
 SCENARIOS: dict[str, Scenario] = {
-    "truncate-to-high-watermark": Scenario(ops=3000),
+    Bug.TRUNCATE_TO_HIGH_WATERMARK: Scenario(ops=3000),
     # the shapes of the model's counterexamples (kafkacheck run --template), which random
     # faults need 17 (hw-without-epoch-check) and 37 (unclean-election) seeds to stumble on
-    "hw-without-epoch-check": Scenario(ops=3000, faults=(), template="no-epoch-hw", brokers=2),
+    Bug.HW_WITHOUT_EPOCH_CHECK: Scenario(ops=3000, faults=(), template="no-epoch-hw", brokers=2),
     # too precise a sequence for random faults (none found in 80 seeds): the model's shape
-    "epoch-lookup-falls-back-to-hw": Scenario(ops=3000, faults=(), template="kip279-hole", brokers=2),
-    "unclean-election": Scenario(ops=3000, faults=(), template="unclean", brokers=2),
-    "no-sequence-check": Scenario(workload="idempotent", ops=3000),
-    "ack-before-isr": Scenario(ops=2000),
-    "lso-off-by-one": Scenario(workload="txn", ops=1000),
-    "txn-unfenced-requests": Scenario(workload="txn", ops=3000, faults=("straggle",)),
-    "group-generation-unfenced": Scenario(workload="groups", ops=2000),
-    "compaction-drops-latest": Scenario(workload="compaction", ops=2000),
+    Bug.EPOCH_LOOKUP_FALLS_BACK_TO_HW: Scenario(ops=3000, faults=(), template="kip279-hole", brokers=2),
+    Bug.UNCLEAN_ELECTION: Scenario(ops=3000, faults=(), template="unclean", brokers=2),
+    Bug.NO_SEQUENCE_CHECK: Scenario(workload="idempotent", ops=3000),
+    Bug.ACK_BEFORE_ISR: Scenario(ops=2000),
+    Bug.LSO_OFF_BY_ONE: Scenario(workload="txn", ops=1000),
+    Bug.TXN_UNFENCED_REQUESTS: Scenario(workload="txn", ops=3000, faults=("straggle",)),
+    Bug.GROUP_GENERATION_UNFENCED: Scenario(workload="groups", ops=2000),
+    Bug.COMPACTION_DROPS_LATEST: Scenario(workload="compaction", ops=2000),
 }
 NO_BUG_SCENARIOS = [Scenario(ops=2000), Scenario(workload="idempotent", ops=2000),
                     Scenario(workload="txn", ops=1000), Scenario(workload="eos", ops=1000),

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from fault_injection.model_shapes import schedule_for
+from reference.bugs import Bug
 
 # what the checker must report for each variant's counterexample
 LOST_COMMITTED = {"lost-write", "unread-after-heal", "inconsistent-offsets", "log-matching", "leader-completeness"}
@@ -41,7 +42,7 @@ def replay(variant: str, result, bug: str | None, console, seeds: int = 20) -> b
                 "min_insync_replicas": 2}
     else:
         replicas = len(result.steps[0]["state"]["replicas"])
-        schedule = schedule_for(result.steps, replicas, local_truncation=bug == "truncate-to-high-watermark")
+        schedule = schedule_for(result.steps, replicas, local_truncation=bug == Bug.TRUNCATE_TO_HIGH_WATERMARK)
         base = {"workload": "queue", "ops": 3_000, "brokers": replicas, "partitions": 1,
                 "replication_factor": replicas, "min_insync_replicas": 1}
     console.print(f"replay: {len(schedule)} scheduled fault step(s) on {replicas} brokers, bug switch {bug}")

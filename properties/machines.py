@@ -46,6 +46,7 @@ from fault_injection.simulation import Simulation
 from properties.actors import Actor, Member, Reader, TxnWriter, Writer, member_config
 from properties.queue import check
 from reference import marks
+from reference.bugs import Bug
 from reference.consumer import ConsumerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
@@ -693,10 +694,10 @@ MACHINES: dict[str, type[ClusterMachine]] = {
 }
 # the machine whose rules can reach each bug switch
 MACHINE_FOR_BUG = {
-    "truncate-to-high-watermark": "queue", "hw-without-epoch-check": "queue", "unclean-election": "queue",
-    "epoch-lookup-falls-back-to-hw": "queue",
-    "no-sequence-check": "queue", "ack-before-isr": "queue", "txn-unfenced-requests": "txn",
-    "lso-off-by-one": "txn", "group-generation-unfenced": "groups", "compaction-drops-latest": "compaction",
+    Bug.TRUNCATE_TO_HIGH_WATERMARK: "queue", Bug.HW_WITHOUT_EPOCH_CHECK: "queue", Bug.UNCLEAN_ELECTION: "queue",
+    Bug.EPOCH_LOOKUP_FALLS_BACK_TO_HW: "queue",
+    Bug.NO_SEQUENCE_CHECK: "queue", Bug.ACK_BEFORE_ISR: "queue", Bug.TXN_UNFENCED_REQUESTS: "txn",
+    Bug.LSO_OFF_BY_ONE: "txn", Bug.GROUP_GENERATION_UNFENCED: "groups", Bug.COMPACTION_DROPS_LATEST: "compaction",
 }
 
 

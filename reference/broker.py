@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reference import records as rec
+from reference.bugs import Bug
 from reference.errors import Errors
 from reference.frozen import frozen
 from reference.group_coordinator import GroupCoordinator
@@ -536,7 +537,7 @@ class Broker(Node):
         header = rec.parse_header(req.records)
         if (header.is_transactional and not verified
                 and not p.log.producer_state.txn_open(header.producer_id)
-                and "txn-unfenced-requests" not in self.bugs):
+                and Bug.TXN_UNFENCED_REQUESTS not in self.bugs):
             # the first write of a transaction here: ask the coordinator whether this
             # partition is part of the producer's ongoing transaction (KIP-890 part 1), before
             # the log's own checks, as Kafka's ReplicaManager does
@@ -551,7 +552,7 @@ class Broker(Node):
                 self.send(src, ProduceResponse(req.correlation_id, req.tp, Errors.INVALID_TXN_STATE, -1,
                                                p.log.log_start_offset))
             return
-        if "no-sequence-check" not in self.bugs:
+        if Bug.NO_SEQUENCE_CHECK not in self.bugs:
             seq_error, duplicate = p.log.producer_state.check(header)
             if seq_error not in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
                 mark("produce-sequence-refused")
@@ -576,7 +577,7 @@ class Broker(Node):
                 return
             self.event("log-append", key=req.tp.key, base_offset=base, last_offset=last,
                        leader_epoch=p.leader_epoch)
-        if req.acks == -1 and "ack-before-isr" not in self.bugs:
+        if req.acks == -1 and Bug.ACK_BEFORE_ISR not in self.bugs:
             self.delayed_produce.setdefault(req.tp, []).append(_DelayedProduce(
                 src, req.correlation_id, req.tp, last + 1, base, now_ms + req.timeout_ms))
             self.set_timer(req.timeout_ms, ("produce-expiry", req.tp))
@@ -823,7 +824,7 @@ class Broker(Node):
             return FetchedPartition(fp.tp, self._not_led_here(fp.tp))
         log = p.log
         follower = req.replica_id >= 0
-        no_epoch_check = follower and "hw-without-epoch-check" in self.bugs
+        no_epoch_check = follower and Bug.HW_WITHOUT_EPOCH_CHECK in self.bugs
         if no_epoch_check:
             # the bug: the position counts toward the HW before (and whatever) the checks say
             p.update_follower(req.replica_id, req.replica_epoch, fp.fetch_offset, now_ms)
@@ -1026,7 +1027,7 @@ class Broker(Node):
             p = self.partitions[tp]
             if p.role is not Role.FOLLOWER or p.leader != f.leader:
                 continue
-            last_epoch = -1 if "truncate-to-high-watermark" in self.bugs else p.log.latest_epoch
+            last_epoch = -1 if Bug.TRUNCATE_TO_HIGH_WATERMARK in self.bugs else p.log.latest_epoch
             parts.append(FetchPartition(tp, p.leader_epoch, p.log.log_end_offset, last_epoch))
         if not parts:
             f.in_flight = False

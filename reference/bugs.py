@@ -1,65 +1,84 @@
 """Bug switches: named re-creations of real Kafka bugs. All are off by default.
 
 They exist to prove that the harness finds what it claims to find. Each name is accepted by
-``kafkacheck run --bug NAME``; the README names a seed that shows each one.
+``kafkacheck run --bug NAME``; the README names a seed that shows each one. The engine tests
+a switch as ``Bug.ACK_BEFORE_ISR in self.bugs``: a misspelt name is an AttributeError, never
+a switch that silently stays off. A :class:`Bug` is a ``str`` (its name), so the sets of
+switches travel through JSON and the command line as plain names.
 """
 
 from __future__ import annotations
 
-BUGS: dict[str, str] = {
-    "truncate-to-high-watermark": (
+from enum import StrEnum
+
+
+class Bug(StrEnum):
+    TRUNCATE_TO_HIGH_WATERMARK = "truncate-to-high-watermark"
+    EPOCH_LOOKUP_FALLS_BACK_TO_HW = "epoch-lookup-falls-back-to-hw"
+    HW_WITHOUT_EPOCH_CHECK = "hw-without-epoch-check"
+    UNCLEAN_ELECTION = "unclean-election"
+    NO_SEQUENCE_CHECK = "no-sequence-check"
+    ACK_BEFORE_ISR = "ack-before-isr"
+    TXN_UNFENCED_REQUESTS = "txn-unfenced-requests"
+    GROUP_GENERATION_UNFENCED = "group-generation-unfenced"
+    COMPACTION_DROPS_LATEST = "compaction-drops-latest"
+    LSO_OFF_BY_ONE = "lso-off-by-one"
+
+
+BUGS: dict[Bug, str] = {
+    Bug.TRUNCATE_TO_HIGH_WATERMARK: (
         "pre-KIP-101 follower truncation: a follower truncates to its own high watermark "
         "when it follows a new leader or restarts, instead of asking the leader where the "
         "logs diverge (leader epochs)"
     ),
-    "epoch-lookup-falls-back-to-hw": (
+    Bug.EPOCH_LOOKUP_FALLS_BACK_TO_HW: (
         "the hole KIP-279 closed: a leader that holds no record of the epoch a follower last "
         "fetched in answers 'undefined' instead of its largest earlier epoch, and the follower "
         "falls back to truncating to its own high watermark"
     ),
-    "hw-without-epoch-check": (
+    Bug.HW_WITHOUT_EPOCH_CHECK: (
         "KIP-320 rule 3 removed: the leader counts a follower's fetch position toward the "
         "high watermark without checking that the follower's log matches its own "
         "(last fetched epoch) or that the fetch is from the current leader epoch"
     ),
-    "unclean-election": (
+    Bug.UNCLEAN_ELECTION: (
         "the controller elects a live replica outside the ISR when a partition needs a "
         "leader, whether or not an ISR member is available"
     ),
-    "no-sequence-check": (
+    Bug.NO_SEQUENCE_CHECK: (
         "the leader appends an idempotent producer's batches without checking their "
         "sequence numbers, so a retried batch is written again"
     ),
-    "ack-before-isr": (
+    Bug.ACK_BEFORE_ISR: (
         "acks=all answered after the leader's own append, without waiting for the ISR "
         "(the high watermark)"
     ),
-    "txn-unfenced-requests": (
+    Bug.TXN_UNFENCED_REQUESTS: (
         "KAFKA-17754: the transaction coordinator takes a request carrying the previous "
         "producer epoch for the current transaction, and partition leaders append a "
         "transaction's first records without asking the coordinator (no KIP-890 "
         "verification), so a delayed EndTxn or produce from an earlier transaction lands in a "
         "later one"
     ),
-    "group-generation-unfenced": (
+    Bug.GROUP_GENERATION_UNFENCED: (
         "the group coordinator answers heartbeats and offset commits without checking the "
         "member id and generation, so a member that missed a rebalance never learns of it: it "
         "keeps consuming and committing partitions the group gave to another member"
     ),
-    "compaction-drops-latest": (
+    Bug.COMPACTION_DROPS_LATEST: (
         "the cleaner's offset map misses the newest batch of the range it cleans, so a key "
         "whose newest record sits there loses that record and keeps an older value"
     ),
-    "lso-off-by-one": (
+    Bug.LSO_OFF_BY_ONE: (
         "the last stable offset is one past the first offset of the earliest open "
         "transaction, so read_committed consumers see its first record before the commit"
     ),
 }
 
 
-def parse_bugs(names: list[str] | tuple[str, ...]) -> frozenset[str]:
+def parse_bugs(names: list[str] | tuple[str, ...]) -> frozenset[Bug]:
     """Validate bug names; raise ValueError naming the unknown one and the known ones."""
     for name in names:
         if name not in BUGS:
             raise ValueError(f"unknown bug switch {name!r}; known: {', '.join(sorted(BUGS))}")
-    return frozenset(names)
+    return frozenset(Bug(name) for name in names)

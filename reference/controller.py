@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
+from reference.bugs import Bug
 from reference.errors import Errors
 from reference.frozen import frozen
 from reference.marks import mark
@@ -324,7 +325,7 @@ class Controller(Node):
         live_isr = [r for r in live if r in s.isr]
         live_elr = [r for r in live if r in s.elr and r not in s.isr]
         elr = s.elr
-        if "unclean-election" in self.bugs:
+        if Bug.UNCLEAN_ELECTION in self.bugs:
             outside = [r for r in live if r not in s.isr]
             candidates = outside or live_isr
             isr = (candidates[0],) if outside else tuple(r for r in s.isr if r != exclude)

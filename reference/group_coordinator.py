@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reference import records as rec
+from reference.bugs import Bug
 from reference.errors import Errors
 from reference.marks import mark
 from reference.messages import (
@@ -135,7 +136,7 @@ class GroupCoordinator:
         # producer id -> group -> offsets, written in a transaction not yet ended
         self.pending_txn: dict[int, dict[str, dict[TopicPartition, int]]] = {}
         self.writes: list[_PendingWrite] = []
-        self.unfenced = "group-generation-unfenced" in broker.bugs
+        self.unfenced = Bug.GROUP_GENERATION_UNFENCED in broker.bugs
         self._next_member = 0
         self._ticking = False
 
@@ -702,7 +703,7 @@ class GroupCoordinator:
 
             self._write(now_ms, partition, batch, apply, answer)
 
-        if ("txn-unfenced-requests" in self.broker.bugs
+        if (Bug.TXN_UNFENCED_REQUESTS in self.broker.bugs
                 or log.producer_state.txn_open(req.producer_id)):
             verified(Errors.NONE)
         else:

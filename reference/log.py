@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 from reference import records as rec
+from reference.bugs import Bug
 from reference.frozen import frozen
 from reference.marks import mark
 from reference.producer_state import ProducerStateManager
@@ -564,7 +565,7 @@ class PartitionLog:
             if h.is_control:
                 continue
             decoded[e.base_offset] = rec.decode_records(e.data)
-            if "compaction-drops-latest" in self.bugs and e.base_offset == last_batch:
+            if Bug.COMPACTION_DROPS_LATEST in self.bugs and e.base_offset == last_batch:
                 continue  # the bug: the map misses the newest batch of the range
             for r in decoded[e.base_offset]:
                 if r.key is not None:

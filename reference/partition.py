@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from reference.bugs import Bug
 from reference.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, PartitionLog
 from reference.marks import mark
 from reference.messages import PartitionState, TopicPartition
@@ -98,7 +99,7 @@ class Partition:
         self.followers = {}
         if self.log.log_end_offset > self.log.high_watermark:
             mark("become-follower-with-uncommitted-tail")
-        if "truncate-to-high-watermark" in self.bugs:
+        if Bug.TRUNCATE_TO_HIGH_WATERMARK in self.bugs:
             self.log.truncate_to(self.log.high_watermark)  # the pre-KIP-101 rule
         return "follower"
 
@@ -143,7 +144,7 @@ class Partition:
             first = self.log.epochs[0][1] if self.log.epochs else self.log.log_start_offset
             mark("fetch-diverging-before-first-epoch")
             return UNDEFINED_EPOCH, first
-        if epoch != last_fetched_epoch and "epoch-lookup-falls-back-to-hw" in self.bugs:
+        if epoch != last_fetched_epoch and Bug.EPOCH_LOOKUP_FALLS_BACK_TO_HW in self.bugs:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET  # before KIP-279: "no such epoch here"
         if epoch != last_fetched_epoch or end < fetch_offset:
             mark("fetch-diverging-epoch")
@@ -195,7 +196,7 @@ class Partition:
         first = self.log.producer_state.first_unstable_offset(hw)
         if first is None or first >= hw:
             return hw
-        if "lso-off-by-one" in self.bugs:
+        if Bug.LSO_OFF_BY_ONE in self.bugs:
             return first + 1  # the bug: one past the first open transaction's first record
         return first
 
@@ -239,7 +240,7 @@ class Partition:
 
     def truncate_on_divergence(self, epoch: int, end_offset: int) -> int:
         """Rule 1 (KIP-279): truncate to where our log and the leader's agree."""
-        if end_offset == UNDEFINED_OFFSET and "epoch-lookup-falls-back-to-hw" in self.bugs:
+        if end_offset == UNDEFINED_OFFSET and Bug.EPOCH_LOOKUP_FALLS_BACK_TO_HW in self.bugs:
             target = min(self.log.high_watermark, self.log.log_end_offset)  # the pre-KIP-279 fallback
         elif epoch == UNDEFINED_EPOCH:
             target = min(end_offset, self.log.log_end_offset)

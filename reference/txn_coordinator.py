@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from reference import records as rec
+from reference.bugs import Bug
 from reference.errors import Errors
 from reference.frozen import frozen
 from reference.marks import mark
@@ -148,7 +149,7 @@ class TransactionCoordinator:
         self.broker = weakref.proxy(broker)
         self.num_partitions = num_partitions
         self.transaction_version = transaction_version
-        self.unfenced = "txn-unfenced-requests" in broker.bugs
+        self.unfenced = Bug.TXN_UNFENCED_REQUESTS in broker.bugs
         self.loaded: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch)
         self.txns: dict[str, TxnMetadata] = {}
         self.pending: dict[str, _PendingWrite] = {}

@@ -58,6 +58,7 @@ from typing import Any
 import z3
 
 from properties.formal.bmc import relation, replaced
+from reference.bugs import Bug
 
 VARIANTS: dict[str, str] = {
     "fixed": "today's protocol: truncation by leader epoch (KIP-101, KIP-279), epoch-checked "
@@ -71,8 +72,8 @@ VARIANTS: dict[str, str] = {
 }
 # the engine's bug switch that re-creates each variant (kafkacheck run --bug)
 BUG_SWITCH: dict[str, str | None] = {
-    "fixed": None, "kip101": "truncate-to-high-watermark", "kip279-hole": "epoch-lookup-falls-back-to-hw",
-    "no-epoch-hw": "hw-without-epoch-check", "unclean": "unclean-election",
+    "fixed": None, "kip101": Bug.TRUNCATE_TO_HIGH_WATERMARK, "kip279-hole": Bug.EPOCH_LOOKUP_FALLS_BACK_TO_HW,
+    "no-epoch-hw": Bug.HW_WITHOUT_EPOCH_CHECK, "unclean": Bug.UNCLEAN_ELECTION,
 }
 FIELDS = ("alive", "leo", "log", "lep", "hw", "known", "pos", "isr", "leader", "epoch", "nid", "cn", "cid",
           "epoch_leader")

@@ -34,6 +34,7 @@ from typing import Any
 import z3
 
 from properties.formal.bmc import relation, replaced
+from reference.bugs import Bug
 
 VARIANTS: dict[str, str] = {
     "txn-17754": "KAFKA-17754: one producer epoch for every transaction, partitions append "
@@ -41,7 +42,7 @@ VARIANTS: dict[str, str] = {
     "txn-kip890": "KIP-890: the epoch is bumped at every commit or abort and partitions verify "
                   "the transaction with the coordinator",
 }
-BUG_SWITCH: dict[str, str | None] = {"txn-17754": "txn-unfenced-requests", "txn-kip890": None}
+BUG_SWITCH: dict[str, str | None] = {"txn-17754": Bug.TXN_UNFENCED_REQUESTS, "txn-kip890": None}
 FIELDS = ("txn", "pepoch", "ongoing", "added", "outcome", "fl_on", "fl_txn", "fl_epoch", "part_epoch",
           "rec_txn", "rec_state", "nrec")
 
