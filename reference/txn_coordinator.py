@@ -59,6 +59,7 @@ from reference.messages import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from reference.purgatory import Purgatory
 from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
 
 if TYPE_CHECKING:
@@ -126,13 +127,6 @@ class TxnMetadata:
 
 
 @dataclass(slots=True)
-class _PendingWrite:
-    required_offset: int  # the HW must pass this
-    meta: TxnMetadata
-    on_done: object  # callable(Errors)
-
-
-@dataclass(slots=True)
 class _Markers:
     meta: TxnMetadata  # the Prepare* state being completed
     remaining: set[TopicPartition]
@@ -152,7 +146,8 @@ class TransactionCoordinator:
         self.unfenced = Bug.TXN_UNFENCED_REQUESTS in broker.bugs
         self.loaded: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch)
         self.txns: dict[str, TxnMetadata] = {}
-        self.pending: dict[str, _PendingWrite] = {}
+        self.purgatory = Purgatory()  # state changes waiting for the high watermark
+        self.pending: set[str] = set()  # transactional ids with a state change in the purgatory
         self.markers: dict[str, _Markers] = {}
         self._timeout_timer = False
 
@@ -205,9 +200,7 @@ class TransactionCoordinator:
         for txn_id in [t for t in self.txns if self._partition(t) == partition]:
             del self.txns[txn_id]
             self.markers.pop(txn_id, None)
-            w = self.pending.pop(txn_id, None)
-            if w is not None:
-                w.on_done(Errors.NOT_COORDINATOR)
+        self.purgatory.cancel(TopicPartition(TXN_TOPIC, partition), Errors.NOT_COORDINATOR)
 
     # ------------------------------------------------------------ durable writes
 
@@ -220,24 +213,22 @@ class TransactionCoordinator:
         if error is not Errors.NONE:
             on_done(error)
             return
-        self.pending[txn_id] = _PendingWrite(last + 1, meta, on_done)
+
+        def committed(error: Errors) -> None:
+            self.pending.discard(txn_id)
+            if error is Errors.NONE:  # (committed by fewer replicas than min.insync.replicas: not applied)
+                self.txns[txn_id] = meta
+            on_done(error)
+
+        self.pending.add(txn_id)
+        self.purgatory.park(tp, last + 1, committed)
         self.on_high_watermark(now_ms, tp.partition)
 
     def on_high_watermark(self, now_ms: int, partition: int) -> None:
-        if partition not in self.loaded or not self.pending:
+        if partition not in self.loaded:
             return
         tp = TopicPartition(TXN_TOPIC, partition)
-        hw = self.broker.partitions[tp].log.high_watermark
-        for txn_id in sorted(self.pending):
-            w = self.pending[txn_id]
-            if self._partition(txn_id) == partition and hw >= w.required_offset:
-                del self.pending[txn_id]
-                if not self.broker.isr_satisfied(tp):
-                    # committed by fewer replicas than min.insync.replicas: not applied
-                    w.on_done(Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-                    continue
-                self.txns[txn_id] = w.meta
-                w.on_done(Errors.NONE)
+        self.purgatory.complete(tp, self.broker.partitions[tp].log.high_watermark, self.broker.isr_satisfied(tp))
 
     # ------------------------------------------------------------ epoch checks
 
