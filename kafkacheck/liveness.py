@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from reference.broker import Broker
 from reference.controller import Controller
-from reference.group_coordinator import COMPLETING, PREPARING
+from reference.group_state import COMPLETING, PREPARING
 from reference.txn_coordinator import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 
 

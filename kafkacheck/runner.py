@@ -35,7 +35,7 @@ from reference.consumer import ConsumerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.node import Node
 from reference.producer import ProducerConfig
-from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
+from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
 from traces.history import RunRecord, write_jsonl
 
 ADMIN_ID = 90

@@ -48,9 +48,10 @@ from properties.queue import check
 from reference import marks
 from reference.bugs import Bug
 from reference.consumer import ConsumerConfig
+from reference.coordinator import partition_for
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
-from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC, partition_for
+from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
 
 BROKERS = [1, 2, 3]
 SERVERS = [CONTROLLER_ID, *BROKERS]

@@ -13,7 +13,8 @@ Rules (PROTOCOL_NOTES.md section 1; each cited where it is applied)
    expansion only for a follower caught up to the HW and to the start of the leader's
    epoch, with the broker epoch of the fetch that showed it (KIP-966).
 
-This module owns state and decisions; :mod:`reference.broker` owns messages and timers.
+This module owns state and decisions; :mod:`reference.leader` and :mod:`reference.follower`
+own messages and timers.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ passes it, so a coordinator that fails over loses nothing it answered. A new lea
 the partition's log (the last record per id wins) and finishes any commit or abort whose
 markers were not all written.
 
-States (Kafka's ``TransactionState``)::
+States (Kafka's ``TransactionState``; :data:`TRANSITIONS` is the table, and a change it does
+not list is an error)::
 
     Empty -> Ongoing -> PrepareCommit -> CompleteCommit -> Ongoing ...
                      -> PrepareAbort  -> CompleteAbort  -> Ongoing ...
@@ -37,12 +38,12 @@ EndTxn or AddPartitionsToTxn from an earlier transaction acts on a later one
 from __future__ import annotations
 
 import json
-import weakref
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from enum import StrEnum
 
 from reference import records as rec
 from reference.bugs import Bug
+from reference.coordinator import Coordinator, CoordinatorHost, partition_for
 from reference.errors import Errors
 from reference.frozen import frozen
 from reference.marks import mark
@@ -59,45 +60,44 @@ from reference.messages import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from reference.purgatory import Purgatory
 from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
-
-if TYPE_CHECKING:
-    from reference.broker import Broker
 
 MAX_EPOCH = 32_766
 MARKER_RETRY_MS = 200
 MARKER_TIMEOUT_MS = 30_000
 TIMEOUT_CHECK_MS = 500
 
-EMPTY, ONGOING = "Empty", "Ongoing"
-PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
-COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units), as a signed 32-bit int."""
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
+class TxnState(StrEnum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
 
 
-def partition_for(key: str, num_partitions: int) -> int:
-    """Kafka's ``Utils.abs(key.hashCode) % numPartitions`` (abs clears the sign bit)."""
-    return (java_string_hash(key) & 0x7FFFFFFF) % num_partitions
+EMPTY, ONGOING = TxnState.EMPTY, TxnState.ONGOING
+PREPARE_COMMIT, PREPARE_ABORT = TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
+COMPLETE_COMMIT, COMPLETE_ABORT = TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT
+
+# the states each state may change to (Kafka's TransactionState.validPreviousStates, turned
+# around): InitProducerId bumps the epoch of an idle id (-> Empty), AddPartitionsToTxn and
+# AddOffsetsToTxn open or extend a transaction (-> Ongoing), EndTxn, a fenced holder or a
+# timeout prepares its end, and the last marker completes it
+TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    EMPTY: frozenset({EMPTY, ONGOING}),
+    ONGOING: frozenset({ONGOING, PREPARE_COMMIT, PREPARE_ABORT}),
+    PREPARE_COMMIT: frozenset({COMPLETE_COMMIT}),
+    PREPARE_ABORT: frozenset({COMPLETE_ABORT}),
+    COMPLETE_COMMIT: frozenset({EMPTY, ONGOING}),
+    COMPLETE_ABORT: frozenset({EMPTY, ONGOING}),
+}
 
 
-def coordinator_ready(broker: Broker, topic: str, partition: int, loaded: dict[int, int]) -> Errors:
-    """May a coordinator answer for ``topic-partition`` now? It must have loaded it, hold the
-    broker's lease, and know that what the previous leader wrote is committed."""
-    if partition not in loaded or not broker.lease_valid():
-        return Errors.NOT_COORDINATOR
-    part = broker.partitions.get(TopicPartition(topic, partition))
-    if part is None or not part.hw_reached_epoch_start():
-        return Errors.COORDINATOR_LOAD_IN_PROGRESS
-    return Errors.NONE
+class IllegalTransition(AssertionError):
+    """A state change the table does not allow: a bug of the coordinator, never the client's."""
 
 
 @frozen
@@ -107,7 +107,7 @@ class TxnMetadata:
     producer_epoch: int
     last_producer_epoch: int
     timeout_ms: int
-    state: str
+    state: TxnState
     partitions: frozenset[TopicPartition] = frozenset()
     start_ms: int = -1
 
@@ -118,11 +118,17 @@ class TxnMetadata:
             "state": self.state, "partitions": sorted(tp.key for tp in self.partitions),
             "start_ms": self.start_ms}, sort_keys=True).encode()
 
+    def move(self, state: TxnState, **changes) -> TxnMetadata:
+        """This transaction in ``state`` (with ``changes``), if the table allows the change."""
+        if state not in TRANSITIONS[self.state]:
+            raise IllegalTransition(f"transactional id {self.transactional_id!r}: {self.state} -> {state}")
+        return replace(self, state=state, **changes)
+
     @classmethod
     def from_json(cls, txn_id: str, raw: bytes) -> TxnMetadata:
         d = json.loads(raw)
         return cls(txn_id, d["producer_id"], d["producer_epoch"], d["last_producer_epoch"],
-                   d["timeout_ms"], d["state"],
+                   d["timeout_ms"], TxnState(d["state"]),
                    frozenset(TopicPartition.parse(k) for k in d["partitions"]), d["start_ms"])
 
 
@@ -134,35 +140,28 @@ class _Markers:
     sent_ms: dict[TopicPartition, int] = field(default_factory=dict)
 
 
-class TransactionCoordinator:
-    """Owned by a broker; acts for the ``__transaction_state`` partitions the broker leads."""
+class TransactionCoordinator(Coordinator):
+    """Acts for the ``__transaction_state`` partitions its broker leads."""
 
-    def __init__(self, broker: Broker, num_partitions: int, transaction_version: int = 1) -> None:
-        # the broker owns this coordinator: through a weak proxy the two form no reference
-        # cycle, so a crashed broker is freed at once (the simulator avoids full collections)
-        self.broker = weakref.proxy(broker)
-        self.num_partitions = num_partitions
+    topic = TXN_TOPIC
+
+    def __init__(self, host: CoordinatorHost, num_partitions: int, transaction_version: int = 1) -> None:
+        super().__init__(host, num_partitions)
         self.transaction_version = transaction_version
-        self.unfenced = Bug.TXN_UNFENCED_REQUESTS in broker.bugs
-        self.loaded: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch)
+        self.unfenced = Bug.TXN_UNFENCED_REQUESTS in host.bugs
         self.txns: dict[str, TxnMetadata] = {}
-        self.purgatory = Purgatory()  # state changes waiting for the high watermark
         self.pending: set[str] = set()  # transactional ids with a state change in the purgatory
         self.markers: dict[str, _Markers] = {}
         self._timeout_timer = False
 
-    # ------------------------------------------------------------ ownership
-
-    def _partition(self, txn_id: str) -> int:
-        return partition_for(txn_id, self.num_partitions)
-
     def _owns(self, txn_id: str) -> Errors:
-        return coordinator_ready(self.broker, TXN_TOPIC, self._partition(txn_id), self.loaded)
+        return self._ready(self.partition_of(txn_id))
 
-    def on_leader(self, now_ms: int, partition: int, leader_epoch: int) -> None:
-        """This broker now leads ``__transaction_state-<partition>``: load its state."""
-        self._unload(partition)
-        log = self.broker.partitions[TopicPartition(TXN_TOPIC, partition)].log
+    # ------------------------------------------------------------ leadership
+
+    def _load(self, now_ms: int, partition: int, leader_epoch: int, log) -> None:
+        """The last record of each id wins; commits and aborts whose markers were not all
+        written are finished."""
         loaded: dict[str, TxnMetadata] = {}
         for batch in log.batches():
             try:
@@ -176,10 +175,9 @@ class TransactionCoordinator:
                         loaded[txn_id] = TxnMetadata.from_json(txn_id, r.value)
             except (rec.CorruptRecordError, ValueError, KeyError):
                 continue  # a record this version cannot read is skipped, never fatal
-        self.loaded[partition] = leader_epoch
         self.txns.update(loaded)
-        self.broker.event("txn-coordinator-loaded", partition=partition, leader_epoch=leader_epoch,
-                          transactions=len(loaded))
+        self.host.event("txn-coordinator-loaded", partition=partition, leader_epoch=leader_epoch,
+                        transactions=len(loaded))
         for meta in loaded.values():
             if meta.state in (ONGOING, PREPARE_COMMIT, PREPARE_ABORT):
                 mark("txn-coordinator-loaded-unfinished")
@@ -188,31 +186,17 @@ class TransactionCoordinator:
                 self._start_markers(now_ms, meta)
         if not self._timeout_timer:
             self._timeout_timer = True
-            self.broker.set_timer(TIMEOUT_CHECK_MS, ("txn", "timeouts"))
+            self.host.set_timer(TIMEOUT_CHECK_MS, ("txn", "timeouts"))
 
-    def on_not_leader(self, partition: int) -> None:
-        self._unload(partition)
-
-    def _unload(self, partition: int) -> None:
-        if partition not in self.loaded:
-            return
-        del self.loaded[partition]
-        for txn_id in [t for t in self.txns if self._partition(t) == partition]:
+    def _forget(self, partition: int) -> None:
+        for txn_id in [t for t in self.txns if self.partition_of(t) == partition]:
             del self.txns[txn_id]
             self.markers.pop(txn_id, None)
-        self.purgatory.cancel(TopicPartition(TXN_TOPIC, partition), Errors.NOT_COORDINATOR)
 
-    # ------------------------------------------------------------ durable writes
-
-    def _write(self, now_ms: int, meta: TxnMetadata, on_done) -> None:
-        """Append ``meta``; apply it and call ``on_done(NONE)`` once the HW passes it."""
+    def _write_meta(self, now_ms: int, meta: TxnMetadata, on_done) -> None:
+        """Write ``meta``; it is applied, and ``on_done(NONE)`` called, once committed."""
         txn_id = meta.transactional_id
-        tp = TopicPartition(TXN_TOPIC, self._partition(txn_id))
         batch = rec.encode_batch([rec.RecordInput(txn_id.encode(), meta.to_json(), (), now_ms)])
-        error, last = self.broker.append_internal(now_ms, tp, batch)
-        if error is not Errors.NONE:
-            on_done(error)
-            return
 
         def committed(error: Errors) -> None:
             self.pending.discard(txn_id)
@@ -221,14 +205,7 @@ class TransactionCoordinator:
             on_done(error)
 
         self.pending.add(txn_id)
-        self.purgatory.park(tp, last + 1, committed)
-        self.on_high_watermark(now_ms, tp.partition)
-
-    def on_high_watermark(self, now_ms: int, partition: int) -> None:
-        if partition not in self.loaded:
-            return
-        tp = TopicPartition(TXN_TOPIC, partition)
-        self.purgatory.complete(tp, self.broker.partitions[tp].log.high_watermark, self.broker.isr_satisfied(tp))
+        self._write(now_ms, self.partition_of(txn_id), batch, committed)
 
     # ------------------------------------------------------------ epoch checks
 
@@ -260,7 +237,7 @@ class TransactionCoordinator:
         assert txn_id is not None
 
         def answer(error: Errors, pid: int = -1, epoch: int = -1) -> None:
-            self.broker.send(src, InitProducerIdResponse(req.correlation_id, error, pid, epoch))
+            self.host.send(src, InitProducerIdResponse(req.correlation_id, error, pid, epoch))
 
         error = self._owns(txn_id)
         if error is not Errors.NONE:
@@ -295,31 +272,30 @@ class TransactionCoordinator:
             answer(Errors.CONCURRENT_TRANSACTIONS)
             return
         if meta is None or meta.producer_epoch >= MAX_EPOCH:
-            pid = self.broker.take_producer_id()
+            pid = self.host.take_producer_id()
             if pid < 0:
                 answer(Errors.COORDINATOR_LOAD_IN_PROGRESS)
                 return
             new = TxnMetadata(txn_id, pid, 0, -1, req.transaction_timeout_ms, EMPTY)
         else:
-            new = replace(meta, producer_epoch=meta.producer_epoch + 1,
-                          # a fresh producer must not let the fenced one's epoch back in
-                          last_producer_epoch=meta.producer_epoch if req.producer_id >= 0 else -1,
-                          timeout_ms=req.transaction_timeout_ms, state=EMPTY,
-                          partitions=frozenset(), start_ms=-1)
+            new = meta.move(EMPTY, producer_epoch=meta.producer_epoch + 1,
+                            # a fresh producer must not let the fenced one's epoch back in
+                            last_producer_epoch=meta.producer_epoch if req.producer_id >= 0 else -1,
+                            timeout_ms=req.transaction_timeout_ms, partitions=frozenset(), start_ms=-1)
 
         def done(error: Errors) -> None:
             if error is Errors.NONE:
                 answer(Errors.NONE, new.producer_id, new.producer_epoch)
-                self.broker.event("txn-init", transactional_id=txn_id,
-                                  producer_id=new.producer_id, producer_epoch=new.producer_epoch)
+                self.host.event("txn-init", transactional_id=txn_id,
+                                producer_id=new.producer_id, producer_epoch=new.producer_epoch)
             else:
                 answer(Errors.NOT_COORDINATOR)
 
-        self._write(now_ms, new, done)
+        self._write_meta(now_ms, new, done)
 
     def add_partitions(self, now_ms: int, src: int, req: AddPartitionsToTxnRequest) -> None:
         def answer(error: Errors) -> None:
-            self.broker.send(src, AddPartitionsToTxnResponse(req.correlation_id, error))
+            self.host.send(src, AddPartitionsToTxnResponse(req.correlation_id, error))
 
         meta, error = self._check(req.transactional_id, req.producer_id, req.producer_epoch)
         if req.verify_only:
@@ -338,7 +314,7 @@ class TransactionCoordinator:
     def add_offsets(self, now_ms: int, src: int, req: AddOffsetsToTxnRequest,
                     offsets_partitions: int) -> None:
         def answer(error: Errors) -> None:
-            self.broker.send(src, AddOffsetsToTxnResponse(req.correlation_id, error))
+            self.host.send(src, AddOffsetsToTxnResponse(req.correlation_id, error))
 
         meta, error = self._check(req.transactional_id, req.producer_id, req.producer_epoch)
         tp = TopicPartition(OFFSETS_TOPIC, partition_for(req.group_id, offsets_partitions))
@@ -358,12 +334,12 @@ class TransactionCoordinator:
             return
         start = meta.start_ms if meta.state == ONGOING else now_ms
         partitions = meta.partitions | tps if meta.state == ONGOING else tps
-        new = replace(meta, state=ONGOING, partitions=partitions, start_ms=start)
-        self._write(now_ms, new, lambda e: answer(e if e is Errors.NONE else Errors.NOT_COORDINATOR))
+        new = meta.move(ONGOING, partitions=partitions, start_ms=start)
+        self._write_meta(now_ms, new, lambda e: answer(e if e is Errors.NONE else Errors.NOT_COORDINATOR))
 
     def end_txn(self, now_ms: int, src: int, req: EndTxnRequest) -> None:
         def answer(error: Errors, pid: int = -1, epoch: int = -1) -> None:
-            self.broker.send(src, EndTxnResponse(req.correlation_id, error, pid, epoch))
+            self.host.send(src, EndTxnResponse(req.correlation_id, error, pid, epoch))
 
         meta, error = self._check(req.transactional_id, req.producer_id, req.producer_epoch)
         done = COMPLETE_COMMIT if req.commit else COMPLETE_ABORT
@@ -396,23 +372,22 @@ class TransactionCoordinator:
 
     def _end(self, now_ms: int, meta: TxnMetadata, commit: bool, bump: bool, on_answer) -> None:
         epoch = meta.producer_epoch + 1 if bump else meta.producer_epoch
-        new = replace(meta, state=PREPARE_COMMIT if commit else PREPARE_ABORT,
-                      producer_epoch=epoch,
-                      last_producer_epoch=meta.producer_epoch if bump else meta.last_producer_epoch)
+        new = meta.move(PREPARE_COMMIT if commit else PREPARE_ABORT, producer_epoch=epoch,
+                        last_producer_epoch=meta.producer_epoch if bump else meta.last_producer_epoch)
 
         def done(error: Errors) -> None:
             if error is not Errors.NONE:
                 if on_answer is not None:
                     on_answer(Errors.NOT_COORDINATOR)
                 return
-            self.broker.event("txn-decided", transactional_id=meta.transactional_id,
-                              producer_id=new.producer_id, producer_epoch=new.producer_epoch,
+            self.host.event("txn-decided", transactional_id=meta.transactional_id,
+                            producer_id=new.producer_id, producer_epoch=new.producer_epoch,
                               commit=commit, partitions=sorted(tp.key for tp in new.partitions))
             if on_answer is not None:
                 on_answer(Errors.NONE, new.producer_id, new.producer_epoch)
             self._start_markers(now_ms, new)
 
-        self._write(now_ms, new, done)
+        self._write_meta(now_ms, new, done)
 
     # ------------------------------------------------------------ markers
 
@@ -429,22 +404,21 @@ class TransactionCoordinator:
             return
         busy = {tp for _d, tps in m.in_flight.values() for tp in tps}
         by_leader: dict[int, list[TopicPartition]] = {}
-        leaders = self.broker.leaders()
         for tp in sorted(m.remaining - busy):
-            leader = leaders.get(tp, -1)
+            leader = self.host.leader_of(tp)
             if leader >= 0:
                 by_leader.setdefault(leader, []).append(tp)
-        coordinator_epoch = self.loaded.get(self._partition(txn_id), -1)
+        coordinator_epoch = self.loaded.get(self.partition_of(txn_id), -1)
         commit = m.meta.state == PREPARE_COMMIT
         for leader, tps in sorted(by_leader.items()):
-            corr = self.broker.next_corr()
+            corr = self.host.corr()
             m.in_flight[corr] = (leader, tuple(tps))
             req = WriteTxnMarkersRequest(corr, m.meta.producer_id, m.meta.producer_epoch, commit,
                                          coordinator_epoch, tuple(tps))
-            self.broker.send(leader, req)  # to itself, too: the network delivers it
-            self.broker.set_timer(MARKER_TIMEOUT_MS, ("txn", "marker-timeout", txn_id, corr))
+            self.host.send(leader, req)  # to itself, too: the network delivers it
+            self.host.set_timer(MARKER_TIMEOUT_MS, ("txn", "marker-timeout", txn_id, corr))
         if m.remaining - busy - {tp for tps in by_leader.values() for tp in tps}:
-            self.broker.set_timer(MARKER_RETRY_MS, ("txn", "markers", txn_id))
+            self.host.set_timer(MARKER_RETRY_MS, ("txn", "markers", txn_id))
 
     def on_markers_response(self, now_ms: int, resp: WriteTxnMarkersResponse) -> None:
         for txn_id, m in list(self.markers.items()):
@@ -465,15 +439,14 @@ class TransactionCoordinator:
             if not m.remaining and not m.in_flight:
                 self._complete(now_ms, txn_id)
             elif retry:
-                self.broker.set_timer(MARKER_RETRY_MS, ("txn", "markers", txn_id))
+                self.host.set_timer(MARKER_RETRY_MS, ("txn", "markers", txn_id))
             return
 
     def leaders_changed(self, now_ms: int) -> None:
         """Marker requests to a broker that no longer leads are sent again to the new one."""
-        leaders = self.broker.leaders()
         for txn_id, m in list(self.markers.items()):
             stale = [c for c, (leader, tps) in m.in_flight.items()
-                     if any(leaders.get(tp, -1) != leader for tp in tps)]
+                     if any(self.host.leader_of(tp) != leader for tp in tps)]
             for c in stale:
                 del m.in_flight[c]
             if stale:
@@ -485,16 +458,16 @@ class TransactionCoordinator:
         if m is None or txn_id in self.pending:
             return
         done_state = COMPLETE_COMMIT if m.meta.state == PREPARE_COMMIT else COMPLETE_ABORT
-        new = replace(m.meta, state=done_state, partitions=frozenset(), start_ms=-1)
+        new = m.meta.move(done_state, partitions=frozenset(), start_ms=-1)
 
         def done(error: Errors) -> None:
             if error is Errors.NONE:
-                self.broker.event("txn-complete", transactional_id=txn_id, state=done_state,
-                                  producer_id=new.producer_id, producer_epoch=new.producer_epoch)
+                self.host.event("txn-complete", transactional_id=txn_id, state=done_state,
+                                producer_id=new.producer_id, producer_epoch=new.producer_epoch)
             elif txn_id in self.txns:
-                self.broker.set_timer(MARKER_RETRY_MS, ("txn", "complete", txn_id))
+                self.host.set_timer(MARKER_RETRY_MS, ("txn", "complete", txn_id))
 
-        self._write(now_ms, new, done)
+        self._write_meta(now_ms, new, done)
 
     # ------------------------------------------------------------ timers
 
@@ -503,7 +476,7 @@ class TransactionCoordinator:
             case ("timeouts",):
                 self._abort_timed_out(now_ms)
                 if self.loaded:
-                    self.broker.set_timer(TIMEOUT_CHECK_MS, ("txn", "timeouts"))
+                    self.host.set_timer(TIMEOUT_CHECK_MS, ("txn", "timeouts"))
                 else:
                     self._timeout_timer = False
             case ("markers", txn_id):
@@ -527,6 +500,6 @@ class TransactionCoordinator:
             if (meta.state == ONGOING and txn_id not in self.pending
                     and now_ms - meta.start_ms > meta.timeout_ms):
                 mark("txn-timed-out")
-                self.broker.event("txn-timeout", transactional_id=txn_id,
-                                  producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
+                self.host.event("txn-timeout", transactional_id=txn_id,
+                                producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
                 self._end(now_ms, meta, commit=False, bump=True, on_answer=None)

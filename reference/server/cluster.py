@@ -36,7 +36,7 @@ from reference.server import gateway
 from reference.server.host import Host, now_ms
 from reference.server.peers import LogOnce, Peers, client_base, load_or_create_secret
 from reference.server.storage import FileStorage
-from reference.txn_coordinator import OFFSETS_TOPIC, TXN_TOPIC
+from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kafkacheck.server")
 

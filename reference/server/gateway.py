@@ -56,7 +56,7 @@ from typing import Any
 from reference import records as rec
 from reference.broker import Broker
 from reference.errors import Errors
-from reference.group_coordinator import GroupState
+from reference.group_state import GroupState
 from reference.log import LogConfig
 from reference.messages import (
     COORDINATOR_GROUP,

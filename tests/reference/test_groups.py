@@ -15,7 +15,7 @@ from reference.messages import (
     OffsetCommitResponse,
     TopicPartition,
 )
-from reference.txn_coordinator import OFFSETS_TOPIC
+from reference.topics import OFFSETS_TOPIC
 from tests.reference.test_broker import Router
 
 TOPIC = "g"
@@ -274,15 +274,16 @@ def test_a_member_that_stops_polling_leaves_after_max_poll_interval():
 
 
 def test_a_new_group_coordinator_loads_generation_members_and_assignment():
-    from reference.group_coordinator import STABLE, GroupCoordinator
-    from reference.txn_coordinator import partition_for
+    from reference.coordinator import partition_for
+    from reference.group_coordinator import GroupCoordinator
+    from reference.group_state import STABLE
 
     r = group_router()
     cs = [member(r, 70 + i) for i in range(2)]
     run(r, cs, 5_000)
     old = r.nodes[cs[0].coordinator].groups.groups[GROUP]
     fresh = GroupCoordinator(r.nodes[cs[0].coordinator], 3)
-    fresh.on_leader(partition_for(GROUP, 3), 0)
+    fresh.on_leader(fresh.host.now_ms, partition_for(GROUP, 3), 0)
     g = fresh.groups[GROUP]
     assert g.state == STABLE and g.generation == old.generation
     assert {m: x.assignment for m, x in g.members.items()} == {

@@ -5,6 +5,7 @@ KIP-890 verification and epoch bumps, and the bug switches that break them."""
 from __future__ import annotations
 
 from reference import records as rec
+from reference.coordinator import java_string_hash, partition_for
 from reference.errors import Errors
 from reference.messages import (
     COORDINATOR_TRANSACTION,
@@ -29,7 +30,7 @@ from reference.messages import (
     WriteTxnMarkersResponse,
 )
 from reference.producer_state import ProducerStateManager
-from reference.txn_coordinator import TXN_TOPIC, java_string_hash, partition_for
+from reference.topics import TXN_TOPIC
 from tests.reference.test_broker import TP, Router
 
 TXN = "app-1"
@@ -400,7 +401,7 @@ GROUP_ID = "g1"
 
 
 def group_router(bugs=frozenset()) -> Router:
-    from reference.txn_coordinator import OFFSETS_TOPIC
+    from reference.topics import OFFSETS_TOPIC
 
     r = txn_router(bugs=bugs)
     r.request(0, CreateTopicsRequest(3, OFFSETS_TOPIC, 3, 3))
@@ -471,11 +472,12 @@ def test_offsets_committed_in_a_transaction_apply_at_its_commit_marker_only():
     settle(r, 10)
     assert offset_fetch(r, g).offsets == ((TP, 7),)
     # a new coordinator loads the same state from the log
+    from reference.coordinator import partition_for
     from reference.group_coordinator import GroupCoordinator
-    from reference.txn_coordinator import OFFSETS_TOPIC, partition_for
+    from reference.topics import OFFSETS_TOPIC
 
     fresh = GroupCoordinator(r.nodes[g], 3)
-    fresh.on_leader(partition_for(GROUP_ID, 3), 0)
+    fresh.on_leader(fresh.host.now_ms, partition_for(GROUP_ID, 3), 0)
     assert fresh.groups[GROUP_ID].committed == {TP: 7} and not fresh.pending_txn
     assert r.nodes[g].partitions[TopicPartition(OFFSETS_TOPIC, partition_for(GROUP_ID, 3))]
 

@@ -1,0 +1,155 @@
+"""What the transaction and group coordinators share, and all they may ask of their broker.
+
+A coordinator acts for the partitions of one internal topic that its broker leads
+(``__transaction_state`` or ``__consumer_offsets``; a key is spread over them by Java's
+``String.hashCode``, as Kafka). Rules of this module:
+
+1. A coordinator sees its broker only through :class:`CoordinatorHost`: sending, timers,
+   events, the time of the input being handled, and a few questions about the partitions
+   of its topic. It never imports the broker.
+2. When the broker starts leading one of those partitions it calls :meth:`on_leader`: the
+   coordinator loads the partition's log (the subclass's ``_load``); when it stops,
+   :meth:`on_not_leader` forgets the partition (``_forget``) and ends every write of it that
+   was waiting (``NOT_COORDINATOR``).
+3. A state change is a record written to the partition (:meth:`_write`) that takes effect only
+   once the high watermark passes it (the :class:`~reference.purgatory.Purgatory`), so a
+   coordinator that fails over loses nothing it answered.
+4. It answers for a key only while it is ready (:meth:`_ready`): the partition loaded, the
+   broker's lease held, and everything the previous leader wrote committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
+
+from reference.errors import Errors
+from reference.log import PartitionLog
+from reference.messages import TopicPartition
+from reference.purgatory import Purgatory
+
+
+class CoordinatorHost(Protocol):
+    """The broker as its coordinators see it."""
+
+    node_id: int
+    bugs: frozenset[str]
+    now_ms: int  # the time of the input being handled
+
+    def send(self, dst: int, message: Any) -> None: ...
+
+    def set_timer(self, delay_ms: float, key: Any) -> None: ...
+
+    def event(self, kind: str, **fields: Any) -> None: ...
+
+    def corr(self) -> int:
+        """A new correlation id for a request the broker sends."""
+
+    def lease_valid(self) -> bool:
+        """The broker cannot have been fenced and replaced (it may answer from memory)."""
+
+    def append_internal(self, now_ms: int, tp: TopicPartition, batch: bytes) -> tuple[Errors, int]:
+        """Append to a partition the broker leads: (error, the batch's last offset)."""
+
+    def log_of(self, tp: TopicPartition) -> PartitionLog:
+        """The log of a partition the broker holds (to load it, or read its producer state)."""
+
+    def caught_up(self, tp: TopicPartition) -> bool:
+        """The broker leads ``tp`` and its high watermark has reached the start of its leader
+        epoch: everything the previous leader wrote is committed."""
+
+    def isr_satisfied(self, tp: TopicPartition) -> bool:
+        """``tp``'s ISR has at least min.insync.replicas members."""
+
+    def leader_of(self, tp: TopicPartition) -> int:
+        """The partition's leader in the broker's metadata (-1: none)."""
+
+    def take_producer_id(self) -> int:
+        """A producer id of the broker's block (-1 while a new block is on its way)."""
+
+    def verify_txn(self, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition,
+                   then: Callable[[Errors], None]) -> None:
+        """Ask the transaction coordinator whether ``tp`` is in the producer's transaction."""
+
+
+class Coordinator:
+    topic: ClassVar[str]  # the internal topic it acts for
+
+    def __init__(self, host: CoordinatorHost, num_partitions: int) -> None:
+        self.host = host
+        self.num_partitions = num_partitions
+        self.loaded: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch)
+        self.purgatory = Purgatory()  # state changes waiting for the high watermark
+
+    def partition_of(self, key: str) -> int:
+        return partition_for(key, self.num_partitions)
+
+    def _tp(self, partition: int) -> TopicPartition:
+        return TopicPartition(self.topic, partition)
+
+    def _ready(self, partition: int) -> Errors:
+        """May the coordinator answer for a key of ``partition`` now? (rule 4)"""
+        if partition not in self.loaded or not self.host.lease_valid():
+            return Errors.NOT_COORDINATOR
+        if not self.host.caught_up(self._tp(partition)):
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        return Errors.NONE
+
+    # ------------------------------------------------------------ leadership (rule 2)
+
+    def on_leader(self, now_ms: int, partition: int, leader_epoch: int) -> None:
+        """The broker now leads ``partition`` of the topic, in ``leader_epoch``: load it."""
+        self._unload(partition)
+        self.loaded[partition] = leader_epoch
+        self._load(now_ms, partition, leader_epoch, self.host.log_of(self._tp(partition)))
+
+    def on_not_leader(self, partition: int) -> None:
+        self._unload(partition)
+
+    def _unload(self, partition: int) -> None:
+        if partition not in self.loaded:
+            return
+        del self.loaded[partition]
+        self._forget(partition)
+        self.purgatory.cancel(self._tp(partition), Errors.NOT_COORDINATOR)
+
+    def _load(self, now_ms: int, partition: int, leader_epoch: int, log: PartitionLog) -> None:
+        """Read the partition's log into memory, and resume what it left unfinished."""
+        raise NotImplementedError
+
+    def _forget(self, partition: int) -> None:
+        """Drop what was loaded from ``partition``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ durable writes (rule 3)
+
+    def _write(self, now_ms: int, partition: int, batch: bytes, on_done: Callable[[Errors], None]) -> None:
+        """Append ``batch``; ``on_done(NONE)`` once the high watermark passes it, or the error."""
+        tp = self._tp(partition)
+        error, last = self.host.append_internal(now_ms, tp, batch)
+        if error is not Errors.NONE:
+            on_done(error)
+            return
+        self.purgatory.park(tp, last + 1, on_done)
+        self.on_high_watermark(now_ms, partition)
+
+    def on_high_watermark(self, now_ms: int, partition: int) -> None:
+        """The high watermark of ``partition`` may have moved."""
+        if partition not in self.loaded:
+            return
+        tp = self._tp(partition)
+        self.purgatory.complete(tp, self.host.log_of(tp).high_watermark, self.host.isr_satisfied(tp))
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units), as a signed 32-bit int."""
+    data = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(key: str, num_partitions: int) -> int:
+    """Kafka's ``Utils.abs(key.hashCode) % numPartitions`` (abs clears the sign bit)."""
+    return (java_string_hash(key) & 0x7FFFFFFF) % num_partitions
