@@ -147,7 +147,7 @@ def _check_versions(args: argparse.Namespace) -> None:
 
 def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The workload's faults, and those of them between nodes (which need namespaces)."""
-    from kafkacheck.conform.workload import NETWORK_FAULTS, NODE_FAULTS, PROCESS_FAULTS
+    from kafkacheck.conform.nemesis import NETWORK_FAULTS, NODE_FAULTS, PROCESS_FAULTS
 
     faults = [f.strip() for f in (args.faults or "").split(",") if f.strip()]
     known = PROCESS_FAULTS + NETWORK_FAULTS + NODE_FAULTS
@@ -216,8 +216,8 @@ def _conform(args: argparse.Namespace, plan: _Plan) -> int:
     from rich.console import Console
 
     from kafkacheck.conform.kafka import KafkaUnavailable
+    from kafkacheck.conform.nemesis import NETWORK_FAULTS
     from kafkacheck.conform.targets import TargetError, external, spawn
-    from kafkacheck.conform.workload import NETWORK_FAULTS
 
     args.fault_list = plan.faults
     out = Path(args.out)
@@ -259,8 +259,8 @@ def _report(args: argparse.Namespace, target, client_name: str, **extra):
 
 def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
     """The cases, then the workload, against a started target; the report."""
-    from kafkacheck.conform.clients import CLIENTS
     from kafkacheck.conform.kafka import KafkaUnavailable
+    from kafkacheck.conform.kinds import CLIENTS
     from kafkacheck.conform.targets import TargetError
 
     try:

@@ -519,12 +519,3 @@ class KafkaPythonTxn:
 
     def close(self) -> None:
         close_kafka_python_producer(self.p, 2)
-
-
-def _java_client(bootstrap: str, timeout_s: float = 20.0):
-    """Apache Kafka's Java client through kafkacheck's driver (kafkacheck.conform.java)."""
-    from kafkacheck.conform.java import JavaClient
-    return JavaClient(bootstrap, timeout_s)
-
-
-CLIENTS = {"kafka-python": KafkaPythonClient, "confluent": ConfluentClient, "java": _java_client}

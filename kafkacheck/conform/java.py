@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from kafkacheck.conform.clients import GroupView, Rec, Sent, settle
+from kafkacheck.conform.handles import GroupMember, commit_refused
 from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, log4j2_config, need_tool
-from kafkacheck.conform.workload import GroupMember, commit_refused
 
 SOURCE = Path(__file__).parent / "java" / "KafkacheckDriver.java"
 MAIN_CLASS = "KafkacheckDriver"

@@ -32,7 +32,7 @@ from reference.controller import Controller, ControllerConfig
 from reference.errors import Errors
 from reference.messages import CreateTopicsRequest
 from reference.node import Event
-from reference.server import gateway
+from reference.server import apis, gateway
 from reference.server.host import Host, now_ms
 from reference.server.peers import LogOnce, Peers, client_base, load_or_create_secret
 from reference.server.storage import FileStorage
@@ -334,7 +334,7 @@ class ServerProcess:
                               "closing the least recently active idle one (%s) to admit %s",
                               len(self.connections), victim.peer, writer.get_extra_info("peername"))
             victim.evict()
-        conn = gateway.Connection(self.host, info, broker, reader, writer)
+        conn = gateway.Connection(self.host, info, broker, reader, writer, apis.HANDLERS)
         task = asyncio.current_task()
         if task is not None:
             self.connections[task] = conn

@@ -121,26 +121,20 @@ def test_conform_usage_errors(tmp_path, capsys):
 def test_end_offsets_are_asked_again_until_the_broker_answers(monkeypatch):
     """Right after healing, a restarted broker may not answer ListOffsets for a while; a
     partition without an end offset used to count as read to its end (a false lost write)."""
-    from kafkacheck.conform import clients, workload
+    from kafkacheck.conform import final_read
 
     answers = {1: ["NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_OR_FOLLOWER", (0, 7)]}
 
     class Flaky:
-        def __init__(self, bootstrap, timeout_s):
-            pass
-
         def offsets(self, topic, partition, isolation):
             queue = answers.get(partition)
             return queue.pop(0) if queue else (0, 10 + partition)
 
-    monkeypatch.setitem(clients.CLIENTS, "flaky", Flaky)
-    monkeypatch.setattr(workload.time, "sleep", lambda s: None)
-    ends, errors = workload._end_offsets("flaky", "127.0.0.1:1", "t", 1.0, "read_uncommitted",
-                                         workload.time.monotonic() + 60)
+    monkeypatch.setattr(final_read.time, "sleep", lambda s: None)
+    ends, errors = final_read.end_offsets(Flaky(), "t", 4, "read_uncommitted", final_read.time.monotonic() + 60)
     assert ends == {"t:0": 10, "t:1": 7, "t:2": 12, "t:3": 13} and errors == {}
     answers[2] = ["timed out"] * 1000
-    ends, errors = workload._end_offsets("flaky", "127.0.0.1:1", "t", 1.0, "read_uncommitted",
-                                         workload.time.monotonic())
+    ends, errors = final_read.end_offsets(Flaky(), "t", 4, "read_uncommitted", final_read.time.monotonic())
     assert "t:2" not in ends and errors == {"t:2": "timed out"}
 
 
@@ -149,28 +143,23 @@ def test_read_committed_end_offsets_wait_for_open_transactions_to_end(monkeypatc
     producer vanished is still open it stays below the high watermark, and committed records
     past it cannot be read yet. The final read must wait for it (Kafka aborts the transaction
     when it times out), not stop there and report those records lost."""
-    from kafkacheck.conform import clients, workload
+    from kafkacheck.conform import final_read
 
     stable = {0: [3, 3, 9]}  # partition 0: an open transaction holds the LSO at 3 twice
 
     class Transactional:
-        def __init__(self, bootstrap, timeout_s):
-            pass
-
         def offsets(self, topic, partition, isolation):
             if isolation == "read_uncommitted":
                 return 0, 9
             queue = stable.get(partition)
             return 0, (queue.pop(0) if queue else 9)
 
-    monkeypatch.setitem(clients.CLIENTS, "txnal", Transactional)
-    monkeypatch.setattr(workload.time, "sleep", lambda s: None)
-    ends, errors = workload._end_offsets("txnal", "127.0.0.1:1", "t", 1.0, "read_committed",
-                                         workload.time.monotonic() + 60)
+    monkeypatch.setattr(final_read.time, "sleep", lambda s: None)
+    ends, errors = final_read.end_offsets(Transactional(), "t", 4, "read_committed",
+                                          final_read.time.monotonic() + 60)
     assert ends == {f"t:{p}": 9 for p in range(4)} and errors == {}
     stable[1] = [3] * 1000
-    ends, errors = workload._end_offsets("txnal", "127.0.0.1:1", "t", 1.0, "read_committed",
-                                         workload.time.monotonic())
+    ends, errors = final_read.end_offsets(Transactional(), "t", 4, "read_committed", final_read.time.monotonic())
     assert "t:1" not in ends and "transaction is still open" in errors["t:1"]
 
 

@@ -1,0 +1,361 @@
+"""The workload's client handles for kafka-python and confluent-kafka (Apache Kafka's Java
+client has its own in :mod:`kafkacheck.conform.java`): a producer, a transactional producer,
+a consumer assigned to partitions, and a consumer-group member.
+
+A handle wraps one real client and speaks the workload's terms: integer values, ``topic:p``
+keys, offsets or error strings. A call that fails raises (the workload records the op as
+``fail`` or ``info``); closing never raises and never leaves the client's threads running.
+:mod:`kafkacheck.conform.kinds` picks the handles of the ``--client`` asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from typing import Any
+
+from kafkacheck.conform.clients import close_kafka_python_producer
+
+
+def _encode(value: int | None) -> bytes | None:
+    return None if value is None else str(value).encode()
+
+
+def _decode(data: bytes | None) -> int | None:
+    return None if data is None else int(data)
+
+
+# ---------------------------------------------------------------- client handles
+
+
+class _Producer:
+    """What both producer handles share: ``kind``, ``timeout_s`` and the client ``p``."""
+
+    kind: str
+    timeout_s: float
+    p: Any
+
+    def close(self) -> None:
+        if self.kind == "confluent":
+            with contextlib.suppress(Exception):
+                self.p.flush(1)
+        else:
+            close_kafka_python_producer(self.p, 1)
+
+
+class Sender(_Producer):
+    """A producer; ``idempotent`` False means acks=all without retries."""
+
+    def __init__(self, kind: str, bootstrap: str, timeout_s: float, idempotent: bool = True) -> None:
+        self.kind, self.timeout_s = kind, timeout_s
+        if kind == "confluent":
+            from confluent_kafka import Producer
+            conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
+                    "message.timeout.ms": int(timeout_s * 1000), "log_level": 2}
+            if not idempotent:
+                conf["retries"] = 0
+            self.p = Producer(conf)
+        else:
+            from kafka import KafkaProducer
+            self.p = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", enable_idempotence=idempotent,
+                                   retries=2**31 - 1 if idempotent else 0,
+                                   request_timeout_ms=int(timeout_s * 1000),
+                                   delivery_timeout_ms=int(timeout_s * 1000) + 1000,
+                                   max_block_ms=int(timeout_s * 1000))
+
+    def send(self, topic: str, partition: int, value: int | None,
+             key: str | None = None) -> tuple[int | None, str | None]:
+        """(offset, None) when acknowledged; (None, error) otherwise."""
+        data, kdata = _encode(value), key.encode() if key is not None else None
+        if self.kind == "confluent":
+            result: list = []
+            try:
+                self.p.produce(topic, value=data, key=kdata, partition=partition,
+                               on_delivery=lambda e, m: result.append((m.offset(), None) if e is None
+                                                                      else (None, str(e))))
+                self.p.flush(self.timeout_s + 2)
+            except Exception as e:
+                return None, str(e)
+            return result[0] if result else (None, "timeout")
+        try:
+            return self.p.send(topic, value=data, key=kdata, partition=partition).get(self.timeout_s + 2).offset, None
+        except Exception as e:
+            return None, type(e).__name__
+
+
+
+class TxnSender(_Producer):
+    """A transactional producer."""
+
+    def __init__(self, kind: str, bootstrap: str, txn_id: str, timeout_s: float) -> None:
+        self.kind, self.timeout_s = kind, timeout_s
+        if kind == "confluent":
+            from confluent_kafka import Producer
+            self.p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "log_level": 2,
+                               "message.timeout.ms": int(timeout_s * 1000),
+                               "transaction.timeout.ms": int(timeout_s * 3000)})
+            self.p.init_transactions(timeout_s)
+        else:
+            from kafka import KafkaProducer
+            self.p = KafkaProducer(bootstrap_servers=bootstrap.split(","), transactional_id=txn_id,
+                                   request_timeout_ms=int(timeout_s * 1000), max_block_ms=int(timeout_s * 1000),
+                                   transaction_timeout_ms=int(timeout_s * 3000))
+            self.p.init_transactions()
+
+    def begin(self) -> None:
+        self.p.begin_transaction()
+
+    def send(self, topic: str, partition: int, value: int) -> int:
+        """The offset; raises when the send failed."""
+        [result] = self.send_many(topic, [(partition, value)])
+        if not isinstance(result, int):
+            raise RuntimeError(result)
+        return result
+
+    def send_many(self, topic: str, sends: list[tuple[int, int]]) -> list[int | str]:
+        """Send (partition, value) pairs together, then wait: an offset or an error each."""
+        if self.kind == "confluent":
+            out: list[int | str] = ["timeout"] * len(sends)
+
+            def done(i: int):
+                def cb(e, m) -> None:
+                    out[i] = m.offset() if e is None else str(e)
+                return cb
+
+            for i, (p, v) in enumerate(sends):
+                self.p.produce(topic, value=str(v).encode(), partition=p, on_delivery=done(i))
+            self.p.flush(self.timeout_s)
+            return out
+        futures = [self.p.send(topic, value=str(v).encode(), partition=p) for p, v in sends]
+        results: list[int | str] = []
+        for f in futures:
+            try:
+                results.append(f.get(self.timeout_s).offset)
+            except Exception as e:
+                results.append(str(e) or type(e).__name__)
+        return results
+
+    def send_offsets(self, offsets: dict[tuple[str, int], int], poller: Poller) -> None:
+        """Add the consumer group's next offsets to the transaction."""
+        if self.kind == "confluent":
+            from confluent_kafka import TopicPartition
+            self.p.send_offsets_to_transaction([TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+                                               poller.c.consumer_group_metadata(), self.timeout_s)
+        else:
+            from kafka import TopicPartition
+            from kafka.structs import OffsetAndMetadata
+            self.p.send_offsets_to_transaction(
+                {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in sorted(offsets.items())},
+                poller.c.group_metadata())
+
+    def commit(self) -> None:
+        if self.kind == "confluent":
+            self.p.commit_transaction(self.timeout_s)
+        else:
+            self.p.commit_transaction()
+
+    def abort(self) -> None:
+        if self.kind == "confluent":
+            self.p.abort_transaction(self.timeout_s)
+        else:
+            self.p.abort_transaction()
+
+
+
+class Poller:
+    """A consumer assigned to ``tps``: from the beginning, or (``group`` given) from the
+    group's committed offsets. ``keyed`` polls return ``[offset, value, record key]``."""
+
+    def __init__(self, kind: str, bootstrap: str, tps: list[tuple[str, int]], timeout_s: float,
+                 isolation: str = "read_uncommitted", group: str | None = None, keyed: bool = False) -> None:
+        self.kind, self.tps, self.keyed = kind, tps, keyed
+        if kind == "confluent":
+            from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+            self.c = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False, "log_level": 2,
+                               "group.id": group or f"kafkacheck-q-{time.monotonic_ns()}",
+                               "isolation.level": isolation, "auto.offset.reset": "earliest",
+                               "socket.timeout.ms": int(timeout_s * 1000)})
+            self.c.assign([TopicPartition(t, p) if group else TopicPartition(t, p, OFFSET_BEGINNING)
+                           for t, p in tps])
+        else:
+            from kafka import KafkaConsumer, TopicPartition
+            self.c = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False, group_id=group,
+                                   auto_offset_reset="earliest", isolation_level=isolation,
+                                   request_timeout_ms=int(timeout_s * 1000) + 1000)
+            self.c.assign([TopicPartition(t, p) for t, p in tps])
+            if group is None:
+                self.c.seek_to_beginning()
+
+    def seek_to_beginning(self) -> None:
+        if self.kind == "confluent":
+            from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+            for t, p in self.tps:
+                self.c.seek(TopicPartition(t, p, OFFSET_BEGINNING))
+        else:
+            self.c.seek_to_beginning()
+
+    def poll(self, max_records: int = 500) -> dict[str, list[list]]:
+        out: dict[str, list[list]] = {}
+
+        def add(topic: str, partition: int, offset: int, value: bytes | None, key: bytes | None) -> None:
+            entry = [offset, _decode(value)] + ([key.decode() if key is not None else None] if self.keyed else [])
+            out.setdefault(f"{topic}:{partition}", []).append(entry)
+
+        if self.kind == "confluent":
+            for m in self.c.consume(max_records, 0.5):
+                if m.error() is None:
+                    add(m.topic(), m.partition(), m.offset(), m.value(), m.key())
+        else:
+            for tp, msgs in self.c.poll(500, max_records=max_records).items():
+                for m in msgs:
+                    add(tp.topic, tp.partition, m.offset, m.value, m.key)
+        return out
+
+    def positions(self, last: dict[str, int]) -> dict[str, int]:
+        """Each partition's next offset to read (the previous value where unknown)."""
+        out = dict(last)
+        if self.kind == "confluent":
+            for tp in self.c.position(self.c.assignment()):
+                if tp.offset >= 0:
+                    out[f"{tp.topic}:{tp.partition}"] = tp.offset
+        else:
+            for tp in self.c.assignment():
+                pos = self.c.position(tp, timeout_ms=1000)
+                if pos is not None:
+                    out[f"{tp.topic}:{tp.partition}"] = pos
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.c.close()
+
+
+def commit_refused(error: str) -> bool:
+    """Whether a failed group commit was certainly refused (the member was fenced, its
+    generation is old or a rebalance is on), as opposed to an unknown outcome."""
+    text = error.upper().replace(" ", "_")
+    return any(w in text for w in ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER", "REBALANCE_IN_PROGRESS", "FENCED_INSTANCE",
+                                   "COMMITFAILED", "ILLEGALGENERATION"))
+
+
+def confluent_generation(metadata: bytes) -> int:
+    """The generation in librdkafka's serialised consumer group metadata ("CGMDv2:" and an
+    int32 copied in the host's byte order); -1 when unknown."""
+    if isinstance(metadata, bytes) and metadata.startswith(b"CGMDv2:") and len(metadata) >= 11:
+        return int.from_bytes(metadata[7:11], sys.byteorder, signed=True)
+    return -1
+
+
+class GroupMember:
+    """A consumer-group member: subscribe, poll, commit; rebalance callbacks go to ``log``."""
+
+    def __init__(self, kind: str, bootstrap: str, topic: str, group: str, timeout_s: float) -> None:
+        self.kind, self.topic, self.timeout_s = kind, topic, timeout_s
+        self.log: list[dict] = []
+        self.owned: set[str] = set()
+        self.positions: dict[str, int] = {}
+        self.generation = -1
+        if kind == "confluent":
+            from confluent_kafka import Consumer
+            self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                               "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+                               "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "log_level": 2,
+                               "socket.timeout.ms": int(timeout_s * 1000)})
+            self.c.subscribe([topic], on_assign=lambda c, tps: self._assigned(tps),
+                             on_revoke=lambda c, tps: self._revoked(tps, False),
+                             on_lost=lambda c, tps: self._revoked(tps, True))
+        else:
+            from kafka import KafkaConsumer
+            from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+            member = self
+
+            class Listener(ConsumerRebalanceListener):
+                def on_partitions_revoked(self, revoked):
+                    member._revoked(revoked, False)
+
+                def on_partitions_assigned(self, assigned):
+                    member._assigned(assigned)
+
+                def on_partitions_lost(self, lost):
+                    member._revoked(lost, True)
+
+            self.c = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=group, enable_auto_commit=False,
+                                   auto_offset_reset="earliest", session_timeout_ms=6000,
+                                   heartbeat_interval_ms=500, request_timeout_ms=int(timeout_s * 1000) + 1000)
+            self.c.subscribe([topic], listener=Listener())
+
+    def _current_generation(self) -> int:
+        with contextlib.suppress(Exception):
+            if self.kind == "confluent":
+                return confluent_generation(self.c.consumer_group_metadata())
+            return int(self.c.group_metadata().generation_id)
+        return -1
+
+    def _assigned(self, tps) -> None:
+        self.assigned_keys({f"{tp.topic}:{tp.partition}" for tp in tps}, self._current_generation())
+
+    def _revoked(self, tps, lost: bool) -> None:
+        self.revoked_keys({f"{tp.topic}:{tp.partition}" for tp in tps}, lost)
+
+    def assigned_keys(self, keys: set[str], generation: int) -> None:
+        self.generation = generation
+        self.owned = keys  # eager (range): the whole assignment
+        self.log.append({"type": "assigned", "keys": sorted(keys), "generation": self.generation,
+                         "owned": sorted(self.owned)})
+
+    def revoked_keys(self, keys: set[str], lost: bool) -> None:
+        entry: dict = {"type": "revoked", "keys": sorted(keys), "generation": self.generation}
+        if lost:
+            entry["lost"] = "lost"
+        self.log.append(entry)
+        self.owned -= keys
+        for k in keys:
+            self.positions.pop(k, None)
+
+    def take_log(self) -> list[dict]:
+        out, self.log = self.log, []
+        return out
+
+    def _fetch(self) -> list[tuple[str, int, int, int | None]]:
+        """One poll of the client: (topic, partition, offset, value); callbacks run in it."""
+        if self.kind == "confluent":
+            return [(m.topic(), m.partition(), m.offset(), _decode(m.value())) for m in self.c.consume(200, 0.5)
+                    if m.error() is None]
+        return [(tp.topic, tp.partition, m.offset, _decode(m.value))
+                for tp, ms in self.c.poll(500, max_records=200).items() for m in ms]
+
+    def poll(self) -> dict[str, list[list]]:
+        out: dict[str, list[list]] = {}
+        for t, p, off, v in self._fetch():
+            key = f"{t}:{p}"
+            out.setdefault(key, []).append([off, v])
+            if key in self.owned:
+                self.positions[key] = off + 1
+        return out
+
+    def reached(self) -> dict[str, int]:
+        """The positions reached in the partitions the member owns: what a commit sends."""
+        return {k: o for k, o in sorted(self.positions.items()) if k in self.owned}
+
+    def commit(self, offsets: dict[str, int]) -> tuple[str | None, bool]:
+        """(error, definite): commit ``offsets``; definite when the outcome is certain."""
+        try:
+            if self.kind == "confluent":
+                from confluent_kafka import TopicPartition
+                self.c.commit(offsets=[TopicPartition(k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1]), o)
+                                       for k, o in offsets.items()], asynchronous=False)
+            else:
+                from kafka import TopicPartition
+                from kafka.structs import OffsetAndMetadata
+                self.c.commit({TopicPartition(k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1])): OffsetAndMetadata(o, "", -1)
+                               for k, o in offsets.items()})
+        except Exception as e:
+            text = str(e) or type(e).__name__
+            return text[:80], commit_refused(f"{type(e).__name__} {text}")
+        return None, True
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.c.close()

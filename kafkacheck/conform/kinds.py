@@ -1,0 +1,51 @@
+"""The client kinds of ``--client``: what drives the cases and what drives the workload.
+
+* :data:`CLIENTS`: the case adapter of each kind (:mod:`~kafkacheck.conform.clients` for
+  kafka-python and confluent-kafka, :mod:`~kafkacheck.conform.java` for Apache Kafka's Java
+  client, started only when asked for);
+* ``make_*``: the workload's handles of each kind (:mod:`~kafkacheck.conform.handles`, or the
+  Java ones).
+"""
+
+from __future__ import annotations
+
+from kafkacheck.conform.clients import ConfluentClient, KafkaPythonClient
+from kafkacheck.conform.handles import GroupMember, Poller, Sender, TxnSender
+
+
+def _java_client(bootstrap: str, timeout_s: float = 20.0):
+    """Apache Kafka's Java client through kafkacheck's driver (kafkacheck.conform.java)."""
+    from kafkacheck.conform.java import JavaClient
+    return JavaClient(bootstrap, timeout_s)
+
+
+CLIENTS = {"kafka-python": KafkaPythonClient, "confluent": ConfluentClient, "java": _java_client}
+
+
+def make_sender(kind: str, bootstrap: str, timeout_s: float, idempotent: bool):
+    if kind == "java":
+        from kafkacheck.conform.java import JavaSender
+        return JavaSender(bootstrap, timeout_s, idempotent)
+    return Sender(kind, bootstrap, timeout_s, idempotent)
+
+
+def make_txn_sender(kind: str, bootstrap: str, txn_id: str, timeout_s: float):
+    if kind == "java":
+        from kafkacheck.conform.java import JavaTxnSender
+        return JavaTxnSender(bootstrap, txn_id, timeout_s)
+    return TxnSender(kind, bootstrap, txn_id, timeout_s)
+
+
+def make_poller(kind: str, bootstrap: str, tps: list[tuple[str, int]], timeout_s: float,
+                isolation: str = "read_uncommitted", group: str | None = None, keyed: bool = False):
+    if kind == "java":
+        from kafkacheck.conform.java import JavaPoller
+        return JavaPoller(bootstrap, tps, timeout_s, isolation, group, keyed)
+    return Poller(kind, bootstrap, tps, timeout_s, isolation, group, keyed)
+
+
+def make_member(kind: str, bootstrap: str, topic: str, group: str, timeout_s: float) -> GroupMember:
+    if kind == "java":
+        from kafkacheck.conform.java import JavaMember
+        return JavaMember(bootstrap, topic, group, timeout_s)
+    return GroupMember(kind, bootstrap, topic, group, timeout_s)
