@@ -14,6 +14,7 @@ and events.jsonl (and, for the Hypothesis machines' saved programs, of the ops t
 * the default run (10,000 ops), seed 0;
 * swarm seeds 0-9 (``kafkacheck run --swarm``), which draw configurations, timings, aimed
   nemeses and model templates;
+* each model template (``--template``), with and without the bug switch it shows;
 * every program in ``tests/properties/programs/``, replayed with and without its switch.
 
 Prints one line per run and exits 1 if any differs (``--quick``: fewer runs). REF is checked
@@ -53,6 +54,12 @@ def plan(quick: bool) -> list[dict]:
                               "--faults", "partition,kill,pause,disk,straggle"]})
         runs.append({"argv": ["--seed", "0"]})  # the default run, 10,000 ops
     runs += [{"argv": ["--swarm", str(s)]} for s in (range(3) if quick else range(10))]
+    # the shapes of the z3 model's counterexamples, with and without the bug each shows
+    for template, bug in (("kip101", "truncate-to-high-watermark"), ("kip279-hole", "epoch-lookup-falls-back-to-hw"),
+                          ("no-epoch-hw", "hw-without-epoch-check"), ("unclean", "unclean-election")):
+        shape = ["--brokers", "2", "--partitions", "1", "--min-insync-replicas", "1", "--template", template,
+                 "--ops", "1000"]
+        runs += [{"argv": shape}, {"argv": [*shape, "--bug", bug]}]
     for program in sorted((ROOT / "tests" / "properties" / "programs").glob("*.json")):
         data = json.loads(program.read_text())
         runs.append({"program": program.name, "bugs": data["bugs"]})

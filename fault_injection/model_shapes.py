@@ -93,17 +93,52 @@ class _Schedule:
     def cut_off(self, node: int, from_: list[int]) -> set[tuple[int, int]]:
         return {(node, x) for x in from_} | {(x, node) for x in from_}
 
+    def elect(self, r: int) -> None:
+        self.add("elect", {"topic": TOPIC, "partition": 0, "leader": _node(r)})
+
+    def election(self, r: int, leader: int, in_isr: bool, leader_alive: bool, seen: list[tuple[str, int]],
+                 local_truncation: bool) -> None:
+        """``elect r``, the old ``leader`` alive or not; ``seen``: the data steps this
+        election's epoch sees (up to the next control step)."""
+        if in_isr and leader_alive:
+            for x in {x for b, x in seen if b == "stale-fetch"}:
+                # a follower fetches the moment it learns the new epoch: the link it fetches
+                # over must be open before the election, not after
+                self.links(self.blocked - {(_node(x), _node(r))})
+            asks = [x for b, x in seen if b == "truncate" and x != r]
+            if asks and not local_truncation:
+                # the follower must get the answer to exactly one fetch (it truncates on it)
+                # and no records: slow every message down, open its links to the new leader,
+                # and cut its way there once that first fetch has arrived
+                x = _node(asks[0])
+                self.links(self.blocked - {(x, _node(r)), (_node(r), x)})
+                self.add("delay", {"ms": ASK_DELAY_MS})
+                self.elect(r)
+                self.t += 5 * ASK_DELAY_MS // 2   # learn the epoch, fetch: 2 hops; the answer is on its way
+                self.links(self.blocked | {(x, _node(r))})
+                self.t += 3 * ASK_DELAY_MS
+                self.add("delay", {"ms": 0})
+                self.t += 1
+            else:
+                self.elect(r)
+                self.t += ELECT_GAP_MS
+        elif in_isr:
+            # the leader is dead and fenced (the crash waited): the controller has elected a
+            # live ISR member; name the model's choice
+            self.elect(r)
+            self.t += ELECT_GAP_MS
+        else:
+            # outside the ISR: only the controller's own (unclean) election makes r leader
+            others = [_node(x) for x in range(len(self.nodes)) if x != leader] + [CONTROLLER_ID]
+            self.links(self.blocked | self.cut_off(_node(leader), others))
+            self.t += FENCE_WAIT_MS
+            self.links(self.blocked - self.cut_off(_node(leader), others))
+
 
 def schedule_for(steps: list[dict], replicas: int, local_truncation: bool = False) -> list[dict]:
     """The scripted fault schedule of a replication counterexample. ``local_truncation``: the
     variant's followers truncate by themselves as they learn a new epoch (truncate to the high
     watermark); otherwise a follower truncates on its leader's answer to one fetch."""
-    def node(r: int) -> int:
-        return r + 1
-
-    def elect(r: int) -> None:
-        out.add("elect", {"topic": TOPIC, "partition": 0, "leader": node(r)})
-
     out = _Schedule(replicas)
     leader = 0
     alive = set(range(replicas))
@@ -115,61 +150,27 @@ def schedule_for(steps: list[dict], replicas: int, local_truncation: bool = Fals
     cut = max((i + 1 for i, x in enumerate(actions[:first]) if x[0] == "fetch"), default=0)
     started = False
     for i, (a, r) in enumerate(actions):
-        before = steps[i]["state"]   # the state the step starts from
         # the data steps up to the next control step, and that step
         upto = next((j for j in range(i + 1, len(actions)) if actions[j][0] in CONTROL), len(actions))
-        later = actions[upto] if upto < len(actions) else None
         if i == cut:
             out.links(out.isolated())
             started = True
         if a == "elect":
-            in_isr = before["replicas"][r]["isr"]
-            if in_isr and leader in alive:
-                # the data steps up to ``upto`` are what this election's epoch sees
-                for x in {x for b, x in actions[i + 1:upto] if b == "stale-fetch"}:
-                    # a follower fetches the moment it learns the new epoch: the link it
-                    # fetches over must be open before the election, not after
-                    out.links(out.blocked - {(node(x), node(r))})
-                asks = [x for b, x in actions[i + 1:upto] if b == "truncate" and x != r]
-                if asks and not local_truncation:
-                    # the follower must get the answer to exactly one fetch (it truncates on
-                    # it) and no records: slow every message down, open its links to the new
-                    # leader, and cut its way there once that first fetch has arrived
-                    x = node(asks[0])
-                    out.links(out.blocked - {(x, node(r)), (node(r), x)})
-                    out.add("delay", {"ms": ASK_DELAY_MS})
-                    elect(r)
-                    out.t += 5 * ASK_DELAY_MS // 2   # learn the epoch, fetch: 2 hops; the answer is on its way
-                    out.links(out.blocked | {(x, node(r))})
-                    out.t += 3 * ASK_DELAY_MS
-                    out.add("delay", {"ms": 0})
-                    out.t += 1
-                else:
-                    elect(r)
-                    out.t += ELECT_GAP_MS
-            elif in_isr:
-                # the leader is dead and fenced (the crash waited): the controller has elected
-                # a live ISR member; name the model's choice
-                elect(r)
-                out.t += ELECT_GAP_MS
-            else:
-                # outside the ISR: only the controller's own (unclean) election makes r leader
-                others = [node(x) for x in range(replicas) if x != leader] + [CONTROLLER_ID]
-                out.links(out.blocked | out.cut_off(node(leader), others))
-                out.t += FENCE_WAIT_MS
-                out.links(out.blocked - out.cut_off(node(leader), others))
+            # the data steps up to ``upto`` are what this election's epoch sees
+            out.election(r, leader, steps[i]["state"]["replicas"][r]["isr"], leader in alive,
+                         actions[i + 1:upto], local_truncation)
             leader = r
         elif a == "crash":
-            out.add("kill", {"nodes": [node(r)]})
+            out.add("kill", {"nodes": [_node(r)]})
             alive.discard(r)
-            quick = later == ("restart", r)
+            quick = upto < len(actions) and actions[upto] == ("restart", r)
             out.t += 300 if quick else FENCE_WAIT_MS
         elif a == "restart":
-            out.add("restart", {"nodes": [node(r)]})
+            out.add("restart", {"nodes": [_node(r)]})
             alive.add(r)
             out.t += 1_000   # registered again
         elif a == "shrink":
-            out.links(out.blocked | out.cut_off(node(r), [node(leader)]))
+            out.links(out.blocked | out.cut_off(_node(r), [_node(leader)]))
             out.t += SHRINK_WAIT_MS
         elif a == "fetch" and started:
             out.links(set())
@@ -179,13 +180,18 @@ def schedule_for(steps: list[dict], replicas: int, local_truncation: bool = Fals
             # on the one answer the election above let through
             out.t += ELECT_GAP_MS
         elif a == "stale-fetch":
-            out.links(out.blocked - {(node(r), node(leader))})
+            out.links(out.blocked - {(_node(r), _node(leader))})
             out.t += DATA_MS
         else:   # append, advance-hw, expand, or data steps before the first control step
             out.t += DATA_MS if started else 0
     out.t += DATA_MS
     out.links(set())
     return out.steps
+
+
+def _node(r: int) -> int:
+    """The broker that plays the model's replica ``r``."""
+    return r + 1
 
 
 def model_templates() -> dict[str, dict]:

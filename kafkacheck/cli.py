@@ -15,7 +15,7 @@ from fault_injection.nemesis import ScheduleError
 from kafkacheck.commands import COMMANDS, command
 from kafkacheck.exits import EXIT_INTERRUPTED, EXIT_USAGE, Parser, UsageError
 from linearizability.history import HistoryError as LinHistoryError
-from properties.kafka import HistoryShapeError
+from properties.analysis import HistoryShapeError
 from traces.history import CorpusError, HistoryError
 
 # what a command raises for input it cannot use: one line, exit 3

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from properties.machines import MACHINES, Finding, explore, machine, replay
+from properties.exploration import explore
+from properties.machines import MACHINES, Finding, machine, replay
 
 __all__ = ["explore", "load", "run_replay", "save"]
 

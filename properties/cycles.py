@@ -1,6 +1,6 @@
 """Elle-style dependency cycles over a Kafka history (networkx does the graph work).
 
-Nodes are the ok ops and the info ops that must have committed (:mod:`properties.kafka`).
+Nodes are the ok ops and the info ops that must have committed (:mod:`properties.analysis`).
 Edges, each with its type:
 
 * ``ww`` (with ``ww_deps``): from the writer of each value to the writer of the next value
@@ -40,7 +40,7 @@ from typing import Any
 
 import networkx as nx
 
-from properties.kafka import Analysis, Op, Report
+from properties.analysis import Analysis, Op, Report
 
 WW, WR, RW, PROC, RT = 1, 2, 4, 8, 16
 NAMES = {WW: "ww", WR: "wr", RW: "rw", PROC: "process", RT: "realtime"}

@@ -32,13 +32,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from properties.analysis import CLIENT_TXN_FS, Analysis, analyse, compile_ops, is_tombstone
 from properties.compaction import Compaction
 from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S, Budget, check_cycles
 from properties.groups import check_groups
 from properties.kafka import (
-    CLIENT_TXN_FS,
-    Analysis,
-    analyse,
     check_intermediate_reads,
     check_internal,
     check_lost_writes,
@@ -46,8 +44,6 @@ from properties.kafka import (
     check_reads,
     check_staleness,
     check_version_orders,
-    compile_ops,
-    is_tombstone,
     readers_of,
 )
 from properties.linearizable import check_log

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from reference import log_cleaner
 from reference.broker_state import BrokerState
 from reference.errors import Errors
 from reference.messages import DeleteRecordsRequest, DeleteRecordsResponse
@@ -43,7 +44,7 @@ def run_cleaner(b: BrokerState, now_ms: int) -> None:
             if log.config.compact:
                 first = log.producer_state.first_unstable_offset(log.high_watermark)
                 upper = log.high_watermark if first is None else min(first, log.high_watermark)
-                result = log.clean(now_ms, upper)
+                result = log_cleaner.clean(log, now_ms, upper)
                 if result is not None:
                     b.event("compaction", key=tp.key, first_offset=result.first_offset,
                             end_offset=result.end_offset, removed=result.records_removed,

@@ -15,6 +15,9 @@ asked, the offset where the next epoch starts (or the LEO for the latest epoch).
 
 Truncation is at batch granularity, as Kafka's: every batch whose last offset is at or
 above the target is removed, so the resulting LEO may be lower than the target.
+
+Compaction is decided by :mod:`reference.log_cleaner`, which reads the log's index and swaps
+the cleaned segments in through :meth:`PartitionLog.replace_cleaned`; offsets never change.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import json
 from dataclasses import dataclass
 
 from reference import records as rec
-from reference.bugs import Bug
 from reference.frozen import frozen
 from reference.marks import mark
 from reference.producer_state import ProducerStateManager
@@ -35,7 +37,7 @@ UNDEFINED_OFFSET = -1
 
 
 @dataclass(slots=True)
-class _Entry:
+class IndexEntry:
     base_offset: int
     last_offset: int
     leader_epoch: int
@@ -45,7 +47,7 @@ class _Entry:
 
 
 @dataclass(slots=True)
-class _Segment:
+class Segment:
     base_offset: int
     name: str
     size: int
@@ -94,15 +96,6 @@ class LogConfig:
         )
 
 
-@frozen
-class CleanResult:
-    first_offset: int
-    end_offset: int  # cleaned [first_offset, end_offset)
-    records_removed: int
-    tombstones_removed: int
-    aborted_removed: int
-
-
 class PartitionLog:
     """One replica's log of one partition."""
 
@@ -110,9 +103,9 @@ class PartitionLog:
         self.storage = storage
         self.directory = directory
         self.config = config or LogConfig()
-        self._entries: list[_Entry] = []
+        self._entries: list[IndexEntry] = []
         self._bases: list[int] = []
-        self._segments: list[_Segment] = []
+        self._segments: list[Segment] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.high_watermark = 0
@@ -142,7 +135,7 @@ class PartitionLog:
                 continue
             data = storage.read(name)
             batches, _span = rec.split_batches(data)
-            seg = _Segment(int(name.rsplit("/", 1)[1][:-4]), name, 0)
+            seg = Segment(int(name.rsplit("/", 1)[1][:-4]), name, 0)
             log._segments.append(seg)
             if not log._entries:
                 log.log_end_offset = seg.base_offset  # the log's first batch starts its segment
@@ -226,7 +219,7 @@ class PartitionLog:
         seg = self._active_segment(len(batch), timestamp)
         self.storage.append(seg.name, batch)  # may raise StorageError: nothing changed yet
         last = base + last_delta
-        self._entries.append(_Entry(base, last, epoch, batch, len(self._segments) - 1, seg.size))
+        self._entries.append(IndexEntry(base, last, epoch, batch, len(self._segments) - 1, seg.size))
         self._bases.append(base)
         self.log_end_offset = last + 1
         if producer_id >= 0:
@@ -244,11 +237,11 @@ class PartitionLog:
 
     def _index(self, batch: bytes, segment: int, position: int) -> None:
         base, last = rec.offsets_of(batch)
-        self._entries.append(_Entry(base, last, rec.leader_epoch_of(batch), batch, segment, position))
+        self._entries.append(IndexEntry(base, last, rec.leader_epoch_of(batch), batch, segment, position))
         self._bases.append(base)
         self.log_end_offset = last + 1
 
-    def _active_segment(self, incoming: int, timestamp: int) -> _Segment:
+    def _active_segment(self, incoming: int, timestamp: int) -> Segment:
         """The segment for a batch of ``incoming`` bytes with max timestamp ``timestamp``:
         a new one when it would overflow segment.bytes or, as Kafka's LogSegment.shouldRoll,
         when it is more than segment.ms younger than the active segment's first batch."""
@@ -262,8 +255,8 @@ class PartitionLog:
             return self._roll()
         return seg
 
-    def _roll(self) -> _Segment:
-        seg = _Segment(self.log_end_offset, f"{self.directory}/{self.log_end_offset:020d}.log", 0)
+    def _roll(self) -> Segment:
+        seg = Segment(self.log_end_offset, f"{self.directory}/{self.log_end_offset:020d}.log", 0)
         self._segments.append(seg)
         return seg
 
@@ -464,7 +457,7 @@ class PartitionLog:
         sizes = [seg.size for seg in self._segments]
         total = sum(sizes)
         new_start = self.log_start_offset
-        by_segment: dict[int, list[_Entry]] = {}
+        by_segment: dict[int, list[IndexEntry]] = {}
         for e in self._entries:
             by_segment.setdefault(e.segment, []).append(e)
         for i in range(len(self._segments) - 1):  # never the active segment
@@ -506,7 +499,7 @@ class PartitionLog:
         batch whose max timestamp is the log's largest, and in it the first record with that
         timestamp: (offset, timestamp, the batch's leader epoch); None when that offset is not
         below ``upper`` or the log is empty."""
-        best: _Entry | None = None
+        best: IndexEntry | None = None
         best_ts = -1
         for e in self._entries:
             if e.last_offset < self.log_start_offset:
@@ -521,117 +514,30 @@ class PartitionLog:
             offset = next(r.offset for r in rec.decode_records(best.data) if r.timestamp == best_ts)
         return (offset, best_ts, best.leader_epoch) if offset < upper else None
 
-    # ------------------------------------------------------------ the cleaner
+    # ------------------------------------------------------------ the cleaner's access
 
-    def clean(self, now_ms: int, upper: int) -> CleanResult | None:
-        """Compact the closed segments below ``upper`` (the last stable offset, <= HW):
-        keep the newest record of each key, drop tombstones whose delete horizon passed and
-        records of aborted transactions; offsets never change. None when not due."""
-        cfg = self.config
-        if not cfg.compact or len(self._segments) < 2:
-            return None
-        # the cleanable range: whole closed segments below ``upper``, older than the lag
-        end_seg = 0
-        by_segment: dict[int, list[_Entry]] = {}
-        for e in self._entries:
-            by_segment.setdefault(e.segment, []).append(e)
-        for i in range(len(self._segments) - 1):
-            seg_end = self._segments[i + 1].base_offset
-            entries = by_segment.get(i, [])
-            newest = max((rec.parse_header(e.data).max_timestamp for e in entries), default=-1)
-            if seg_end > upper or newest > now_ms - cfg.min_compaction_lag_ms:
-                break
-            end_seg = i + 1
-        if end_seg == 0:
-            return None
-        end = self._segments[end_seg].base_offset
-        entries = [e for e in self._entries if e.segment < end_seg]
-        dirty = sum(len(e.data) for e in entries if e.last_offset >= self.clean_offset)
-        total = sum(len(e.data) for e in entries)
-        overdue = cfg.max_compaction_lag_ms is not None and any(
-            e.last_offset >= self.clean_offset
-            and rec.parse_header(e.data).base_timestamp < now_ms - cfg.max_compaction_lag_ms
-            for e in entries)
-        expired = any(h <= now_ms for b, h in self.tombstone_horizons.items() if b < end)
-        if not expired and (not dirty or (dirty / total < cfg.min_cleanable_dirty_ratio
-                                          and not overdue)):
-            return None
-        # the offset map: each key's newest offset in the cleanable range
-        latest: dict[bytes, int] = {}
-        decoded: dict[int, list[rec.Record]] = {}
-        last_batch = entries[-1].base_offset if entries else -1
-        for e in entries:
-            h = rec.parse_header(e.data)
-            if h.is_control:
-                continue
-            decoded[e.base_offset] = rec.decode_records(e.data)
-            if Bug.COMPACTION_DROPS_LATEST in self.bugs and e.base_offset == last_batch:
-                continue  # the bug: the map misses the newest batch of the range
-            for r in decoded[e.base_offset]:
-                if r.key is not None:
-                    latest[r.key] = r.offset
-        aborted = [(a.producer_id, a.first_offset, a.last_offset) for a in self.producer_state.aborted]
-        last_of_producer: dict[int, int] = {}
-        for e in self._entries:
-            pid = rec.producer_id_of(e.data)
-            if pid >= 0:
-                last_of_producer[pid] = e.base_offset
-        removed = tombstones = aborted_removed = 0
-        new_segments: dict[int, list[bytes]] = {}
-        for e in entries:
-            h = rec.parse_header(e.data)
-            if h.is_control:
-                new_segments.setdefault(e.segment, []).append(e.data)
-                continue
-            records = decoded[e.base_offset]
-            in_aborted = h.is_transactional and any(
-                pid == h.producer_id and first <= h.base_offset <= last for pid, first, last in aborted)
-            horizon = self.tombstone_horizons.get(e.base_offset)
-            kept = []
-            for r in records:
-                if in_aborted:
-                    aborted_removed += 1
-                    continue
-                if r.key is not None and latest.get(r.key, r.offset) != r.offset:
-                    removed += 1
-                    continue
-                if r.key is not None and r.value is None and horizon is not None and horizon <= now_ms:
-                    tombstones += 1
-                    continue
-                kept.append(r)
-            if any(r.value is None and r.key is not None for r in kept):
-                if horizon is None:
-                    self.tombstone_horizons[e.base_offset] = now_ms + cfg.delete_retention_ms
-            else:
-                self.tombstone_horizons.pop(e.base_offset, None)
-            if len(kept) == len(records):
-                new_segments.setdefault(e.segment, []).append(e.data)
-            elif kept or last_of_producer.get(h.producer_id) == e.base_offset:
-                new_segments.setdefault(e.segment, []).append(rec.rewrite_batch(h, kept))
-            else:
-                new_segments.setdefault(e.segment, [])
-        # the checkpoint first: recovery accepts gaps only below it
-        first = self.clean_offset
-        self.clean_offset = end
+    def cleanable(self) -> tuple[list[Segment], list[IndexEntry]]:
+        """The segments (the last one active) and every batch's index entry, in offset order,
+        for the cleaner (:mod:`reference.log_cleaner`) to read; it changes them only through
+        :meth:`replace_cleaned`."""
+        return self._segments, self._entries
+
+    def replace_cleaned(self, end_offset: int, end_segment: int, new_segments: dict[int, list[bytes]]) -> None:
+        """Swap in the cleaned batches of segments ``[0, end_segment)``, which hold the
+        offsets below ``end_offset``: the cleaner's checkpoint first (recovery accepts gaps
+        only below it), then each segment whose bytes changed (atomically, as Kafka swaps in
+        .cleaned files), then the index, and the checkpoint again (the tombstone horizons)."""
+        self.clean_offset = end_offset
         self.checkpoint()
-        # rewrite the cleaned segments (atomically, as Kafka swaps in .cleaned files)
-        for i in range(end_seg):
+        for i in range(end_segment):
             seg = self._segments[i]
-            batches = new_segments.get(i, [])
-            data = b"".join(batches)
+            data = b"".join(new_segments.get(i, []))
             if data == b"".join(e.data for e in self._entries if e.segment == i):
                 continue
             self.storage.replace(seg.name, data)
             seg.size = len(data)
         self._reindex()
-        self.checkpoint()  # the tombstone horizons
-        if removed:
-            mark("cleaner-removed-records")
-        if tombstones:
-            mark("cleaner-removed-tombstone")
-        if aborted_removed:
-            mark("cleaner-removed-aborted")
-        return CleanResult(first, end, removed, tombstones, aborted_removed)
+        self.checkpoint()
 
     def _reindex(self) -> None:
         """Rebuild the in-memory index from the segment files (after the cleaner)."""
@@ -642,7 +548,7 @@ class PartitionLog:
             batches, _span = rec.split_batches(self.storage.read(seg.name))
             pos = 0
             for b in batches:
-                self._entries.append(_Entry(rec.base_offset_of(b), rec.last_offset_of(b),
+                self._entries.append(IndexEntry(rec.base_offset_of(b), rec.last_offset_of(b),
                                             rec.leader_epoch_of(b), b, i, pos))
                 self._bases.append(rec.base_offset_of(b))
                 pos += len(b)

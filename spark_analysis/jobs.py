@@ -45,8 +45,8 @@ def _cycles_of_run(pdf: pd.DataFrame) -> pd.DataFrame:
     """applyInPandas: one run's ops -> cycle anomaly counts, with the properties checker."""
     import json
 
+    from properties.analysis import analyse, compile_ops
     from properties.cycles import Budget, check_cycles
-    from properties.kafka import analyse, compile_ops
     from properties.queue import ALWAYS_ALLOWED
 
     pdf = pdf.sort_values("index")

@@ -116,3 +116,79 @@ def test_the_layer_checker_catches_a_forbidden_import(tmp_path):
             raise AssertionError("a forbidden import went unnoticed")
     finally:
         bad.unlink()
+
+
+# ---------------------------------------------------------------- import cycles
+
+LIBRARY = ("reference", "fault_injection", "traces", "properties", "linearizability", "spark_analysis",
+           "kafkacheck")
+
+
+def _native_modules() -> set[str]:
+    """The compiled extension modules CMakeLists.txt installs into the packages
+    (``install(TARGETS name ... DESTINATION package)``): imported, never a cycle."""
+    text = (ROOT / "CMakeLists.txt").read_text()
+    return {f"{dest.replace('/', '.')}.{name}" for name, dest in
+            __import__("re").findall(r"install\(TARGETS\s+(\w+)[^)]*DESTINATION\s+([\w/]+)", text)}
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Library module -> the library modules it imports: at module level, inside functions
+    and under ``if TYPE_CHECKING`` alike (every ``import`` statement in the file)."""
+    modules: dict[str, Path] = {}
+    for pkg in LIBRARY:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    known = set(modules) | _native_modules()
+
+    def resolve(name: str) -> str | None:
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            if ".".join(parts[:i]) in known:
+                return ".".join(parts[:i])
+        return None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                # ``from package import module`` imports the module, not the package
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+            for t in targets:
+                r = resolve(t)
+                if r is not None and r != name and r in modules:
+                    graph[name].add(r)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    import networkx as nx
+
+    g = nx.DiGraph([(a, b) for a, bs in graph.items() for b in bs])
+    return [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
+
+
+def test_no_import_cycle_in_the_library():
+    cycles = _cycles(_module_graph())
+    assert not cycles, "import cycles (a module reaches itself through these):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_sees_imports_in_functions_and_under_type_checking():
+    a, b = ROOT / "reference" / "_cycle_probe_a.py", ROOT / "reference" / "_cycle_probe_b.py"
+    a.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from reference import _cycle_probe_b\n")
+    b.write_text("def f():\n    from reference._cycle_probe_a import TYPE_CHECKING\n    return TYPE_CHECKING\n")
+    try:
+        assert ["reference._cycle_probe_a", "reference._cycle_probe_b"] in _cycles(_module_graph())
+    finally:
+        a.unlink()
+        b.unlink()

@@ -15,7 +15,7 @@ from kafkacheck.conform.handles import GroupMember, Poller, Sender, TxnSender
 
 def _java_client(bootstrap: str, timeout_s: float = 20.0):
     """Apache Kafka's Java client through kafkacheck's driver (kafkacheck.conform.java)."""
-    from kafkacheck.conform.java import JavaClient
+    from kafkacheck.conform.java_clients import JavaClient
     return JavaClient(bootstrap, timeout_s)
 
 
@@ -24,14 +24,14 @@ CLIENTS = {"kafka-python": KafkaPythonClient, "confluent": ConfluentClient, "jav
 
 def make_sender(kind: str, bootstrap: str, timeout_s: float, idempotent: bool):
     if kind == "java":
-        from kafkacheck.conform.java import JavaSender
+        from kafkacheck.conform.java_clients import JavaSender
         return JavaSender(bootstrap, timeout_s, idempotent)
     return Sender(kind, bootstrap, timeout_s, idempotent)
 
 
 def make_txn_sender(kind: str, bootstrap: str, txn_id: str, timeout_s: float):
     if kind == "java":
-        from kafkacheck.conform.java import JavaTxnSender
+        from kafkacheck.conform.java_clients import JavaTxnSender
         return JavaTxnSender(bootstrap, txn_id, timeout_s)
     return TxnSender(kind, bootstrap, txn_id, timeout_s)
 
@@ -39,13 +39,13 @@ def make_txn_sender(kind: str, bootstrap: str, txn_id: str, timeout_s: float):
 def make_poller(kind: str, bootstrap: str, tps: list[tuple[str, int]], timeout_s: float,
                 isolation: str = "read_uncommitted", group: str | None = None, keyed: bool = False):
     if kind == "java":
-        from kafkacheck.conform.java import JavaPoller
+        from kafkacheck.conform.java_clients import JavaPoller
         return JavaPoller(bootstrap, tps, timeout_s, isolation, group, keyed)
     return Poller(kind, bootstrap, tps, timeout_s, isolation, group, keyed)
 
 
 def make_member(kind: str, bootstrap: str, topic: str, group: str, timeout_s: float) -> GroupMember:
     if kind == "java":
-        from kafkacheck.conform.java import JavaMember
+        from kafkacheck.conform.java_clients import JavaMember
         return JavaMember(bootstrap, topic, group, timeout_s)
     return GroupMember(kind, bootstrap, topic, group, timeout_s)

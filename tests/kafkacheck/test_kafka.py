@@ -133,7 +133,7 @@ def test_java_driver_answers_with_kafkas_error_names_and_stops_with_its_run(kafk
         with pytest.raises(java.JavaError, match="no handle"):
             d.call("producer.send", 1.0, h=999, records=[])
         # a producer to a port nobody listens on: the client's own timeout, named as Kafka names it
-        p = java._Handle("producer", java.producer_conf("127.0.0.1:1", 1.0, acks="all"), 1.0)
+        p = java.Handle("producer", java.producer_conf("127.0.0.1:1", 1.0, acks="all"), 1.0)
         [answer] = p.call("send", 2.0, records=[{"topic": "t", "partition": 0, "key": None, "value": None,
                                                  "headers": []}])
         assert answer["error"].startswith(("REQUEST_TIMED_OUT", "UNKNOWN_TOPIC_OR_PARTITION")), answer

@@ -200,7 +200,7 @@ def test_a_busy_machine_gives_the_same_verdict(monkeypatch):
 
 
 def test_non_unique_values_are_refused_clearly():
-    from properties.kafka import HistoryShapeError
+    from properties.analysis import HistoryShapeError
     h = B().send(0, ("x", 1, 0)).send(1, ("x", 1, 1))
     with pytest.raises(HistoryShapeError, match="unique"):
         check(h.ops, CONFIG)

@@ -151,7 +151,7 @@ def test_explore_keeps_a_finding_when_the_time_limit_cuts_shrinking_short(monkey
     """Past the time limit the first shrinking program that found nothing used to stop the
     exploration and lose the finding. A clock that moves one second a reading makes the
     limit pass during shrinking, the same way on any machine."""
-    import properties.machines as pm
+    import properties.exploration as pm
 
     class Clock:
         t = 0.0
@@ -167,7 +167,7 @@ def test_explore_keeps_a_finding_when_the_time_limit_cuts_shrinking_short(monkey
 
 
 def test_the_queue_machine_finds_ack_before_isr_in_a_fixed_budget_of_programs():
-    from properties.machines import explore
+    from properties.exploration import explore
 
     r = explore("queue", ["ack-before-isr"], examples=60, steps=40, derandomize=True, shrink=False)
     assert r.found and "acked-on-isr" in r.found and r.found_after <= 60

@@ -8,6 +8,7 @@ from __future__ import annotations
 from reference import records as rec
 from reference.errors import Errors
 from reference.log import LogConfig, PartitionLog
+from reference.log_cleaner import clean
 from reference.messages import (
     CreateTopicsRequest,
     DeleteRecordsRequest,
@@ -53,7 +54,7 @@ def filled(config: LogConfig = COMPACT, bugs=frozenset()) -> PartitionLog:
 def test_the_cleaner_keeps_the_newest_record_of_each_key_at_its_offset():
     log = filled()
     before = {o: (k, v) for o, k, v in state(log)}
-    result = log.clean(now_ms=100, upper=log.high_watermark)
+    result = clean(log, now_ms=100, upper=log.high_watermark)
     assert result is not None and result.records_removed > 0
     after = state(log)
     for o, k, v in after:
@@ -67,8 +68,8 @@ def test_the_cleaner_keeps_the_newest_record_of_each_key_at_its_offset():
     assert (30, b"k1", None) in after  # the tombstone survives its delete horizon...
     assert log.log_end_offset == 40 and log.read(0, 1 << 20, 40)  # the LEO never moves
     # ...and goes once the horizon passed
-    log.clean(now_ms=5_000, upper=log.high_watermark)
-    log.clean(now_ms=5_000, upper=log.high_watermark)
+    clean(log, now_ms=5_000, upper=log.high_watermark)
+    clean(log, now_ms=5_000, upper=log.high_watermark)
     assert not [x for x in state(log) if x[1] == b"k1"]
     # a restart recovers the cleaned log, gaps and all
     again = PartitionLog.open(log.storage, "c-0", COMPACT)
@@ -77,19 +78,19 @@ def test_the_cleaner_keeps_the_newest_record_of_each_key_at_its_offset():
 
 def test_the_cleaner_waits_for_the_lag_the_ratio_and_stays_below_the_upper_bound():
     log = filled(LogConfig(segment_bytes=200, cleanup_policy="compact", min_compaction_lag_ms=1_000))
-    assert log.clean(now_ms=100, upper=log.high_watermark) is None  # too young
-    assert log.clean(now_ms=100_000, upper=0) is None  # nothing below the bound
-    result = log.clean(now_ms=100_000, upper=12)
+    assert clean(log, now_ms=100, upper=log.high_watermark) is None  # too young
+    assert clean(log, now_ms=100_000, upper=0) is None  # nothing below the bound
+    result = clean(log, now_ms=100_000, upper=12)
     assert result is not None and result.end_offset <= 12
-    assert log.clean(now_ms=100_000, upper=12) is None  # nothing dirty left below it
+    assert clean(log, now_ms=100_000, upper=12) is None  # nothing dirty left below it
     deleting = filled(LogConfig(segment_bytes=200, cleanup_policy="delete"))
-    assert deleting.clean(now_ms=100_000, upper=40) is None  # not a compacted topic
+    assert clean(deleting, now_ms=100_000, upper=40) is None  # not a compacted topic
 
 
 def test_the_bug_switch_drops_the_newest_record_of_a_key():
     log = filled(bugs=frozenset({"compaction-drops-latest"}))
     before = state(log)
-    result = log.clean(now_ms=100, upper=log.high_watermark)
+    result = clean(log, now_ms=100, upper=log.high_watermark)
     assert result is not None
     newest = {}
     for o, k, v in before:
@@ -109,7 +110,7 @@ def test_records_of_aborted_transactions_are_cleaned_and_committed_ones_kept():
     for i in range(20):
         write(log, b"f", b"%d" % i, ts=2)
     log.high_watermark = log.log_end_offset
-    result = log.clean(now_ms=10, upper=log.high_watermark)
+    result = clean(log, now_ms=10, upper=log.high_watermark)
     assert result is not None and result.aborted_removed == 1
     keys = {k for _o, k, _v in state(log)}
     assert b"t8" in keys and b"t7" not in keys
