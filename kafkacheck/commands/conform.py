@@ -243,8 +243,11 @@ def _conform(args: argparse.Namespace, plan: _Plan) -> int:
         target.close()
     _write_reports(report, out, console)
     if report.unusable is not None:
-        print(f"kafkacheck: error: unusable target: {report.unusable} (a partial report was written)",
-              file=sys.stderr)
+        if not report.entries:  # it could not even be probed
+            print(f"kafkacheck: error: {report.unusable}", file=sys.stderr)
+        else:
+            print(f"kafkacheck: error: unusable target: {report.unusable} (a partial report was written)",
+                  file=sys.stderr)
         return EXIT_UNKNOWN
     return EXIT_VALID if report.verdict == "pass" else EXIT_INVALID
 
@@ -268,9 +271,7 @@ def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
         if args.client == "java":
             _start_java(args, out, console)
     except (TargetError, KafkaUnavailable) as e:
-        report = _report(args, target, args.client, unusable=str(e))
-        print(f"kafkacheck: error: {e}", file=sys.stderr)
-        return report
+        return _report(args, target, args.client, unusable=str(e))
     try:
         client = CLIENTS[args.client](target.bootstrap, timeout_s=args.timeout)
     except ImportError as e:
