@@ -1,5 +1,18 @@
-"""The deterministic simulator (virtual time, seeded RNG, network, disk, processes) and
-fault schedules. Real-world injectors for external brokers come with a later issue."""
+"""Faults, simulated and real.
+
+In the deterministic simulator (one seeded RNG, virtual time): :mod:`~fault_injection.simulation`
+(the event loop and processes), :mod:`~fault_injection.network` (latency, loss, duplication,
+reordering, partitions), :mod:`~fault_injection.disk` (unflushed writes lost on crash, torn
+writes, corruption, full or slow disk), :mod:`~fault_injection.cluster` (a simulated cluster
+and its timings), :mod:`~fault_injection.nemesis` (fault schedules, random or scripted),
+:mod:`~fault_injection.aimed` (faults aimed at delicate moments) and
+:mod:`~fault_injection.model_shapes` (the z3 model's counterexamples as schedules).
+
+Against real brokers: :mod:`~fault_injection.proxy` (a TCP fault proxy in front of a broker),
+:mod:`~fault_injection.processes` (kill -9, SIGSTOP and restarts of local processes) and
+:mod:`~fault_injection.netns` (every node in a network namespace of its own: partitions,
+loss and slow links between nodes with nftables and tc).
+"""
 
 from fault_injection.disk import SimDisk
 from fault_injection.nemesis import FAULTS, Nemesis, load_schedule, random_schedule
