@@ -1,5 +1,6 @@
-"""What the served reference broker must keep holding, measured: the figures in the README's
-"What the server enforces, and what held" come from this script.
+"""What the served reference broker must keep holding, measured: the figures of
+docs/reference/served-broker.md ("What the served broker enforces, and what held") come from
+this script.
 
     python benchmarks/serve_trust.py [--records 110000] [--frames 4470] [--only NAME ...]
 

@@ -35,7 +35,7 @@ FAULT_CLASSES: dict[str, tuple[str, ...]] = {
 # queue twice: it carries the model templates too
 # messages delivered twice or out of order on one connection: TCP never does that, so Kafka
 # makes no promise under them except for the idempotent producer, whose sequence numbers exist
-# for retries (README: a non-idempotent queue run with `duplicate` reports duplicates)
+# for retries (docs/tutorials/first-run.md: a non-idempotent queue run with `duplicate` reports duplicates)
 TCP_BREAKING = ("duplicate", "reorder")
 CRASHES = {"kill", "disk"}  # faults that crash a node (losing what it did not flush)
 SWARM_WORKLOADS = ("queue", "queue", "idempotent", "txn", "eos", "groups", "compaction")

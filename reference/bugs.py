@@ -1,7 +1,7 @@
 """Bug switches: named re-creations of real Kafka bugs. All are off by default.
 
 They exist to prove that the harness finds what it claims to find. Each name is accepted by
-``kafkacheck run --bug NAME``; the README names a seed that shows each one. The engine tests
+``kafkacheck run --bug NAME``; docs/reference/bug-switches.md names a seed that shows each one. The engine tests
 a switch as ``Bug.ACK_BEFORE_ISR in self.bugs``: a misspelt name is an AttributeError, never
 a switch that silently stays off. A :class:`Bug` is a ``str`` (its name), so the sets of
 switches travel through JSON and the command line as plain names.

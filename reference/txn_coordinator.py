@@ -429,7 +429,7 @@ class TransactionCoordinator(Coordinator):
             for tp, error in resp.errors:
                 if error in (Errors.NONE, Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED):
                     # INVALID_PRODUCER_EPOCH: a newer epoch already wrote its marker there;
-                    # TRANSACTION_COORDINATOR_FENCED: a newer coordinator did (docs/kafka.md,
+                    # TRANSACTION_COORDINATOR_FENCED: a newer coordinator did (docs/reference/deviations.md,
                     # marker-error-handling: Kafka stops sending and leaves the state as it is)
                     m.remaining.discard(tp)
                 else:

@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "anomaly, and the agreement between Spark's findings and the per-run verdicts. Writes "
             "CSV and Markdown tables, PNG plots and an index.html into --out."),
         epilog="On a cluster: spark-submit --master URL path/to/kafkacheck/cli.py analyze DIR --out "
-               "REPORT, or --master URL here (see the README).")
+               "REPORT, or --master URL here (see docs/how-to/corpora-and-spark.md).")
     ana.add_argument("corpus", help="a corpus directory (kafkacheck corpus --out)")
     ana.add_argument("--out", metavar="DIR", required=True, help="the report directory")
     ana.add_argument("--master", default=None, metavar="URL", help="the Spark master (default local[*])")

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "the same scripted request sequences on raw sockets (one protocol version per API, the "
                     "highest both serve), and compare the answers field by field after dropping what differs "
                     "between any two clusters (addresses, ids, throttle times, messages). Every difference must "
-                    "be declared in the deviations table (docs/kafka.md); exit 0 when none is undeclared and "
+                    "be declared in the deviations table (docs/reference/deviations.md); exit 0 when none is undeclared and "
                     "every declared one is still seen, 1 otherwise, 2 when a broker could not start, 3 on "
                     "usage errors. Writes differential.json (every answer and difference) into --out.",
         epilog="scripts:\n" + "\n".join(f"  {sc.name}: {sc.what}" for sc in SCRIPTS))
@@ -102,7 +102,7 @@ def _print_result(console, result: Result, target: str) -> None:
         console.print(f"... and {len(result.undeclared) - 60} more (differential.json has them all)")
     for dev in result.stale:
         console.print(f"[yellow]declared but not seen[/] {dev.id}: the deviation is gone; remove it from "
-                      "kafkacheck/conform/differential/compare.py and docs/kafka.md")
+                      "kafkacheck/conform/differential/compare.py and docs/reference/deviations.md")
     for script_name, error in result.errors.items():
         console.print(f"[magenta]error[/] {script_name}: {error}")
     ids = sorted({d.declared for d in declared})

@@ -1,4 +1,4 @@
-"""Every bug switch is caught by the seed the README names, and the same run without the
+"""Every bug switch is caught by the seed docs/reference/bug-switches.md names, and the same run without the
 switch is valid."""
 
 from __future__ import annotations

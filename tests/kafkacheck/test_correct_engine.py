@@ -1,5 +1,5 @@
 """The correct engine gives valid verdicts under the default faults (a sample of seeds in the
-default run; all 20 of the README's claim behind the slow marker)."""
+default run; all 20 of docs/reference/bug-switches.md's claim behind the slow marker)."""
 
 from __future__ import annotations
 

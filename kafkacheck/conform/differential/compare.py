@@ -1,6 +1,6 @@
 """What a differential comparison compares: answers normalised (what differs between any two
 clusters dropped, invented values renamed, record sets decoded), flattened to ``path: value``,
-and compared; the declared deviations (:data:`DEVIATIONS`, the table of docs/kafka.md) excuse
+and compared; the declared deviations (:data:`DEVIATIONS`, the table of docs/reference/deviations.md) excuse
 the differences they match."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class Deviation:
     reason: str
 
 
-# The "Deviations from Kafka" of docs/kafka.md that the scripts observe; each must still differ
+# The "Deviations from Kafka" of docs/reference/deviations.md that the scripts observe; each must still differ
 # (a deviation that no longer does is reported, so the table stays true).
 DEVIATIONS: list[Deviation] = [
     Deviation("create-topics-configs", "*", "*", "topics[0].configs*",
