@@ -96,6 +96,29 @@ class _Run:
         self.done = threading.Event()  # groups: members stop
         self.member_state: dict[int, tuple[int, int, frozenset]] = {}  # member -> (process, generation, owned)
         self.stopped_members: list[GroupMember] = []  # groups: closed after the last member stopped
+        self.open_handles: list = []  # every client handle a loop opened and has not closed yet
+
+    def opened(self, handle):
+        """A client handle a loop opened: kept until it is closed, so that the run can close
+        the ones a hung thread never will."""
+        with self.lock:
+            self.open_handles.append(handle)
+        return handle
+
+    def closed(self, handle) -> None:
+        with self.lock:
+            if handle in self.open_handles:
+                self.open_handles.remove(handle)
+        handle.close()
+
+    def close_leftovers(self) -> None:
+        """The handles of client threads still hung in a call when the run ends (kafka-python's
+        commit_transaction and abort_transaction wait without a timeout while the coordinator
+        cannot be reached): closed from here, so that their I/O threads stop."""
+        with self.lock:
+            left, self.open_handles = self.open_handles, []
+        for handle in left:
+            handle.close()
 
     def next_value(self, key: str) -> int:
         with self.lock:
@@ -135,25 +158,25 @@ class _Run:
             h.op(process, "fail" if definite else "info", "send", [["send", key, [None, value], *tail]],
                  error=err[:80])
             if not definite:  # unknown outcome: a new client under a new process
-                sender.close()
+                self.closed(sender)
                 process = h.new_process()
                 sender = self._sender(idempotent)
         if sender is not None:
-            sender.close()
+            self.closed(sender)
 
     def _sender(self, idempotent: bool):
         """A new producer client; while the brokers cannot be reached (a fault), try again until
         the run stops (None then) instead of ending this producer's thread."""
         while not self.stop.is_set():
             try:
-                return make_sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent)
+                return self.opened(make_sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent))
             except Exception:
                 time.sleep(0.5)
         return None
 
     def _txn_sender(self, txn_id: str) -> TxnSender | None:
         try:
-            return make_txn_sender(self.kind, self.target.bootstrap, txn_id, self.timeout_s)
+            return self.opened(make_txn_sender(self.kind, self.target.bootstrap, txn_id, self.timeout_s))
         except Exception:
             time.sleep(0.5)
             return None
@@ -191,21 +214,20 @@ class _Run:
                 h.op(process, "ok", "txn", done)
             except Exception as e:
                 h.op(process, "info", "txn", done, error=str(e)[:80])
-                sender.close()
+                self.closed(sender)
                 sender = None
                 process = h.new_process()
         if sender is not None:
-            sender.close()
+            self.closed(sender)
 
-    @staticmethod
-    def _abort(sender: TxnSender) -> TxnSender | None:
+    def _abort(self, sender: TxnSender) -> TxnSender | None:
         """Abort; a producer that cannot abort is closed (None: build a new one, which fences
         and aborts the old transaction)."""
         try:
             sender.abort()
             return sender
         except Exception:
-            sender.close()
+            self.closed(sender)
             return None
 
     def eos_loop(self, j: int, m: int) -> None:
@@ -224,8 +246,8 @@ class _Run:
                 continue
             if poller is None:  # (re)start at the group's committed offsets
                 try:
-                    poller = make_poller(self.kind, self.target.bootstrap, inputs, self.timeout_s, "read_committed",
-                                     group=EOS_GROUP)
+                    poller = self.opened(make_poller(self.kind, self.target.bootstrap, inputs, self.timeout_s,
+                                                     "read_committed", group=EOS_GROUP))
                 except Exception:
                     time.sleep(0.5)
                     continue
@@ -261,14 +283,14 @@ class _Run:
                 sender = self._abort(sender)
                 h.op(process, "fail", "txn", [["poll", got], *done, *rest], error=str(e)[:80],
                      offsets={f"{t}:{p}": o for (t, p), o in sorted(nxt.items())})
-                poller.close()
+                self.closed(poller)
                 poller = None
                 continue
             offsets = {f"{t}:{p}": o for (t, p), o in sorted(nxt.items())}
             if abort_on_purpose:
                 sender = self._abort(sender)
                 h.op(process, "fail", "txn", [["poll", got], *done], error="intentional-abort", offsets=offsets)
-                poller.close()
+                self.closed(poller)
                 poller = None
                 continue
             try:
@@ -276,15 +298,15 @@ class _Run:
                 h.op(process, "ok", "txn", [["poll", got], *done], offsets=offsets)
             except Exception as e:
                 h.op(process, "info", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets)
-                sender.close()
+                self.closed(sender)
                 sender = None
-                poller.close()
+                self.closed(poller)
                 poller = None
                 process = h.new_process()
         if sender is not None:
-            sender.close()
+            self.closed(sender)
         if poller is not None:
-            poller.close()
+            self.closed(poller)
 
     # ------------------------------------------------------------ consumers
 
@@ -296,7 +318,8 @@ class _Run:
         process = h.new_process()
 
         def fresh() -> Poller:
-            poller = make_poller(self.kind, self.target.bootstrap, tps, self.timeout_s, self.isolation, keyed=self.keyed)
+            poller = self.opened(make_poller(self.kind, self.target.bootstrap, tps, self.timeout_s, self.isolation,
+                                             keyed=self.keyed))
             h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
             h.op(process, "ok", "assign", keys, seek_to_beginning=True)
             return poller
@@ -312,12 +335,12 @@ class _Run:
                 got = poller.poll()
             except Exception as e:
                 h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
-                poller.close()
+                self.closed(poller)
                 process = h.new_process()
                 poller = fresh()
                 continue
             h.op(process, "ok", "poll", [["poll", got]])
-        poller.close()
+        self.closed(poller)
 
     def member_loop(self, i: int) -> None:
         """groups: member ``i`` polls, commits, sometimes leaves and joins again."""
@@ -326,7 +349,8 @@ class _Run:
 
         def join() -> GroupMember | None:
             try:
-                member = make_member(self.kind, self.target.bootstrap, self.topic, self.group, self.timeout_s)
+                member = self.opened(make_member(self.kind, self.target.bootstrap, self.topic, self.group,
+                                                 self.timeout_s))
             except Exception:
                 time.sleep(0.5)
                 return None
@@ -343,7 +367,7 @@ class _Run:
             r = rng.random()
             if not healed and r < 0.02:  # leave cleanly and join again
                 h.op(process, "invoke", "subscribe", keys)
-                m.close()
+                self.closed(m)
                 log = m.take_log()
                 h.op(process, "ok", "subscribe", keys, **({"rebalance_log": log} if log else {}))
                 m = join()
@@ -361,7 +385,7 @@ class _Run:
                 h.op(process, "fail" if definite else "info", "commit", offsets, generation=generation,
                      error=err, **extra)
                 if not definite:  # unknown outcome: a new member under a new process
-                    m.close()
+                    self.closed(m)
                     process = self._abandon(process)
                     m = None
                 continue
@@ -370,7 +394,7 @@ class _Run:
                 got = m.poll()
             except Exception as e:
                 h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
-                m.close()
+                self.closed(m)
                 process = self._abandon(process)
                 m = None
                 continue
@@ -409,7 +433,7 @@ class _Run:
         for t in members:
             t.join(max(1.0, self.timeout_s))
         for m in self.stopped_members:
-            m.close()
+            self.closed(m)
         return stable_since is not None
 
     def converged(self) -> bool:
@@ -477,6 +501,7 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
     if members:
         converged = run.settle_members(members)
         hung += sum(t.is_alive() for t in members)
+    run.close_leftovers()
     final = _read_back(run, log)
     config = _config(run, rf, seconds, {**final, "heal_ns": heal_ns})
     result = _write_and_judge(run, out_dir, seed, config, faults)

@@ -179,3 +179,34 @@ def test_a_kafka_python_producer_whose_flush_times_out_is_closed_with_its_thread
     sender = p._sender
     close_kafka_python_producer(p, 1)
     assert not sender.is_alive()
+
+
+def test_a_client_hung_in_a_commit_is_closed_when_the_run_ends(tmp_path):
+    """kafka-python's commit_transaction waits without a timeout while the coordinator cannot
+    be reached: the workload thread that called it hangs, never closes its producer, and the
+    producer's I/O thread retried for ever after the run (a CI run caught it). The run closes
+    every handle its threads left open."""
+    import threading
+    import types
+
+    from kafkacheck.conform.workload import _Run
+    from reference.server.cluster import InThreadCluster, ServerOptions
+
+    def io_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("kafka-python-producer")}
+
+    before = io_threads()
+    with InThreadCluster(ServerOptions(data_dir=tmp_path, brokers=1, port=0)) as cluster:
+        run = _Run("txn", types.SimpleNamespace(bootstrap=cluster.bootstrap), "kafka-python", 5.0, 0)
+        sender = run._txn_sender("kafkacheck-hang")
+        assert sender is not None
+        sender.begin()
+        sender.send("t", 0, 1)
+    committing = threading.Thread(target=lambda: sender.commit(), daemon=True)  # the broker is gone
+    committing.start()
+    committing.join(3)
+    assert committing.is_alive()  # hung, as the workload's thread was
+    run.close_leftovers()
+    for t in io_threads() - before:
+        t.join(30)
+    assert not {t for t in io_threads() - before if t.is_alive()}
