@@ -14,7 +14,7 @@ A new workload is a new module with a subclass, listed in :data:`kafkacheck.work
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kafkacheck.workloads.client import Budget, FinalReader
@@ -74,12 +74,3 @@ class Workload:
     def config(self) -> dict:
         """The workload's part of run.json's ``config`` (what the checker reads)."""
         return {}
-
-    def member_config(self) -> ConsumerConfig:
-        """A consumer-group member's configuration, from the run's timings."""
-        t, o = self.setup.timings, self.setup.options
-        return replace(self.setup.consumer, session_timeout_ms=t["member_session_timeout_ms"],
-                       heartbeat_interval_ms=t["member_heartbeat_interval_ms"],
-                       rebalance_timeout_ms=t["member_rebalance_timeout_ms"],
-                       max_poll_interval_ms=t["member_max_poll_interval_ms"], assignors=(o.assignor,),
-                       enable_auto_commit=False)

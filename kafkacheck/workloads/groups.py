@@ -245,6 +245,15 @@ class GroupsWorkload(Workload):
     def members(self, clients: list[int]) -> list[int]:
         return clients[1:]
 
+    def member_config(self) -> ConsumerConfig:
+        """A consumer-group member's configuration, from the run's timings."""
+        t, o = self.setup.timings, self.setup.options
+        return replace(self.setup.consumer, session_timeout_ms=t["member_session_timeout_ms"],
+                       heartbeat_interval_ms=t["member_heartbeat_interval_ms"],
+                       rebalance_timeout_ms=t["member_rebalance_timeout_ms"],
+                       max_poll_interval_ms=t["member_max_poll_interval_ms"], assignors=(o.assignor,),
+                       enable_auto_commit=False)
+
     def after_heal(self, sim, clients: list) -> None:
         """Every member polls once more: its final assignment reaches the history."""
         for c in clients:
