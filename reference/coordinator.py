@@ -135,9 +135,9 @@ class Coordinator:
 
     def on_high_watermark(self, now_ms: int, partition: int) -> None:
         """The high watermark of ``partition`` may have moved."""
-        if partition not in self.loaded:
-            return
         tp = self._tp(partition)
+        if partition not in self.loaded or tp not in self.purgatory:
+            return
         self.purgatory.complete(tp, self.host.log_of(tp).high_watermark, self.host.isr_satisfied(tp))
 
 

@@ -59,7 +59,8 @@ def maybe_advance_hw(b: BrokerState, now_ms: int, p: Partition) -> None:
 
 def complete_produces(b: BrokerState, p: Partition) -> None:
     """The produces and markers the high watermark now covers (the purgatory)."""
-    b.purgatory.complete(p.tp, p.log.high_watermark, len(p.isr) >= p.effective_min_isr)
+    if p.tp in b.purgatory:
+        b.purgatory.complete(p.tp, p.log.high_watermark, len(p.isr) >= p.effective_min_isr)
 
 
 # ---------------------------------------------------------------- fetches served

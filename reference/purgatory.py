@@ -41,6 +41,11 @@ class Purgatory:
              deadline_ms: int | None = None) -> None:
         self._waiting.setdefault(tp, []).append(Waiting(required_offset, on_done, deadline_ms))
 
+    def __contains__(self, tp: TopicPartition) -> bool:
+        """Whether operations of ``tp`` are waiting (callers skip computing what
+        :meth:`complete` needs when none are)."""
+        return bool(self._waiting.get(tp))
+
     def complete(self, tp: TopicPartition, high_watermark: int, isr_satisfied: bool) -> None:
         waiting = self._waiting.get(tp)
         if not waiting:
