@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from kafkacheck.exits import EXIT_VALID, UsageError
+from kafkacheck.exits import EXIT_INTERRUPTED, EXIT_VALID, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +61,7 @@ def _exit_on_interrupt(spark, out: Path) -> None:
         sys.stdout.flush()
         print(f"kafkacheck analyze: interrupted; no report written to {out}/index.html", file=sys.stderr,
               flush=True)
-        os._exit(130)
+        os._exit(EXIT_INTERRUPTED)
 
     signal.signal(signal.SIGINT, stop)
 
