@@ -39,6 +39,18 @@ def metadata_probe(host: str, port: int, timeout_s: float = 2.0) -> tuple[list[i
     return sorted(b.node_id for b in resp.brokers), topics
 
 
+def partition_states(host: str, port: int, topic: str, timeout_s: float = 2.0) -> dict[int, tuple[int, list[int]]]:
+    """One Metadata v1 round trip: partition -> (leader, ISR) of ``topic`` (empty when the
+    broker does not know it)."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    from reference.server.protocol import round_trip
+
+    resp = round_trip(host, port, MetadataRequest[1](topics=[topic]), MetadataResponse, "kafkacheck-probe", timeout_s)
+    return {p.partition_index: (p.leader_id, sorted(p.isr_nodes)) for t in resp.topics if t.name == topic
+            for p in t.partitions}
+
+
 class ReferenceCluster:
     def __init__(self, options: ServerOptions, single_process: bool = False, log_level: str = "WARNING",
                  netns=None) -> None:
@@ -73,6 +85,10 @@ class ReferenceCluster:
                 argv.append("--unclean-leader-election")
             if options.flush_ms is not None:
                 argv += ["--flush-ms", str(options.flush_ms)]
+            if options.flush_messages is not None:
+                argv += ["--flush-messages", str(options.flush_messages)]
+            if options.transaction_version != 2:
+                argv += ["--transaction-version", str(options.transaction_version)]
             if options.bugs:
                 argv += ["--bugs", ",".join(sorted(options.bugs))]
             argv += ["--max-connections", str(options.max_connections), "--idle-timeout", str(options.idle_timeout_s)]
@@ -172,6 +188,17 @@ class ReferenceCluster:
 
     def processes(self) -> dict[str, LocalProcess]:
         return self.group.processes
+
+    def lose_unflushed(self, name: str) -> dict[str, int]:
+        """After broker ``name`` was killed (kill -9): its files cut back to what it had
+        flushed, as a power loss would leave them (reference.server.storage.lose_unflushed);
+        the bytes cut per file."""
+        from reference.server.storage import lose_unflushed
+
+        proc = self.group.processes.get(name)
+        if proc is None or proc.alive or not name.startswith("broker-"):
+            raise RuntimeError(f"{name} is not a stopped broker: only a stopped broker's files can be cut")
+        return lose_unflushed(self.options.data_dir / name)
 
     @property
     def pids(self) -> dict[str, int | None]:

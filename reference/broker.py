@@ -264,8 +264,8 @@ class Broker(BrokerState):
         return self.leaders().get(tp, -1)
 
     def verify_txn(self, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition,
-                   then: Callable[[Errors], None]) -> None:
-        produce.verify_txn(self, txn_id, producer_id, producer_epoch, tp, then)
+                   then: Callable[[Errors], None], add: bool = False) -> None:
+        produce.verify_txn(self, txn_id, producer_id, producer_epoch, tp, then, add)
 
     # ------------------------------------------------------------ clients' lookups
 

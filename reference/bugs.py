@@ -56,9 +56,9 @@ BUGS: dict[Bug, str] = {
     Bug.TXN_UNFENCED_REQUESTS: (
         "KAFKA-17754: the transaction coordinator takes a request carrying the previous "
         "producer epoch for the current transaction, and partition leaders append a "
-        "transaction's first records without asking the coordinator (no KIP-890 "
-        "verification), so a delayed EndTxn or produce from an earlier transaction lands in a "
-        "later one"
+        "transaction's first records without asking the coordinator (no KIP-890 part 1 "
+        "verification; a part 2 write still adds its partition), so a delayed EndTxn or "
+        "produce from an earlier transaction lands in a later one"
     ),
     Bug.GROUP_GENERATION_UNFENCED: (
         "the group coordinator answers heartbeats and offset commits without checking the "

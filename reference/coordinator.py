@@ -68,8 +68,9 @@ class CoordinatorHost(Protocol):
         """A producer id of the broker's block (-1 while a new block is on its way)."""
 
     def verify_txn(self, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition,
-                   then: Callable[[Errors], None]) -> None:
-        """Ask the transaction coordinator whether ``tp`` is in the producer's transaction."""
+                   then: Callable[[Errors], None], add: bool = False) -> None:
+        """Ask the transaction coordinator whether ``tp`` is in the producer's transaction
+        (``add``: to add it, KIP-890 part 2)."""
 
 
 class Coordinator:

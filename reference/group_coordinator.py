@@ -533,12 +533,12 @@ class GroupCoordinator(Coordinator):
 
             self._write_then(now_ms, req.group_id, batch, apply, answer)
 
-        if (Bug.TXN_UNFENCED_REQUESTS in self.host.bugs
-                or log.producer_state.txn_open(req.producer_id)):
+        if ((Bug.TXN_UNFENCED_REQUESTS in self.host.bugs and not req.add_partition)
+                or log.producer_state.txn_open(req.producer_id, req.producer_epoch)):
             verified(Errors.NONE)
         else:
             self.host.verify_txn(req.transactional_id, req.producer_id, req.producer_epoch, tp,
-                                 verified)
+                                 verified, req.add_partition)
 
     def offset_fetch(self, src: int, req: OffsetFetchRequest) -> None:
         error = self._owns(req.group_id)

@@ -171,6 +171,10 @@ class ProduceRequest:
     tp: TopicPartition
     records: bytes  # one RecordBatch v2
     transactional_id: str | None = None
+    # KIP-890 part 2 (Produce v12+): a transaction's first write to the partition adds the
+    # partition to the transaction (the leader asks the coordinator), instead of only
+    # verifying that the producer added it
+    add_partition: bool = False
 
 
 @frozen
@@ -380,6 +384,9 @@ class EndTxnRequest:
     producer_id: int
     producer_epoch: int
     commit: bool
+    # the transaction version the producer speaks (EndTxn v5+: 2, the epoch bumped at the
+    # end; older versions: 1); 0: the coordinator's own setting
+    transaction_version: int = 0
 
 
 @frozen
@@ -421,6 +428,7 @@ class TxnOffsetCommitRequest:
     generation_id: int = -1  # KIP-447 (v3+): the consumer's group generation, member and instance
     member_id: str = ""
     group_instance_id: str | None = None
+    add_partition: bool = False  # KIP-890 part 2 (v5+): adds the offsets partition itself (no AddOffsetsToTxn)
 
 
 @frozen

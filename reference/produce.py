@@ -53,16 +53,22 @@ def on_produce(b: BrokerState, now_ms: int, src: int, req: ProduceRequest, verif
     assert p is not None
     duplicate = None
     header = rec.parse_header(req.records)
+    state = p.log.producer_state
     if (header.is_transactional and not verified
-            and not p.log.producer_state.txn_open(header.producer_id)
-            and Bug.TXN_UNFENCED_REQUESTS not in b.bugs):
-        # the first write of a transaction here: ask the coordinator whether this
-        # partition is part of the producer's ongoing transaction (KIP-890 part 1), before
-        # the log's own checks, as Kafka's ReplicaManager does
+            and not state.txn_open(header.producer_id, header.producer_epoch)
+            and not state.stale_epoch(header.producer_id, header.producer_epoch)
+            and (req.add_partition or Bug.TXN_UNFENCED_REQUESTS not in b.bugs)):
+        # the first write of a transaction here (or of a new epoch, before the marker of the
+        # previous one arrived: KAFKA-18575): ask the coordinator whether this partition is
+        # part of the producer's ongoing transaction (KIP-890 part 1), or to add it (part 2),
+        # before the log's own checks, as Kafka's UnifiedLog.maybeStartTransactionVerification
+        # does (a stale epoch goes on to be refused by them; the bug skips the check, not the
+        # adding that part 2 needs)
         _verify(b, src, req, header)
         return
-    if (verified and header.is_transactional and not p.log.producer_state.txn_open(header.producer_id)
-            and not p.log.producer_state.guard_holds(header.producer_id, verified)):
+    if (verified and header.is_transactional
+            and not state.txn_open(header.producer_id, header.producer_epoch)
+            and not state.guard_holds(header.producer_id, verified)):
         # a marker ended the transaction between the verification and this append (Kafka's
         # VerificationGuard): appending would open a transaction that nobody ends
         mark("produce-txn-raced-marker")
@@ -169,13 +175,15 @@ def _verify(b: BrokerState, src: int, req: ProduceRequest, header: rec.BatchHead
     if req.transactional_id is None:
         verified(Errors.INVALID_TXN_STATE)
         return
-    verify_txn(b, req.transactional_id, header.producer_id, header.producer_epoch, req.tp, verified)
+    verify_txn(b, req.transactional_id, header.producer_id, header.producer_epoch, req.tp, verified,
+               req.add_partition)
 
 
 def verify_txn(b: BrokerState, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition,
-               then) -> None:
+               then, add: bool = False) -> None:
     """Ask the transaction coordinator whether ``tp`` is in the ongoing transaction of
-    (producer id, epoch) (KIP-890 part 1); ``then(error)`` gets the answer."""
+    (producer id, epoch) (KIP-890 part 1), or (``add``, part 2) to add it to the producer's
+    transaction; ``then(error)`` gets the answer."""
     coordinator = b.leaders().get(TopicPartition(
         TXN_TOPIC, partition_for(txn_id, b.config.transaction_state_partitions)), -1)
     if coordinator < 0:
@@ -184,7 +192,7 @@ def verify_txn(b: BrokerState, txn_id: str, producer_id: int, producer_epoch: in
     corr = b.corr()
     b.verifying[corr] = then
     b.send(coordinator, AddPartitionsToTxnRequest(corr, txn_id, producer_id, producer_epoch, (tp,),
-                                                  verify_only=True))
+                                                  verify_only=not add))
     b.set_timer(b.config.alter_partition_timeout_ms, ("verify-timeout", corr))
 
 

@@ -139,9 +139,18 @@ class ProducerStateManager:
         """Whether no marker for the producer came since its verification ``guard`` started."""
         return self.verification_guards.get(producer_id) == guard
 
-    def txn_open(self, producer_id: int) -> bool:
+    def stale_epoch(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether ``producer_epoch`` is older than the producer's latest here."""
         e = self.producers.get(producer_id)
-        return e is not None and e.txn_first_offset >= 0
+        return e is not None and producer_epoch < e.producer_epoch
+
+    def txn_open(self, producer_id: int, producer_epoch: int | None = None) -> bool:
+        """Whether a transaction of the producer is open here (with ``producer_epoch``: one of
+        that epoch, as Kafka's UnifiedLog.hasOngoingTransaction asks; a transaction of an
+        older epoch whose marker has not arrived yet is not the producer's current one)."""
+        e = self.producers.get(producer_id)
+        return (e is not None and e.txn_first_offset >= 0
+                and (producer_epoch is None or e.producer_epoch == producer_epoch))
 
     def update(self, h: rec.BatchHeader, batch: bytes | None = None) -> None:
         """Record an appended batch (leader or follower); ``h`` carries its final offsets.

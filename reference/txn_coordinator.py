@@ -344,8 +344,10 @@ class TransactionCoordinator(Coordinator):
         meta, error = self._check(req.transactional_id, req.producer_id, req.producer_epoch)
         done = COMPLETE_COMMIT if req.commit else COMPLETE_ABORT
         prepare = PREPARE_COMMIT if req.commit else PREPARE_ABORT
+        # the producer's transaction version (its EndTxn version, as Kafka decides it), else ours
+        tv2 = (req.transaction_version or self.transaction_version) >= 2
         if (error in (Errors.NONE, Errors.PRODUCER_FENCED) and meta is not None
-                and self.transaction_version >= 2 and req.producer_epoch == meta.last_producer_epoch
+                and tv2 and req.producer_epoch == meta.last_producer_epoch
                 and req.producer_epoch != meta.producer_epoch):
             # version 2: a retry of an EndTxn that already bumped the epoch
             if meta.state == done:
@@ -361,11 +363,10 @@ class TransactionCoordinator(Coordinator):
             return
         assert meta is not None
         if meta.state == ONGOING:
-            self._end(now_ms, meta, req.commit, bump=self.transaction_version >= 2,
-                      on_answer=answer)
+            self._end(now_ms, meta, req.commit, bump=tv2, on_answer=answer)
         elif meta.state == prepare:
             answer(Errors.CONCURRENT_TRANSACTIONS)
-        elif meta.state == done and self.transaction_version < 2:
+        elif meta.state == done and not tv2:
             answer(Errors.NONE, meta.producer_id, meta.producer_epoch)  # a retry
         else:
             answer(Errors.INVALID_TXN_STATE)

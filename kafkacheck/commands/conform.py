@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import re
 import signal
 import sys
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="the client library driving the cases and the workload: kafka-python (default), "
                           "confluent (librdkafka) or java (Apache Kafka's Java client of --kafka-version, "
                           "through a small driver kafkacheck builds; needs Java 17+ and Maven)")
-    con.add_argument("--cases", metavar="A,B", help="run only these cases (default: all)")
+    con.add_argument("--cases", metavar="A,B", help="run only these cases (default: all; none: only the workload)")
     con.add_argument("--profile", choices=["full", "short"], default="full",
                      help="short: every case but the two slowest (compaction, cooperative group); default full")
     con.add_argument("--workload", choices=["queue", "idempotent", "txn", "eos", "compaction", "groups", "none"],
@@ -60,22 +61,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="how long the workload runs before healing and the final read (default 20)")
     con.add_argument("--faults", default="kill,pause,partition,delay", metavar="F,G",
                      help="faults during the workload, when kafkacheck started the broker: kill (kill -9 and "
-                          "restart a broker process), pause (SIGSTOP/SIGCONT); through a TCP fault proxy in front "
-                          "of each broker: partition (clients cut off both ways), one-way (one direction), delay "
-                          "(300 ms), drop (open connections reset); between the nodes of a spawned reference or "
-                          "Kafka cluster, each node in a network namespace of its own (needs root): isolate (the "
-                          "leader of a partition the workload writes cut off first from the others' replication "
-                          "links, then from every other node, still reachable by clients), split (a minority "
-                          "of the nodes against the majority), "
-                          "one-way-nodes (a node's packets to the others dropped), lossy-nodes (loss and "
-                          "duplicates between nodes), slow-nodes (slow links between nodes); '' for none "
-                          "(default kill,pause,partition,delay)")
+                          "restart a broker process), pause (SIGSTOP/SIGCONT), lose-unflushed (a power loss: kill "
+                          "-9, the node's logs cut back to what it had flushed, restart); through a TCP fault "
+                          "proxy in front of each broker: partition (clients cut off both ways), one-way (one "
+                          "direction), delay (300 ms), drop (open connections reset), straggle (one request of a "
+                          "drawn API, EndTxn, Produce, AddPartitionsToTxn, AddOffsetsToTxn or TxnOffsetCommit, held "
+                          "back while its client retries on a new connection, delivered late, once the next "
+                          "transaction of its producer has begun: KAFKA-17754's window; transactions pause "
+                          "inside); between the nodes of a spawned reference or Kafka cluster, each node in a "
+                          "network namespace of its own (needs root): isolate (the leader of a partition the "
+                          "workload writes cut off first from the others' replication links, then from every "
+                          "other node, still reachable by clients), split (a minority of the nodes against the "
+                          "majority), one-way-nodes (a node's packets to the others dropped), lossy-nodes (loss "
+                          "and duplicates between nodes), slow-nodes (slow links between nodes), "
+                          "last-replica-standing (the schedule of KIP-966: a leader cut off from its followers' "
+                          "replication until its ISR is itself alone, then its power lost, the network healed, "
+                          "and it restarted); '' for none (default kill,pause,partition,delay)")
+    con.add_argument("--straggle-api", type=_straggle_apis, metavar="API[,API]",
+                     help="the requests straggle may hold back (default: those the workload sends: EndTxn, Produce "
+                          "and AddPartitionsToTxn for txn, also AddOffsetsToTxn and TxnOffsetCommit for eos, "
+                          "Produce otherwise)")
     con.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                      help="a setting for every spawned broker (repeatable): Kafka's properties for --spawn kafka; "
                           "for --spawn reference the equivalents it has (min.insync.replicas, "
                           "unclean.leader.election.enable, default.replication.factor, num.partitions, "
                           "auto.create.topics.enable, log.flush.interval.ms, log.flush.interval.messages), "
                           "anything else is an error")
+    con.add_argument("--feature", action="append", default=[], metavar="NAME=LEVEL",
+                     help="with --spawn kafka: format the cluster with this feature level (repeatable; passed to "
+                          "StorageTool format --feature, Kafka 3.9+), e.g. transaction.version=1 (transactions "
+                          "without KIP-890 part 2) or eligible.leader.replicas.version=0 (no KIP-966 eligible leader "
+                          "replicas); unset features get the version's defaults. With --spawn reference: "
+                          "transaction.version=1 or 2 (default 2). Shown in the report beside the version")
     con.add_argument("--bug", metavar="NAME[,NAME]",
                      help="with --spawn reference: switch on bugs of the reference broker (the names of "
                           "kafkacheck run --bug), to see the cases and the workload catch them over the wire")
@@ -87,6 +104,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.conform.kafka.DEFAULT_VERSION, without importing it
 
 
+def _straggle_apis(text: str) -> list[str]:
+    from fault_injection.straggle import STRAGGLE_APIS
+
+    apis = [a.strip() for a in text.split(",") if a.strip()]
+    bad = [a for a in apis if a not in STRAGGLE_APIS]
+    if bad or not apis:
+        raise argparse.ArgumentTypeError(f"{', '.join(bad) or text!r}: one or more of {', '.join(STRAGGLE_APIS)}")
+    return apis
+
+
 @dataclass
 class _Plan:
     """What the options ask for, checked."""
@@ -94,6 +121,7 @@ class _Plan:
     faults: list[str]
     node_faults: list[str]  # faults between the nodes of a spawned cluster (network namespaces)
     broker_config: dict[str, str]
+    features: dict[str, int]  # --feature NAME=LEVEL for StorageTool format
     bugs: frozenset[str]
     cases: list
 
@@ -113,7 +141,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
         raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu|kafka")
     _check_versions(args)
     faults, node_faults = _faults(args)
-    broker_config, bugs = _broker_config(args), _bugs(args)
+    broker_config, bugs, features = _broker_config(args), _bugs(args), _features(args)
     if args.workload_seconds <= 0:
         raise UsageError("--workload-seconds must be positive")
     if args.brokers < 1 or args.timeout <= 0:
@@ -121,7 +149,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
     cases = _cases(args)
     if args.client not in ("kafka-python", "confluent", "java"):
         raise UsageError(f"unknown --client {args.client}")
-    return _Plan(faults, node_faults, broker_config, bugs, cases)
+    return _Plan(faults, node_faults, broker_config, features, bugs, cases)
 
 
 def _check_versions(args: argparse.Namespace) -> None:
@@ -147,13 +175,16 @@ def _check_versions(args: argparse.Namespace) -> None:
 
 def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The workload's faults, and those of them between nodes (which need namespaces)."""
-    from kafkacheck.conform.nemesis import NETWORK_FAULTS, NODE_FAULTS, PROCESS_FAULTS
+    from kafkacheck.conform.nemesis import NETWORK_FAULTS, NODE_FAULTS, PROCESS_FAULTS, REQUEST_FAULTS
 
     faults = [f.strip() for f in (args.faults or "").split(",") if f.strip()]
-    known = PROCESS_FAULTS + NETWORK_FAULTS + NODE_FAULTS
+    known = PROCESS_FAULTS + NETWORK_FAULTS + REQUEST_FAULTS + NODE_FAULTS
     bad = [f for f in faults if f not in known]
     if bad:
         raise UsageError(f"unknown --faults {', '.join(bad)}: {', '.join(known)}")
+    _check_fine_faults(args, faults)
+    if args.straggle_api and "straggle" not in faults:
+        raise UsageError("--straggle-api chooses the requests of --faults straggle: add straggle to --faults")
     node_faults = [f for f in faults if f in NODE_FAULTS] if args.workload != "none" else []
     if node_faults:
         if args.spawn not in ("reference", "kafka"):
@@ -165,6 +196,22 @@ def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         if (problem := unavailable()) is not None:
             raise UsageError(problem)
     return faults, node_faults
+
+
+def _check_fine_faults(args: argparse.Namespace, faults: list[str]) -> None:
+    """straggle, lose-unflushed and last-replica-standing need a broker kafkacheck starts (and
+    that keeps its data in files, for a power loss)."""
+    if args.workload == "none":
+        return
+    fine = [f for f in faults if f in ("straggle", "lose-unflushed", "last-replica-standing")]
+    if fine and args.spawn is None:
+        raise UsageError(f"--faults {','.join(fine)}: kafkacheck can only do this to a broker it starts "
+                         "(--spawn reference or --spawn kafka)")
+    if args.spawn == "tansu" and any(f in fine for f in ("lose-unflushed", "last-replica-standing")):
+        raise UsageError("--faults lose-unflushed and last-replica-standing cut a node's log files back to what "
+                         "it flushed; Tansu (--spawn tansu) keeps its data in memory: use --spawn reference or kafka")
+    if "last-replica-standing" in faults and args.brokers < 2:
+        raise UsageError("--faults last-replica-standing needs followers to cut off: --brokers 3")
 
 
 def _broker_config(args: argparse.Namespace) -> dict[str, str]:
@@ -186,6 +233,32 @@ def _broker_config(args: argparse.Namespace) -> dict[str, str]:
     return broker_config
 
 
+def _features(args: argparse.Namespace) -> dict[str, int]:
+    """--feature NAME=LEVEL, checked for form (the version itself judges the names and levels)."""
+    features: dict[str, int] = {}
+    for item in args.feature:
+        name, sep, level = item.partition("=")
+        name, level = name.strip(), level.strip()
+        if not sep or not re.fullmatch(r"[a-z][a-z0-9_.-]*", name) or not re.fullmatch(r"\d{1,4}", level):
+            raise UsageError(f"--feature {item!r}: expected NAME=LEVEL, a feature name and a whole number "
+                             "(e.g. transaction.version=1)")
+        features[name] = int(level)
+    if features and args.spawn == "reference":
+        wrong = {k: v for k, v in features.items() if k != "transaction.version" or v not in (1, 2)}
+        if wrong:
+            raise UsageError(f"--feature {', '.join(f'{k}={v}' for k, v in wrong.items())}: the reference broker "
+                             "has one feature, transaction.version (1 or 2)")
+    elif features and args.spawn != "kafka":
+        raise UsageError("--feature sets the feature levels of a cluster kafkacheck starts: --spawn kafka (or "
+                         "transaction.version with --spawn reference)")
+    if features and re.fullmatch(r"\d+\.\d+\.\d+", args.kafka_version):
+        from kafkacheck.conform.kafka import version_tuple
+        if version_tuple(args.kafka_version) < (3, 9):
+            raise UsageError(f"--feature: Apache Kafka {args.kafka_version} cannot format storage with feature "
+                             "levels (StorageTool format --feature, KIP-1022, came in 3.9)")
+    return features
+
+
 def _bugs(args: argparse.Namespace) -> frozenset[str]:
     if not args.bug:
         return frozenset()
@@ -201,6 +274,8 @@ def _bugs(args: argparse.Namespace) -> frozenset[str]:
 def _cases(args: argparse.Namespace) -> list:
     from kafkacheck.conform import cases as catalogue
 
+    if args.cases and args.cases.strip() == "none":
+        return []
     if args.cases:
         wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
         unknown = [c for c in wanted if c not in catalogue.CASE_NAMES]
@@ -215,8 +290,8 @@ def _cases(args: argparse.Namespace) -> list:
 def _conform(args: argparse.Namespace, plan: _Plan) -> int:
     from rich.console import Console
 
-    from kafkacheck.conform.kafka import KafkaUnavailable
-    from kafkacheck.conform.nemesis import NETWORK_FAULTS
+    from kafkacheck.conform.kafka import FeatureRefused, KafkaUnavailable, KafkaVersionUnknown
+    from kafkacheck.conform.nemesis import NETWORK_FAULTS, REQUEST_FAULTS
     from kafkacheck.conform.targets import TargetError, external, spawn
 
     args.fault_list = plan.faults
@@ -226,11 +301,15 @@ def _conform(args: argparse.Namespace, plan: _Plan) -> int:
     console.print(f"target: {args.spawn or args.bootstrap}; starting..." if args.spawn else
                   f"target: {args.bootstrap}")
     try:
-        proxied = args.workload != "none" and any(f in NETWORK_FAULTS for f in plan.faults)
+        proxied = args.workload != "none" and any(f in NETWORK_FAULTS + REQUEST_FAULTS for f in plan.faults)
         target = (spawn(args.spawn, out / "broker", args.brokers, proxied, plan.bugs, args.kafka_version,
-                        log=console.print, namespaces=bool(plan.node_faults), broker_config=plan.broker_config)
+                        log=console.print, namespaces=bool(plan.node_faults), broker_config=plan.broker_config,
+                        features=plan.features,
+                        power_loss=any(f in ("lose-unflushed", "last-replica-standing") for f in plan.faults))
                   if args.spawn
                   else external(args.bootstrap))
+    except (FeatureRefused, KafkaVersionUnknown) as e:
+        raise UsageError(str(e)) from None
     except (TargetError, KafkaUnavailable) as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return EXIT_UNKNOWN
@@ -262,7 +341,7 @@ def _report(args: argparse.Namespace, target, client_name: str, **extra):
 
 def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
     """The cases, then the workload, against a started target; the report."""
-    from kafkacheck.conform.kafka import KafkaUnavailable
+    from kafkacheck.conform.kafka import KafkaUnavailable, KafkaVersionUnknown
     from kafkacheck.conform.kinds import CLIENTS
     from kafkacheck.conform.targets import TargetError
 
@@ -270,6 +349,8 @@ def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
         target.probe(args.timeout)
         if args.client == "java":
             _start_java(args, out, console)
+    except KafkaVersionUnknown as e:
+        raise UsageError(str(e)) from None
     except (TargetError, KafkaUnavailable) as e:
         return _report(args, target, args.client, unusable=str(e))
     try:
@@ -277,7 +358,7 @@ def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
     except ImportError as e:
         raise UsageError(f"--client {args.client} is not installed: {e}") from None
     report = _report(args, target, client.name, target_version=target.version or "unknown",
-                     brokers=target.brokers)
+                     brokers=target.brokers, features=dict(target.features))
     _run_cases(args, plan.cases, target, client, report, console)
     if args.workload != "none" and report.unusable is None:
         _run_workload(args, target, client, out, report, console)
@@ -344,7 +425,8 @@ def _run_workload(args, target, client, out: Path, report, console) -> None:
     with console.status(f"workload {name} for {args.workload_seconds:.0f} s{note}"):
         try:
             result = run_queue(target, args.client, client.create_topic, out / name, args.workload_seconds,
-                               faults, timeout_s=min(args.timeout, 10.0), log=console.print, workload=name)
+                               faults, timeout_s=min(args.timeout, 10.0), log=console.print, workload=name,
+                               straggle_apis=tuple(args.straggle_api) if args.straggle_api else None)
         except Exception as e:
             report.entries.append(Entry("workload", name, guarantee,
                                         "Kafka docs, Design: guarantees", "error", f"{type(e).__name__}: {e}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, check_version
+from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, KafkaVersionUnknown, check_version
 from kafkacheck.exits import UsageError
 
 
@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "~/.cache/kafkacheck). 'kafkacheck kafka fetch' fills that cache ahead of time (CI does it "
                     "before the tests) and builds the Java driver of --client java; 'kafkacheck kafka where' "
                     "prints the cache directory. Exit 0 when done, 2 when Java or Maven is missing or the "
-                    "download fails.")
+                    "download fails, 3 for a version Maven Central does not have.")
     kaf.add_argument("action", choices=["fetch", "where"], help="fetch: download and build; where: print the cache")
     kaf.add_argument("--kafka-version", default="4.3.1", metavar="V", help="the Apache Kafka version (default 4.3.1)")
 
@@ -36,6 +36,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         dist.fetch()
         driver = build_driver(dist)
+    except KafkaVersionUnknown as e:
+        raise UsageError(str(e)) from None
     except KafkaUnavailable as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
         return 2

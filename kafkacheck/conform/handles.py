@@ -85,22 +85,70 @@ class Sender(_Producer):
 
 
 
+# A transactional producer's timeouts, as Jepsen's Kafka harness sets them (2024): a request
+# times out well before the call waiting for it gives up, so that the Java client and
+# librdkafka retry it (a commit whose EndTxn timed out is sent again, not abandoned;
+# kafka-python gives a timed-out transactional request up: its producer turns fatal and the
+# commit's outcome is unknown). The transaction timeout is longer than Jepsen's 1 s: the
+# coordinator would abort, and fence, most transactions that pause (TXN_PAUSE_S) at its
+# next sweep.
+TXN_REQUEST_TIMEOUT_MS = 3000
+TXN_DELIVERY_TIMEOUT_MS = 10_000
+TXN_MAX_BLOCK_MS = 10_000
+TXN_TIMEOUT_MS = 10_000
+
+# Kafka's error names after which a commit certainly did not happen: the coordinator answered
+# its EndTxn that it holds no transaction of this producer to commit (INVALID_TXN_STATE; a
+# retried EndTxn that an earlier attempt applied is answered NONE), a newer epoch fenced and
+# aborted it (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, librdkafka's _FENCED), or a send of the
+# transaction failed (TRANSACTION_ABORTABLE, OUT_OF_ORDER_SEQUENCE_NUMBER: the transaction can
+# only be aborted). Jepsen's Kafka client draws the same line.
+NOT_COMMITTED_ERRORS = frozenset({"INVALID_TXN_STATE", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "_FENCED",
+                                  "TRANSACTION_ABORTABLE", "OUT_OF_ORDER_SEQUENCE_NUMBER"})
+# what kafka-python and the Java client raise when commit is called on a producer already in
+# an error state: the EndTxn was never sent
+_ERROR_STATE = "Cannot execute transactional method because we are in an error state"
+# librdkafka, when a transaction failed locally while its EndTxn was in flight: the commit may
+# have happened ("EndTxn failed with _TIMED_OUT but transaction had already failed") or did
+# ("Transaction commit succeeded on the broker but the transaction had already failed locally")
+_MAYBE_COMMITTED = ("EndTxn failed with", "succeeded on the broker")
+
+
+class NotCommitted(Exception):
+    """A commit that certainly did not commit: recorded as a definite failure."""
+
+
+def not_committed(name: str, message: str, requires_abort: bool = False) -> bool:
+    """Whether a commit that failed with Kafka's error ``name`` (kafka-python: its error
+    class's name; the Java driver: its answer's first word; librdkafka: KafkaError.name())
+    and ``message`` certainly did not commit: see NOT_COMMITTED_ERRORS; also a producer in an
+    error state before the commit (its EndTxn never sent), and librdkafka's
+    ``txn_requires_abort`` (the transaction failed before its commit) unless the message says
+    the EndTxn may have committed it. Anything else (a timeout, a lost connection) leaves the
+    outcome unknown."""
+    if any(m in message for m in _MAYBE_COMMITTED):
+        return False
+    return name in NOT_COMMITTED_ERRORS or _ERROR_STATE in message or requires_abort
+
+
 class TxnSender(_Producer):
-    """A transactional producer."""
+    """A transactional producer (timeouts: TXN_*)."""
 
     def __init__(self, kind: str, bootstrap: str, txn_id: str, timeout_s: float) -> None:
         self.kind, self.timeout_s = kind, timeout_s
         if kind == "confluent":
             from confluent_kafka import Producer
             self.p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "log_level": 2,
-                               "message.timeout.ms": int(timeout_s * 1000),
-                               "transaction.timeout.ms": int(timeout_s * 3000)})
+                               "socket.timeout.ms": TXN_REQUEST_TIMEOUT_MS,
+                               "message.timeout.ms": TXN_DELIVERY_TIMEOUT_MS,
+                               "transaction.timeout.ms": TXN_TIMEOUT_MS})
             self.p.init_transactions(timeout_s)
         else:
             from kafka import KafkaProducer
             self.p = KafkaProducer(bootstrap_servers=bootstrap.split(","), transactional_id=txn_id,
-                                   request_timeout_ms=int(timeout_s * 1000), max_block_ms=int(timeout_s * 1000),
-                                   transaction_timeout_ms=int(timeout_s * 3000))
+                                   request_timeout_ms=TXN_REQUEST_TIMEOUT_MS, max_block_ms=TXN_MAX_BLOCK_MS,
+                                   delivery_timeout_ms=TXN_DELIVERY_TIMEOUT_MS,
+                                   transaction_timeout_ms=TXN_TIMEOUT_MS)
             self.p.init_transactions()
 
     def begin(self) -> None:
@@ -150,10 +198,23 @@ class TxnSender(_Producer):
                 poller.c.group_metadata())
 
     def commit(self) -> None:
-        if self.kind == "confluent":
-            self.p.commit_transaction(self.timeout_s)
-        else:
-            self.p.commit_transaction()
+        """Commit; :class:`NotCommitted` when it certainly did not commit, any other exception
+        when the outcome is unknown."""
+        try:
+            if self.kind == "confluent":
+                self.p.commit_transaction(self.timeout_s)
+            else:
+                self.p.commit_transaction()
+        except Exception as e:
+            text = f"{type(e).__name__}: {e}"
+            error = e.args[0] if self.kind == "confluent" and e.args else None
+            if hasattr(error, "txn_requires_abort"):  # librdkafka's KafkaError
+                definite = not_committed(error.name(), error.str(), error.txn_requires_abort())
+            else:  # kafka-python: its error classes carry Kafka's name
+                definite = not_committed(getattr(type(e), "message", type(e).__name__), str(e))
+            if definite:
+                raise NotCommitted(text) from e
+            raise
 
     def abort(self) -> None:
         if self.kind == "confluent":

@@ -3,11 +3,15 @@ its nemesis, stamped with wall-clock nanoseconds since the run began (TRACE_FORM
 
 from __future__ import annotations
 
+import datetime
+import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
-from traces.history import Recorder
+import kafkacheck
+from traces.history import Recorder, write_jsonl
 
 
 class History:
@@ -30,3 +34,18 @@ class History:
         with self.lock:
             self.next_process += 1
             return self.next_process
+
+    def write_and_judge(self, out_dir: Path, meta: dict, config: dict, broker: str) -> dict:
+        """The run directory (run.json with ``meta`` and ``config``, history.jsonl) and the
+        checker's verdict, written as results.json too."""
+        from properties.queue import check
+
+        run_meta = {"format": 1, "run_id": out_dir.name, **meta, "config": config,
+                    "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "versions": {"kafkacheck": kafkacheck.__version__, "broker": broker}}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "run.json").write_text(json.dumps(run_meta, indent=2, sort_keys=True) + "\n")
+        write_jsonl(out_dir / "history.jsonl", self.recorder.ops)
+        result = check(self.recorder.ops, config)
+        (out_dir / "results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+        return result

@@ -16,7 +16,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from kafkacheck.conform.clients import GroupView, Rec, Sent, settle
-from kafkacheck.conform.handles import GroupMember, commit_refused
+from kafkacheck.conform.handles import (
+    TXN_DELIVERY_TIMEOUT_MS,
+    TXN_MAX_BLOCK_MS,
+    TXN_REQUEST_TIMEOUT_MS,
+    TXN_TIMEOUT_MS,
+    GroupMember,
+    NotCommitted,
+    commit_refused,
+    not_committed,
+)
 from kafkacheck.conform.java import (
     ASSIGNORS,
     MARGIN_S,
@@ -26,7 +35,6 @@ from kafkacheck.conform.java import (
     b64,
     consumer_conf,
     driver,
-    ms,
     producer_conf,
     unb64,
 )
@@ -257,8 +265,12 @@ class JavaTxnSender:
 
     def __init__(self, bootstrap: str, txn_id: str, timeout_s: float) -> None:
         self.timeout_s = timeout_s
+        # the request timeout below max.block.ms: a commit whose EndTxn timed out is retried
+        # within the call, not abandoned (TXN_* of handles.py, as Jepsen's harness)
         self.p = Handle("producer", producer_conf(bootstrap, timeout_s, **{
-            "transactional.id": txn_id, "transaction.timeout.ms": ms(timeout_s * 3)}), timeout_s)
+            "transactional.id": txn_id, "transaction.timeout.ms": TXN_TIMEOUT_MS,
+            "request.timeout.ms": TXN_REQUEST_TIMEOUT_MS, "delivery.timeout.ms": TXN_DELIVERY_TIMEOUT_MS,
+            "max.block.ms": TXN_MAX_BLOCK_MS}), timeout_s)
         try:
             self.p.call("init")
         except JavaError:
@@ -287,7 +299,14 @@ class JavaTxnSender:
                     offsets=[[t, p, o] for (t, p), o in sorted(offsets.items())])
 
     def commit(self) -> None:
-        self.p.call("commit")
+        """Commit; :class:`NotCommitted` when it certainly did not commit."""
+        try:
+            self.p.call("commit")
+        except JavaError as e:
+            text = str(e)
+            if not_committed(text.split(":", 1)[0].strip(), text):
+                raise NotCommitted(text) from e
+            raise
 
     def abort(self) -> None:
         self.p.call("abort")

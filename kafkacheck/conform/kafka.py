@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import time
@@ -58,6 +59,10 @@ class KafkaUnavailable(RuntimeError):
     """Java or Maven is missing, or the jars could not be fetched: one line for the user."""
 
 
+class KafkaVersionUnknown(KafkaUnavailable):
+    """Maven Central has no such Apache Kafka release: a usage error (exit 3)."""
+
+
 def cache_root() -> Path:
     if os.environ.get("KAFKACHECK_CACHE"):
         return Path(os.environ["KAFKACHECK_CACHE"])
@@ -65,12 +70,21 @@ def cache_root() -> Path:
     return Path(base) / "kafkacheck"
 
 
+OLDEST = (3, 7)  # the oldest release started and checked the same way (KRaft, static voters)
+
+
 def check_version(version: str) -> str:
     if not re.fullmatch(r"\d+\.\d+\.\d+", version):
         raise ValueError(f"--kafka-version must look like {DEFAULT_VERSION}, not {version!r}")
-    if int(version.split(".")[0]) < 4:
-        raise ValueError(f"--kafka-version {version}: kafkacheck runs Apache Kafka 4.x (KRaft only)")
+    major, minor, _ = (int(x) for x in version.split("."))
+    if (major, minor) < OLDEST:
+        raise ValueError(f"--kafka-version {version}: kafkacheck runs Apache Kafka {OLDEST[0]}.{OLDEST[1]} or later "
+                         "in KRaft mode")
     return version
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
 
 
 def need_tool(tool: str, why: str) -> str:
@@ -97,10 +111,16 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
     </dependency>
     <dependency>
       <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version>
-    </dependency>
+    </dependency>{bridge}
   </dependencies>
 </project>
 """
+# Kafka 3.x logs through log4j 1 (its tarball ships reload4j); its one direct use of log4j 1's
+# classes (the broker loggers of DescribeConfigs) is bridged to log4j 2, which does the logging
+LOG4J1_BRIDGE = """
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-1.2-api</artifactId><version>{log4j}</version>
+    </dependency>""".replace("{log4j}", LOG4J_VERSION)
 
 
 @dataclass
@@ -138,7 +158,8 @@ class KafkaDist:
         log(f"fetching Apache Kafka {self.version} from Maven Central into {self.home} (once)")
         tmp = Path(tempfile.mkdtemp(prefix=f".kafka-{self.version}-", dir=self.root))
         try:
-            (tmp / "pom.xml").write_text(POM.format(version=self.version, log4j=LOG4J_VERSION))
+            (tmp / "pom.xml").write_text(POM.format(version=self.version, log4j=LOG4J_VERSION,
+                                                    bridge=LOG4J1_BRIDGE if version_tuple(self.version) < (4,) else ""))
             cmd = [mvn, "-q", "-B", "-f", str(tmp / "pom.xml"), "dependency:copy-dependencies",
                    f"-DoutputDirectory={tmp / 'libs'}", "-DincludeScope=runtime"]
             try:
@@ -147,6 +168,10 @@ class KafkaDist:
             except subprocess.TimeoutExpired:
                 raise KafkaUnavailable(f"fetching Apache Kafka {self.version} with mvn took more than "
                                        f"{FETCH_TIMEOUT_S} s") from None
+            if done.returncode != 0 and re.search(r"(Could not find artifact|Failure to find) "
+                                                  r"org\.apache\.kafka:kafka_2\.13", done.stdout + done.stderr):
+                raise KafkaVersionUnknown(f"Apache Kafka {self.version} is not on Maven Central "
+                                          "(org.apache.kafka:kafka_2.13); see https://kafka.apache.org/downloads")
             if done.returncode != 0 or not (tmp / "libs" / f"kafka_2.13-{self.version}.jar").exists():
                 raise KafkaUnavailable(f"could not fetch Apache Kafka {self.version} from Maven Central: "
                                        f"{_mvn_error(done.stdout + done.stderr)}")
@@ -219,13 +244,30 @@ class ClusterNotReady(RuntimeError):
     pass
 
 
+class FeatureRefused(ValueError):
+    """StorageTool refused a ``--feature`` (an unknown feature, or a level this version lacks)."""
+
+
+def _format_error(log: str) -> str:
+    """The line of StorageTool's output that says why formatting failed ('' if none does)."""
+    for line in log.splitlines():
+        line = line.strip()
+        m = re.match(r'Exception in thread "main" [\w.$]+: (.*)', line)
+        if m:
+            return m.group(1)[:300]
+        if line.startswith(("Unsupported feature", "Error", "Invalid")):
+            return line[:300]
+    return ""
+
+
 class KafkaCluster:
     """Apache Kafka in KRaft mode: ``nodes`` processes, each broker and controller, on
     127.0.0.1 or (``netns``, a fault_injection.netns.NodeNetwork with nodes named ``kafka-N``)
     each in its network namespace at its own address."""
 
     def __init__(self, dist: KafkaDist, work_dir: Path, nodes: int = 1, proxied: bool = False,
-                 overrides: dict[str, str] | None = None, netns=None) -> None:
+                 overrides: dict[str, str] | None = None, netns=None, features: dict[str, int] | None = None,
+                 power_loss: bool = False) -> None:
         if nodes not in (1, 3):
             raise ValueError("--brokers must be 1 or 3 for --spawn kafka (one node, or a three-voter quorum)")
         from reference.server.cluster import free_ports
@@ -233,6 +275,12 @@ class KafkaCluster:
         self.dist = dist
         self.work_dir = work_dir
         self.overrides = dict(overrides or {})
+        self.features = dict(features or {})  # StorageTool format --feature NAME=LEVEL
+        # the run cuts logs back to their checkpointed recovery points (cut_to_flushed): have
+        # Kafka write them every RECOVERY_CHECKPOINT_MS instead of every minute, so that the
+        # cut keeps what a flush setting (log.flush.interval.*) made durable; it changes when
+        # Kafka records what it flushed, not when it flushes
+        self.power_loss = power_loss
         ports = free_ports(4 * nodes)
         self.nodes = [KafkaNode(i + 1, *ports[4 * i:4 * i + 3],
                                 advertised_port=ports[4 * i + 3] if proxied else ports[4 * i],
@@ -277,6 +325,8 @@ class KafkaCluster:
             "num.network.threads": "2",
             "num.io.threads": "2",
         }
+        if self.power_loss:
+            props["log.flush.offset.checkpoint.interval.ms"] = str(RECOVERY_CHECKPOINT_MS)
         props.update(self.overrides)
         return props
 
@@ -302,7 +352,9 @@ class KafkaCluster:
                 shutil.rmtree(node.directory)
                 (self.work_dir / f"{node.name}.log").unlink(missing_ok=True)
             config = self._write_config(node)
-            argv = self._java(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config))
+            argv = self._java(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config),
+                              *(a for name, level in sorted(self.features.items())
+                                for a in ("--feature", f"{name}={level}")))
             log = open(node.directory / "format.log", "wb")  # noqa: SIM115 - closed below
             runs.append((node, log, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                                      stdin=subprocess.DEVNULL, start_new_session=True)))
@@ -324,7 +376,12 @@ class KafkaCluster:
                     proc.wait()
                 log.close()
         if failed:
-            raise ClusterNotReady(f"kafka.tools.StorageTool format failed for {', '.join(failed)}")
+            reason = _format_error((self.nodes[0].directory / "format.log").read_text(errors="replace"))
+            if self.features and reason and "feature" in reason.lower():
+                raise FeatureRefused(f"--feature {' '.join(f'{k}={v}' for k, v in sorted(self.features.items()))}: "
+                                     f"Apache Kafka {self.dist.version} refuses it: {reason}")
+            raise ClusterNotReady(f"kafka.tools.StorageTool format failed for {', '.join(failed)}"
+                                  + (f": {reason}" if reason else ""))
 
     def start(self, timeout_s: float = 90.0) -> None:
         self.format()
@@ -338,6 +395,14 @@ class KafkaCluster:
 
     def processes(self) -> dict[str, LocalProcess]:
         return {n.name: n.process for n in self.nodes if n.process is not None}
+
+    def lose_unflushed(self, name: str) -> dict[str, list[int]]:
+        """After ``name`` was killed (kill -9): cut its logs back to what it had flushed, as a
+        power loss of its machine would (:func:`cut_to_flushed`)."""
+        node = next(n for n in self.nodes if n.name == name)
+        if node.process is not None and node.process.alive:
+            raise RuntimeError(f"{name} is running: only a stopped node's logs can be cut")
+        return cut_to_flushed(node.directory / "data")
 
     def _up(self, node: KafkaNode) -> bool:
         return node.process is not None and node.process.alive and not node.process.paused
@@ -388,6 +453,90 @@ class KafkaCluster:
             except subprocess.TimeoutExpired:
                 p.popen.send_signal(signal.SIGKILL)
                 p.popen.wait()
+
+
+# ---------------------------------------------------------------- a power loss, on disk
+
+RECOVERY_POINTS = "recovery-point-offset-checkpoint"
+RECOVERY_CHECKPOINT_MS = 200  # log.flush.offset.checkpoint.interval.ms with power-loss faults
+_BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
+
+
+def _read_checkpoint(path: Path) -> dict[str, int]:
+    """Kafka's offset checkpoint file (version 0, count, then ``topic partition offset``
+    lines) as ``{"topic-p": offset}``; empty when it is missing or unreadable."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    out: dict[str, int] = {}
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].lstrip("-").isdigit():
+            out[f"{parts[0]}-{parts[1]}"] = int(parts[2])
+    return out
+
+
+def _batches_end(data: bytes, offset: int) -> int:
+    """The byte position of the first record batch of a segment whose base offset is at
+    least ``offset`` (the segment's length when there is none)."""
+    pos = 0
+    while pos + _BATCH_HEADER.size <= len(data):
+        base, length = _BATCH_HEADER.unpack_from(data, pos)
+        if base >= offset or length <= 0:
+            return pos
+        pos += _BATCH_HEADER.size + length
+    return min(pos, len(data))
+
+
+def _log_end(segments: list[Path]) -> int:
+    """The offset after the last batch of a partition directory (its log end offset)."""
+    for seg in reversed(segments):
+        data = seg.read_bytes()
+        pos, end = 0, None
+        while pos + 61 <= len(data):
+            base, length = _BATCH_HEADER.unpack_from(data, pos)
+            last_delta = struct.unpack_from(">i", data, pos + 23)[0]
+            end = base + last_delta + 1
+            pos += _BATCH_HEADER.size + length
+        if end is not None:
+            return end
+    return int(segments[0].stem) if segments else 0
+
+
+def cut_to_flushed(log_dir: Path) -> dict[str, list[int]]:
+    """Make a stopped Kafka node's log directory look as a power loss would leave it: every
+    partition cut back to what Kafka recorded as flushed (fsync-ed), the larger of its entry
+    in ``recovery-point-offset-checkpoint`` (Kafka advances the recovery point only after a
+    flush returned, and writes the checkpoint every log.flush.offset.checkpoint.interval.ms:
+    every RECOVERY_CHECKPOINT_MS in runs with power losses) and the base offset of its newest
+    segment (when a segment rolls, Kafka flushes everything before it, at once but
+    asynchronously). The newest segment
+    is cut there and producer snapshots beyond it are deleted; Kafka's recovery of an
+    unclean shutdown (no clean-shutdown marker after kill -9) rescans it, rebuilding its
+    indexes, and finds the records beyond the cut simply absent. The KRaft metadata
+    log is left alone: Raft flushes it before acknowledging. Returns ``{"topic-p": [cut
+    from, log end before]}`` for every partition that lost records."""
+    points = _read_checkpoint(log_dir / RECOVERY_POINTS)
+    lost: dict[str, list[int]] = {}
+    for part in sorted(p for p in log_dir.iterdir() if p.is_dir() and "-" in p.name):
+        if part.name.startswith("__cluster_metadata"):
+            continue
+        segments = sorted(part.glob("*.log"), key=lambda p: int(p.stem) if p.stem.isdigit() else -1)
+        segments = [s for s in segments if s.stem.isdigit()]
+        if not segments:
+            continue
+        cut = max(points.get(part.name, 0), int(segments[-1].stem))
+        end = _log_end(segments)
+        if end <= cut:
+            continue
+        newest = segments[-1]
+        os.truncate(newest, _batches_end(newest.read_bytes(), cut))
+        for snap in part.glob("*.snapshot"):
+            if snap.stem.isdigit() and int(snap.stem) > cut:
+                snap.unlink()
+        lost[part.name] = [cut, end]
+    return lost
 
 
 def metadata_brokers(host: str, port: int, timeout_s: float) -> list[int]:

@@ -30,6 +30,7 @@ class Report:
     apis: dict[str, list[int]]
     target_version: str = "unknown"  # "Apache Kafka 4.3.1", "reference 0.1.0", ...
     brokers: int = 1
+    features: dict[str, int] = field(default_factory=dict)  # Apache Kafka's --feature levels, as formatted
     entries: list[Entry] = field(default_factory=list)
     nemesis: list[dict] = field(default_factory=list)
     unusable: str | None = None  # the broker stopped answering: why; the report is partial

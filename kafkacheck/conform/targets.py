@@ -94,6 +94,7 @@ class Target:
     netns: object | None = None  # a fault_injection.netns.NodeNetwork: every node in its namespace
     broker_config: dict[str, str] = field(default_factory=dict)  # --broker-config, as given
     min_insync_replicas: int | None = None  # what kafkacheck configured, when it started the broker
+    features: dict[str, int] = field(default_factory=dict)  # Apache Kafka: the --feature levels it was formatted with
 
     @property
     def controllable(self) -> bool:
@@ -134,6 +135,31 @@ class Target:
             host, port = self.first()
             wait_for_port(host, port, timeout_s, next(iter(self.processes.values()), None))
 
+    @property
+    def loses_power(self) -> bool:
+        """Whether a node's power loss can be re-created (its storage is files kafkacheck can
+        cut back to what was flushed): Apache Kafka and the reference, not Tansu's memory."""
+        return hasattr(self.cluster, "lose_unflushed")
+
+    def lose_unflushed(self, name: str) -> dict:
+        """After node ``name`` was killed: its storage cut back to what it had flushed."""
+        if not self.loses_power:
+            raise TargetError(f"{self.name} keeps no files kafkacheck can cut: it cannot lose power")
+        return self.cluster.lose_unflushed(name)
+
+    def heal(self, log=print) -> None:
+        """Every process running and unpaused, the network healed, the cluster ready (or a
+        line through ``log`` saying it did not come back)."""
+        self.heal_network()
+        for p in self.processes.values():
+            if not p.alive:
+                p.start()
+            p.resume()
+        try:
+            self.wait_ready(60)
+        except Exception as e:
+            log(f"the broker did not come back after healing: {e}")
+
     def heal_network(self) -> None:
         for p in self.proxies.values():
             p.heal()
@@ -170,14 +196,17 @@ def tansu_binary() -> Path:
 
 def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = False,
           bugs: frozenset[str] = frozenset(), kafka_version: str | None = None, log=print,
-          namespaces: bool = False, broker_config: dict[str, str] | None = None) -> Target:
+          namespaces: bool = False, broker_config: dict[str, str] | None = None,
+          features: dict[str, int] | None = None, power_loss: bool = False) -> Target:
     """Start a broker; with ``proxied`` every broker is reached through a :class:`FaultProxy`
     (it advertises the proxy's port), so network faults can be injected. ``bugs``: the
     reference broker's bug switches (reference/bugs.py). ``kafka_version``: the Apache Kafka
     of ``kind == "kafka"`` (fetched first if it is not in the cache). ``namespaces``: every
     node in a network namespace of its own (fault_injection/netns.py), for faults between
     nodes. ``broker_config``: settings for every broker (Kafka: its properties; the
-    reference: the equivalents in :data:`REFERENCE_CONFIGS`)."""
+    reference: the equivalents in :data:`REFERENCE_CONFIGS`). ``features``: Apache Kafka's
+    feature levels to format its storage with (``transaction.version``, ...). ``power_loss``: the
+    run cuts nodes' logs back to what they flushed (Kafka then records its flushes often)."""
     from reference.server.cluster import ServerOptions, free_ports
 
     broker_config = dict(broker_config or {})
@@ -195,7 +224,8 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
         from kafkacheck.serve import ReferenceCluster
 
         options = ServerOptions(data_dir=tmp / "data", brokers=brokers, port=0, min_insync_replicas=min(2, brokers),
-                                default_replication_factor=min(3, brokers), proxied=proxied, bugs=frozenset(bugs))
+                                default_replication_factor=min(3, brokers), proxied=proxied, bugs=frozenset(bugs),
+                                transaction_version=(features or {}).get("transaction.version", 2))
         reference_config(options, broker_config)
         net = _network(["controller", *(f"broker-{b}" for b in range(1, brokers + 1))]) if namespaces else None
         try:
@@ -204,14 +234,16 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
             if net is not None:
                 net.close()
             raise
+        shown = ", ".join(f"{k}={v}" for k, v in sorted((features or {}).items()))
         target = Target("reference", cluster.bootstrap, brokers, dict(cluster.processes()), cluster, cleanup,
-                        version=f"reference {kafkacheck.__version__}", netns=net, broker_config=broker_config,
-                        min_insync_replicas=options.min_insync_replicas)
+                        version=f"reference {kafkacheck.__version__}" + (f" ({shown})" if shown else ""), netns=net,
+                        broker_config=broker_config, min_insync_replicas=options.min_insync_replicas,
+                        features=dict(features or {}))
         try:
             if proxied:
                 layout = cluster.layout
                 for b, port in sorted(layout.client_ports.items()):
-                    proxy = FaultProxy((layout.host_of(b), port), port=layout.advertised_ports[b],
+                    proxy = FaultProxy((layout.host_of(b), port), port=layout.advertised_ports[b], frames=True,
                                        name=f"broker-{b}")
                     proxy.start()
                     target.proxies[f"broker-{b}"] = proxy
@@ -236,7 +268,7 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
         proc.start()
         try:
             if proxied:
-                proxy = FaultProxy(("127.0.0.1", port), port=advertised, name="tansu")
+                proxy = FaultProxy(("127.0.0.1", port), port=advertised, name="tansu", frames=True)
                 proxy.start()
                 target.proxies["tansu"] = proxy
             wait_for_port("127.0.0.1", port, 20, proc)
@@ -245,7 +277,8 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
             raise
         return target
     if kind == "kafka":
-        return _spawn_kafka(tmp, brokers, proxied, kafka_version, cleanup, log, namespaces, broker_config)
+        return _spawn_kafka(tmp, brokers, proxied, kafka_version, cleanup, log, namespaces, broker_config, features,
+                            power_loss)
     raise TargetError(f"unknown --spawn {kind!r}: reference, tansu or kafka")
 
 
@@ -292,21 +325,26 @@ def _network(names: list[str]):
 
 
 def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | None, cleanup: list, log,
-                 namespaces: bool = False, broker_config: dict[str, str] | None = None) -> Target:
-    from kafkacheck.conform.kafka import DEFAULT_VERSION, KafkaCluster, KafkaDist
+                 namespaces: bool = False, broker_config: dict[str, str] | None = None,
+                 features: dict[str, int] | None = None, power_loss: bool = False) -> Target:
+    from kafkacheck.conform.kafka import DEFAULT_VERSION, FeatureRefused, KafkaCluster, KafkaDist
 
     dist = KafkaDist(version or DEFAULT_VERSION)
     dist.fetch(log)  # KafkaUnavailable: the caller says what is missing
     net = _network([f"kafka-{i}" for i in range(1, brokers + 1)]) if namespaces else None
-    cluster = KafkaCluster(dist, work_dir, brokers, proxied, overrides=broker_config, netns=net)
+    cluster = KafkaCluster(dist, work_dir, brokers, proxied, overrides=broker_config, netns=net, features=features,
+                           power_loss=power_loss)
     started = time.monotonic()
-    target = Target("kafka", cluster.bootstrap, brokers, {}, cluster, cleanup, version=f"Apache Kafka {dist.version}",
-                    netns=net, broker_config=dict(broker_config or {}),
+    shown = ", ".join(f"{k}={v}" for k, v in sorted((features or {}).items()))
+    target = Target("kafka", cluster.bootstrap, brokers, {}, cluster, cleanup,
+                    version=f"Apache Kafka {dist.version}" + (f" ({shown})" if shown else ""),
+                    netns=net, broker_config=dict(broker_config or {}), features=dict(features or {}),
                     min_insync_replicas=int(cluster.properties(cluster.nodes[0])["min.insync.replicas"]))
     try:
         if proxied:
             for node in cluster.nodes:
-                proxy = FaultProxy((node.host, node.client_port), port=node.advertised_port, name=node.name)
+                proxy = FaultProxy((node.host, node.client_port), port=node.advertised_port, name=node.name,
+                                   frames=True)
                 proxy.start()
                 target.proxies[node.name] = proxy
         cluster.start()
@@ -316,7 +354,7 @@ def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | Non
     except BaseException as e:  # Ctrl-C while starting too: nothing is left running
         target.processes = cluster.processes()
         target.close()
-        if isinstance(e, Exception):
+        if isinstance(e, Exception) and not isinstance(e, FeatureRefused):
             raise TargetError(str(e)) from e
         raise
     return target

@@ -43,22 +43,19 @@ config enables).
 
 from __future__ import annotations
 
-import datetime
-import json
 import random
 import threading
 import time
 from pathlib import Path
 
-import kafkacheck
 from kafkacheck.conform.final_read import end_offsets, final_committed, final_read
-from kafkacheck.conform.handles import GroupMember, Poller, TxnSender
+from kafkacheck.conform.handles import GroupMember, NotCommitted, Poller, TxnSender
 from kafkacheck.conform.history import History
 from kafkacheck.conform.kinds import CLIENTS, make_member, make_poller, make_sender, make_txn_sender
 from kafkacheck.conform.nemesis import nemesis_loop
-from traces.history import write_jsonl
 
 PARTITIONS = 4
+TXN_PAUSE_S = 0.2  # the longest pause inside a transaction, with straggle
 WORKLOADS = {
     "queue": "acknowledged sends are read back, once, in order",
     "idempotent": "an idempotent producer's retries never duplicate or reorder a send",
@@ -97,6 +94,7 @@ class _Run:
         self.member_state: dict[int, tuple[int, int, frozenset]] = {}  # member -> (process, generation, owned)
         self.stopped_members: list[GroupMember] = []  # groups: closed after the last member stopped
         self.open_handles: list = []  # every client handle a loop opened and has not closed yet
+        self.pauses = False  # pause inside transactions (set with straggle)
 
     def opened(self, handle):
         """A client handle a loop opened: kept until it is closed, so that the run can close
@@ -196,10 +194,12 @@ class _Run:
             h.op(process, "invoke", "txn", [["send", f"{topic}:{p}", v] for p, v in sends])
             done: list = []
             abort_on_purpose = rng.random() < 0.2
+            pausing = self.pauses and rng.random() < 0.5
             try:
                 sender.begin()
                 for p, v in sends:
                     done.append(["send", f"{topic}:{p}", [sender.send(topic, p, v), v]])
+                    self.pause(pausing)
             except Exception as e:
                 rest = [["send", f"{topic}:{p}", [None, v]] for p, v in sends[len(done):]]
                 sender = self._abort(sender)
@@ -209,9 +209,13 @@ class _Run:
                 sender = self._abort(sender)
                 h.op(process, "fail", "txn", done, error="aborted on purpose")
                 continue
+            self.pause(pausing)
             try:
                 sender.commit()
                 h.op(process, "ok", "txn", done)
+            except NotCommitted as e:  # certainly not committed: its sends must never be read
+                h.op(process, "fail", "txn", done, error=str(e)[:80])
+                sender = self._abort(sender)
             except Exception as e:
                 h.op(process, "info", "txn", done, error=str(e)[:80])
                 self.closed(sender)
@@ -219,6 +223,13 @@ class _Run:
                 process = h.new_process()
         if sender is not None:
             self.closed(sender)
+
+    def pause(self, pausing: bool) -> None:
+        """A drawn pause inside a transaction (with ``straggle``, in about half of them, as
+        Jepsen's intra-transaction delay): it keeps transactions open long enough for a late
+        request to land inside one."""
+        if pausing:
+            time.sleep(self.rng.uniform(0.0, TXN_PAUSE_S))
 
     def _abort(self, sender: TxnSender) -> TxnSender | None:
         """Abort; a producer that cannot abort is closed (None: build a new one, which fences
@@ -293,9 +304,15 @@ class _Run:
                 self.closed(poller)
                 poller = None
                 continue
+            self.pause(self.pauses and rng.random() < 0.5)
             try:
                 sender.commit()
                 h.op(process, "ok", "txn", [["poll", got], *done], offsets=offsets)
+            except NotCommitted as e:  # certainly not committed: rewind to the committed offsets
+                h.op(process, "fail", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets)
+                sender = self._abort(sender)
+                self.closed(poller)
+                poller = None
             except Exception as e:
                 h.op(process, "info", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets)
                 self.closed(sender)
@@ -460,15 +477,21 @@ class _Run:
         return [threading.Thread(target=f, daemon=True) for f in loops]
 
 
+# the requests each workload sends that ``straggle`` may hold back (fault_injection/straggle.py)
+STRAGGLE_APIS = {"txn": ("EndTxn", "Produce", "AddPartitionsToTxn"),
+                 "eos": ("EndTxn", "Produce", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit")}
+
+
 def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: float, faults: list[str],
               timeout_s: float = 10.0, producers: int = 3, consumers: int = 2, seed: int = 0, log=print,
-              workload: str = "queue") -> dict:
+              workload: str = "queue", straggle_apis: tuple[str, ...] | None = None) -> dict:
     """Run ``workload`` (a key of :data:`WORKLOADS`) for ``seconds`` under ``faults``, heal,
     read everything back, and judge the history; returns the checker's result with
     ``summary`` and ``run_dir`` added."""
     if workload not in WORKLOADS:
         raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
     run = _Run(workload, target, client_kind, timeout_s, seed)
+    run.pauses = "straggle" in faults
     rf = min(3, target.brokers)
     for topic in run.topics():
         error = create_topic(topic, PARTITIONS, rf, COMPACTED_CONFIGS if workload == "compaction" else None)
@@ -479,8 +502,10 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
     threads = run.threads(producers, consumers)
     members = ([threading.Thread(target=run.member_loop, args=(i,), daemon=True) for i in range(3)]
                if workload == "groups" else [])
-    nemesis = threading.Thread(target=nemesis_loop, args=(target, faults, run.h, run.rng, run.stop, nemesis_log,
-                                                          run.topic), daemon=True)
+    nemesis = threading.Thread(target=nemesis_loop, args=(target, faults, run.h, random.Random(seed + 1), run.stop,
+                                                          nemesis_log, run.topic,
+                                                          straggle_apis or STRAGGLE_APIS.get(workload, ("Produce",))),
+                               daemon=True)
     for t in [*threads, *members, nemesis]:
         t.start()
     try:
@@ -496,7 +521,8 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
     hung = sum(t.is_alive() for t in threads)
-    heal_ns = _heal(target, run.h, log)
+    heal_ns = run.h.now()
+    target.heal(log)
     converged = None
     if members:
         converged = run.settle_members(members)
@@ -513,22 +539,6 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
         result["summary"]["group_converged"] = converged
     result["run_dir"] = str(out_dir)
     return result
-
-
-def _heal(target, h: History, log) -> int:
-    """Every process running and unpaused, the network healed, the cluster ready; the time
-    healing began."""
-    heal_ns = h.now()
-    target.heal_network()
-    for p in target.processes.values():
-        if not p.alive:
-            p.start()
-        p.resume()
-    try:
-        target.wait_ready(60)
-    except Exception as e:
-        log(f"the broker did not come back after healing: {e}")
-    return heal_ns
 
 
 def _read_back(run: _Run, log) -> dict:
@@ -581,18 +591,6 @@ def _config(run: _Run, rf: int, seconds: float, final_read: dict) -> dict:
 
 
 def _write_and_judge(run: _Run, out_dir: Path, seed: int, config: dict, faults: list[str]) -> dict:
-    """The run directory, and the checker's verdict (written as results.json too)."""
-    from properties.queue import check
-
     target = run.target
-    run_meta = {"format": 1, "run_id": out_dir.name, "seed": seed, "target": target.name, "workload": run.workload,
-                "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "config": config, "faults": faults,
-                "versions": {"kafkacheck": kafkacheck.__version__,
-                             "broker": getattr(target, "version", "") or target.name}}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "run.json").write_text(json.dumps(run_meta, indent=2, sort_keys=True) + "\n")
-    write_jsonl(out_dir / "history.jsonl", run.h.recorder.ops)
-    result = check(run.h.recorder.ops, config)
-    (out_dir / "results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    return result
+    return run.h.write_and_judge(out_dir, {"seed": seed, "target": target.name, "workload": run.workload,
+                                           "faults": faults}, config, target.version or target.name)

@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--default-replication-factor", type=int, default=3)
     p.add_argument("--unclean-leader-election", action="store_true")
     p.add_argument("--flush-ms", type=int)
+    p.add_argument("--flush-messages", type=int)
+    p.add_argument("--transaction-version", type=int, default=2, choices=[1, 2])
     p.add_argument("--bugs", default="")
     p.add_argument("--log-level", default="WARNING")
     p.add_argument("--max-connections", type=int, default=1000)
@@ -44,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                             min_insync_replicas=a.min_insync_replicas,
                             default_replication_factor=a.default_replication_factor,
                             unclean_leader_election=a.unclean_leader_election, flush_ms=a.flush_ms,
+                            flush_messages=a.flush_messages, transaction_version=a.transaction_version,
                             bugs=frozenset(b for b in a.bugs.split(",") if b),
                             max_connections=a.max_connections, idle_timeout_s=a.idle_timeout)
     _raise_open_files_limit()

@@ -81,9 +81,17 @@ def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
 
 
 async def api_versions(c: Connection, req: Any, v: int) -> dict:
-    return {"error_code": 0, "throttle_time_ms": 0,
-            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
-                         for k, (lo, hi) in sorted(protocol.SUPPORTED.items())]}
+    out: dict[str, Any] = {"error_code": 0, "throttle_time_ms": 0,
+                           "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                                        for k, (lo, hi) in sorted(protocol.SUPPORTED.items())]}
+    if v >= 3:  # the feature levels (KIP-584): the transaction version the cluster runs
+        level = c.info.transaction_version
+        out["supported_features"] = [{"name": protocol.TRANSACTION_VERSION_FEATURE, "min_version": 0,
+                                      "max_version": 2}]
+        out["finalized_features_epoch"] = 1
+        out["finalized_features"] = [{"name": protocol.TRANSACTION_VERSION_FEATURE, "max_version_level": level,
+                                      "min_version_level": level}]
+    return out
 
 
 async def metadata(c: Connection, req: Any, v: int) -> dict:
@@ -151,14 +159,15 @@ async def produce(c: Connection, req: Any, v: int) -> dict | None:
                     error = Errors.INVALID_RECORD  # exactly one batch per partition (v3+)
             except rec.CorruptRecordError:
                 error = Errors.CORRUPT_MESSAGE
+            add = v >= protocol.TV2_VERSIONS[0] and req.transactional_id is not None
             if error is None and acks == 0:
                 c.post(c.broker.node_id, ProduceRequest, acks=0, timeout_ms=req.timeout_ms, tp=tp,
-                       records=records, transactional_id=req.transactional_id)
+                       records=records, transactional_id=req.transactional_id, add_partition=add)
             elif error is None:
                 jobs.append((t.name, p.index, c.local(
                     ProduceRequest, req.timeout_ms / 1000 + ENGINE_MARGIN_S, acks=acks,
                     timeout_ms=req.timeout_ms, tp=tp, records=records,
-                    transactional_id=req.transactional_id)))
+                    transactional_id=req.transactional_id, add_partition=add)))
             else:
                 jobs.append((t.name, p.index, error))
     if acks == 0:

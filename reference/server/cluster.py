@@ -75,6 +75,10 @@ class ServerOptions:
     proxied: bool = False
     max_connections: int = 1000  # client connections of one process; more are closed at once
     idle_timeout_s: float = 600.0  # Kafka's connections.max.idle.ms
+    # the transaction.version feature ApiVersions finalizes (Kafka 4.x formats new clusters at
+    # 2): clients that read it (Apache Kafka's Java client) speak KIP-890 part 2 at 2; the
+    # coordinator follows each request's version either way
+    transaction_version: int = 2
     # node id -> the address it binds and is reached at (every node in a network namespace of
     # its own: fault_injection/netns.py); None: every node on ``host``
     hosts: dict[int, str] | None = None
@@ -292,19 +296,21 @@ class ServerProcess:
             default_partitions=o.default_partitions,
             default_replication_factor=o.default_replication_factor,
             auto_create_topics=o.auto_create_topics, broker_configs=o.broker_configs(),
-            idle_timeout_s=o.idle_timeout_s, request_timeout_s=min(30.0, o.idle_timeout_s))
+            idle_timeout_s=o.idle_timeout_s, request_timeout_s=min(30.0, o.idle_timeout_s),
+            transaction_version=o.transaction_version)
         incarnation = now_ms()
         for n in sorted(self.node_ids):
             if n == CONTROLLER_ID:
-                storage = FileStorage(o.data_dir / "controller")
+                storage = FileStorage(o.data_dir / "controller", track_flushes=False)
                 node = Controller(CONTROLLER_ID, storage, o.controller_config(), o.bugs)
             else:
                 storage = FileStorage(o.data_dir / f"broker-{n}")
                 # appends are written through to the operating system before they are
-                # acknowledged, so a killed process loses none of them (a power loss could:
-                # use --flush-ms to bound that)
+                # acknowledged, so a killed process loses none of them; a power loss (what
+                # storage.lose_unflushed leaves behind) loses what was not flushed
+                # (--flush-ms bounds that), and the broker tells the controller so
                 node = Broker(n, storage, o.broker_config(), CONTROLLER_ID, incarnation, o.bugs,
-                              storage_intact=True)
+                              storage_intact=not storage.lost_power)
             self.storages.append(storage)
             host.add(node)
             if n != CONTROLLER_ID:
@@ -392,10 +398,15 @@ class ServerProcess:
         if self.host is not None:
             for node in list(self.host.nodes.values()):
                 if isinstance(node, Broker):
+                    clean = True
                     for p in node.partitions.values():
-                        with contextlib.suppress(Exception):
+                        try:
                             p.log.checkpoint()
                             p.log.flush()
+                        except Exception:
+                            clean = False
+                    if clean and isinstance(node.storage, FileStorage):
+                        node.storage.mark_clean()
             self.host.nodes.clear()
         for s in self.storages:
             s.close()

@@ -82,6 +82,7 @@ class ClusterInfo:
     idle_timeout_s: float = 600.0
     request_timeout_s: float = 30.0
     broker_configs: dict[str, str] = field(default_factory=dict)
+    transaction_version: int = 2  # the finalized transaction.version ApiVersions names (Kafka 4.x's default)
 
 
 class _Budget:

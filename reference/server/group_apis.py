@@ -30,6 +30,7 @@ from reference.messages import (
     TopicPartition,
     TxnOffsetCommitRequest,
 )
+from reference.server import protocol
 from reference.server.gateway import ENGINE_MARGIN_S, Connection
 
 
@@ -216,9 +217,15 @@ async def add_offsets_to_txn(c: Connection, req: Any, v: int) -> dict:
 
 
 async def end_txn(c: Connection, req: Any, v: int) -> dict:
+    tv2 = v >= protocol.TV2_VERSIONS[26]
     r = await c.local(EndTxnRequest, 60.0, transactional_id=req.transactional_id, producer_id=req.producer_id,
-                      producer_epoch=req.producer_epoch, commit=bool(req.committed))
-    return {"throttle_time_ms": 0, "error_code": int(Errors.REQUEST_TIMED_OUT if r is None else r.error)}
+                      producer_epoch=req.producer_epoch, commit=bool(req.committed),
+                      transaction_version=2 if tv2 else 1)
+    out = {"throttle_time_ms": 0, "error_code": int(Errors.REQUEST_TIMED_OUT if r is None else r.error)}
+    if tv2:  # the producer id and the epoch the producer uses next (bumped by this end)
+        out["producer_id"] = r.producer_id if r is not None and r.error is Errors.NONE else -1
+        out["producer_epoch"] = r.producer_epoch if r is not None and r.error is Errors.NONE else -1
+    return out
 
 
 async def txn_offset_commit(c: Connection, req: Any, v: int) -> dict:
@@ -228,7 +235,8 @@ async def txn_offset_commit(c: Connection, req: Any, v: int) -> dict:
                       producer_id=req.producer_id, producer_epoch=req.producer_epoch, offsets=offsets,
                       generation_id=req.generation_id if v >= 3 else -1,
                       member_id=req.member_id if v >= 3 else "",
-                      group_instance_id=req.group_instance_id if v >= 3 else None)
+                      group_instance_id=req.group_instance_id if v >= 3 else None,
+                      add_partition=v >= protocol.TV2_VERSIONS[28])
     error = Errors.REQUEST_TIMED_OUT if r is None else r.error
     if error is Errors.TRANSACTION_ABORTABLE and v < 5:
         error = Errors.INVALID_TXN_STATE  # what producers before TxnOffsetCommit v5 expect (as Kafka)

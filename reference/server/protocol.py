@@ -29,11 +29,15 @@ from reference import records as rec
 
 # api key -> (min, max) version served. The upper ends stop before versions whose meaning the
 # engine does not have: topic ids instead of names in Produce/Fetch/OffsetCommit (v13, v13,
-# v10), batched OffsetFetch groups (v8), the KIP-890 part 2 transaction protocol
-# (Produce v12, InitProducerId v5, EndTxn v4+ ... served as transaction version 1), and
-# share groups in FindCoordinator (v5+).
+# v10), batched OffsetFetch groups (v8), InitProducerId v5+ (TRANSACTION_ABORTABLE, then
+# KIP-939's two-phase commit in v6), and share groups in FindCoordinator (v5+). The KIP-890 part 2 transaction protocol is
+# served per request, as Kafka does: EndTxn v5, Produce v12 and TxnOffsetCommit v5 are
+# transaction version 2 (the epoch bumped at every end, partitions added by the broker),
+# older versions are version 1; ApiVersions v3 names the cluster's finalized
+# ``transaction.version`` (TRANSACTION_VERSION_FEATURE), which Apache Kafka's Java client
+# reads to choose.
 SUPPORTED: dict[int, tuple[int, int]] = {
-    0: (3, 11),   # Produce
+    0: (3, 12),   # Produce
     1: (4, 12),   # Fetch
     2: (1, 7),    # ListOffsets
     3: (0, 12),   # Metadata
@@ -54,12 +58,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     23: (2, 4),   # OffsetForLeaderEpoch
     24: (0, 3),   # AddPartitionsToTxn
     25: (0, 3),   # AddOffsetsToTxn
-    26: (0, 3),   # EndTxn
-    28: (0, 3),   # TxnOffsetCommit
+    26: (0, 5),   # EndTxn
+    28: (0, 5),   # TxnOffsetCommit
     32: (1, 4),   # DescribeConfigs
     60: (0, 1),   # DescribeCluster
 }
 
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+# the first versions of the transaction protocol's version 2 (KIP-890 part 2)
+TV2_VERSIONS = {0: 12, 26: 5, 28: 5}
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
 METADATA_KEY = 3
@@ -215,3 +222,87 @@ def recv_exact(s: socket.socket, n: int) -> bytes:
             raise ConnectionError("the broker closed the connection")
         buf += chunk
     return bytes(buf)
+
+
+# ---------------------------------------------------------------- what a proxy sees on the wire
+
+# the APIs of the transaction protocol, whose requests name a producer (what a request-aware
+# fault proxy holds back: fault_injection/straggle.py)
+TXN_APIS = {0: "Produce", 22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn",
+            28: "TxnOffsetCommit"}
+_BATCH_PRODUCER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence (at byte 43 of a batch)
+
+
+def peek_request(frame: bytes) -> dict[str, Any]:
+    """What a request frame (without its size) says about itself: ``api_key``,
+    ``api_version``, ``correlation_id``, ``client_id``; for the APIs of :data:`TXN_APIS` also
+    the producer it comes from (``transactional_id``, ``producer_id``, ``producer_epoch``),
+    ``committed`` (EndTxn), ``group_id`` and ``partitions`` (``topic:p`` strings) where the
+    request has them. A body that does not decode leaves those out; never raises for a
+    frame with a header."""
+    key, version, corr = peek_header(frame)
+    out: dict[str, Any] = {"api_key": key, "api_version": version, "correlation_id": corr,
+                           "api": TXN_APIS.get(key) or (API_NAMES.get(key) or f"api-{key}")}
+    if len(frame) >= REQUEST_HEADER.size + 2:
+        (n,) = struct.unpack_from(">h", frame, REQUEST_HEADER.size)
+        if n >= 0:
+            out["client_id"] = frame[REQUEST_HEADER.size + 2:REQUEST_HEADER.size + 2 + n].decode(errors="replace")
+    if key not in TXN_APIS or key not in REQUESTS:
+        return out
+    try:
+        req = REQUESTS[key].decode(frame, version=version, header=True)
+    except Exception:
+        return out
+    if key == 24 and version <= 3:
+        out.update(transactional_id=req.v3_and_below_transactional_id, producer_id=req.v3_and_below_producer_id,
+                   producer_epoch=req.v3_and_below_producer_epoch,
+                   partitions=[f"{t.name}:{p}" for t in req.v3_and_below_topics or [] for p in t.partitions or []])
+        return out
+    for name in ("transactional_id", "producer_id", "producer_epoch", "committed", "group_id"):
+        if name in REQUESTS[key].fields and getattr(req, name, None) is not None:
+            out[name] = getattr(req, name)
+    if key == 0:
+        parts = []
+        for t in req.topic_data or []:
+            for p in t.partition_data or []:  # (v13+ names the topic by its id)
+                parts.append(f"{t.name if getattr(t, 'name', None) else getattr(t, 'topic_id', None)}:{p.index}")
+                data = p.records
+                if data and len(data) >= 61 and "producer_id" not in out:
+                    pid, epoch, seq = _BATCH_PRODUCER.unpack_from(data, 43)
+                    out.update(producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+        out["partitions"] = parts
+    elif key == 28:
+        out["partitions"] = [f"{t.name}:{p.partition_index}" for t in req.topics or [] for p in t.partitions or []]
+    return out
+
+
+def response_errors(key: int, version: int, frame: bytes) -> list[str] | None:
+    """The error names of a response frame (without its size) to a request of ``key`` and
+    ``version``, every ``error_code`` in it, in order, ``NONE`` for success; None when the
+    bytes do not decode."""
+    from kafka.errors import for_code
+
+    cls = RESPONSES.get(key)
+    if cls is None:
+        return None
+    try:
+        resp = cls.decode(frame, version=version, header=True)
+    except Exception:
+        return None
+    codes: list[int] = []
+
+    def walk(obj: Any) -> None:
+        for f in obj.fields.values():
+            if not f.for_version_q(version):
+                continue
+            value = getattr(obj, f.name, None)
+            if f.name.endswith("error_code") and isinstance(value, int):
+                codes.append(value)
+            elif value is not None and f.is_struct_array():
+                for item in value:
+                    walk(item)
+            elif value is not None and f.is_struct():
+                walk(value)
+
+    walk(resp)
+    return [("NONE" if c == 0 else getattr(for_code(c), "message", f"ERROR_{c}")) for c in codes]

@@ -10,26 +10,44 @@ old one, so a checkpoint is either the old or the new content, never half of eac
 Recovery after a crash is the engine's: :meth:`reference.log.PartitionLog.open` cuts a torn
 or corrupt tail; the controller drops a torn last metadata record. Temporary files of an
 interrupted ``replace`` are removed when the storage opens.
+
+What has been flushed is written down (``track_flushes``, a broker's storage): ``FLUSHED``
+(a JSON map, in the root) holds, for every file appended to, its size at its latest
+``fsync`` (0 before the first), kept across restarts. :func:`lose_unflushed` uses it to make
+a stopped node's directory look as a power loss would leave it: every appended file cut back
+to its flushed size (``replace``-d files are durable and stay), and ``POWER_LOSS`` written,
+which the node reads when it starts again: its storage did not keep every write (KIP-966's
+unclean shutdown). It stays until a clean shutdown (:meth:`FileStorage.mark_clean`), as
+Kafka's clean-shutdown file decides, so a node killed again before it registered still
+says so at its next start.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
 from reference.storage import StorageError
 
 _TMP = ".tmp"
+FLUSHED = ".flushed.json"  # appended file -> its size at its latest flush
+POWER_LOSS = ".power-loss"  # written by lose_unflushed, read and removed by the next start
 
 
 class FileStorage:
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike, track_flushes: bool = True) -> None:
         self.root = Path(root)
+        self.track_flushes = track_flushes
         self.root.mkdir(parents=True, exist_ok=True)
         self._fds: dict[str, int] = {}
         for leftover in self.root.rglob("*" + _TMP):
             leftover.unlink()
+        self._flushed: dict[str, int] = _read_flushed(self.root) if track_flushes else {}
+        # a node starting after lose_unflushed (and no clean shutdown since): it may have
+        # lost acknowledged records
+        self.lost_power = (self.root / POWER_LOSS).exists()
 
     # ------------------------------------------------------------ helpers
 
@@ -54,9 +72,25 @@ class FileStorage:
 
     # ------------------------------------------------------------ Storage
 
+    def _note_flushed(self, name: str, size: int | None) -> None:
+        """Write down ``name``'s flushed size (None: the file is gone). Written through to the
+        operating system, so it survives the process (a power loss is what it describes)."""
+        if size is None:
+            if self._flushed.pop(name, None) is None:
+                return
+        elif self._flushed.get(name) == size:
+            return
+        else:
+            self._flushed[name] = size
+        tmp = self.root / (FLUSHED + _TMP)
+        tmp.write_text(json.dumps(self._flushed, sort_keys=True))
+        os.replace(tmp, self.root / FLUSHED)
+
     def append(self, name: str, data: bytes) -> None:
         try:
             fd = self._fd(name)
+            if self.track_flushes and name not in self._flushed:
+                self._note_flushed(name, 0)
             view = memoryview(data)
             while view:
                 n = os.write(fd, view)
@@ -80,17 +114,25 @@ class FileStorage:
             os.truncate(path, size)
         except OSError as e:
             raise StorageError(e.errno or errno.EIO, f"truncate {name}: {e.strerror}") from e
+        if name in self._flushed and self._flushed[name] > size:
+            self._note_flushed(name, size)
 
     def flush(self, name: str) -> None:
         fd = self._fds.get(name)
         try:
             if fd is not None:
                 os.fsync(fd)
+                size = os.fstat(fd).st_size
             elif self._path(name).exists():
                 with open(self._path(name), "rb+") as f:
                     os.fsync(f.fileno())
+                    size = os.fstat(f.fileno()).st_size
+            else:
+                return
         except OSError as e:
             raise StorageError(e.errno or errno.EIO, f"fsync {name}: {e.strerror}") from e
+        if name in self._flushed:
+            self._note_flushed(name, size)
 
     def replace(self, name: str, data: bytes) -> None:
         path = self._path(name)
@@ -103,6 +145,8 @@ class FileStorage:
                 os.fsync(f.fileno())
             self._forget(name)
             os.replace(tmp, path)
+            if name in self._flushed:
+                self._note_flushed(name, len(data))
             dir_fd = os.open(path.parent, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
@@ -114,6 +158,7 @@ class FileStorage:
 
     def delete(self, name: str) -> None:
         self._forget(name)
+        self._note_flushed(name, None)
         path = self._path(name)
         try:
             path.unlink(missing_ok=True)
@@ -126,7 +171,7 @@ class FileStorage:
     def list(self, prefix: str) -> list[str]:
         names = []
         for path in self.root.rglob("*"):
-            if path.is_file() and not path.name.endswith(_TMP):
+            if path.is_file() and not path.name.endswith(_TMP) and path.name not in (FLUSHED, POWER_LOSS):
                 rel = path.relative_to(self.root).as_posix()
                 if rel.startswith(prefix):
                     names.append(rel)
@@ -135,6 +180,38 @@ class FileStorage:
     def exists(self, name: str) -> bool:
         return self._path(name).is_file()
 
+    def mark_clean(self) -> None:
+        """After a clean shutdown (everything flushed): the storage holds every write again."""
+        (self.root / POWER_LOSS).unlink(missing_ok=True)
+
     def close(self) -> None:
         for name in list(self._fds):
             self._forget(name)
+
+
+def _read_flushed(root: Path) -> dict[str, int]:
+    try:
+        data = json.loads((root / FLUSHED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, int) and v >= 0} \
+        if isinstance(data, dict) else {}
+
+
+def lose_unflushed(root: str | os.PathLike) -> dict[str, int]:
+    """Make the directory of a node that is not running look as a power loss would leave it:
+    every file appended to is cut back to its size at its latest flush (``FLUSHED``), and
+    ``POWER_LOSS`` tells the node, when it starts, that its storage lost writes. Returns the
+    bytes cut per file (only files that lost something)."""
+    root = Path(root)
+    cut: dict[str, int] = {}
+    for name, flushed in sorted(_read_flushed(root).items()):
+        path = root / name
+        if ".." in name.split("/") or not path.is_file():
+            continue
+        size = path.stat().st_size
+        if size > flushed:
+            os.truncate(path, flushed)
+            cut[name] = size - flushed
+    (root / POWER_LOSS).write_text("")
+    return cut

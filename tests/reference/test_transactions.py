@@ -558,3 +558,37 @@ def test_a_write_verified_before_the_transaction_ended_is_refused_after_it():
     assert resp.error is Errors.INVALID_TXN_STATE
     log = r.nodes[1].partitions[TP].log
     assert not log.producer_state.txn_open(pid) and lso(r) == log.high_watermark  # nothing hangs
+
+
+def test_a_version_2_write_of_the_next_epoch_waits_for_the_previous_marker():
+    """KIP-890 part 2 (Produce v12: the leader adds the partition) and KAFKA-18575: a write of
+    epoch e+1 that reaches the leader before the marker ending epoch e's transaction there must
+    not join that transaction (whose marker, of epoch e+1, would commit it); the leader asks the
+    coordinator, which answers CONCURRENT_TRANSACTIONS until the previous end is complete."""
+    r = txn_router(transaction_version=2)
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    assert add(r, c, pid, epoch) is Errors.NONE
+    assert produce(r, pid, epoch, 0, b"first") is Errors.NONE
+    r.drop = lambda src, dst, msg: isinstance(msg, WriteTxnMarkersRequest)  # the marker is late
+    r.request(c, EndTxnRequest(10, TXN, pid, epoch, True, transaction_version=2))
+    settle(r)
+    [done] = r.replies(EndTxnResponse)
+    assert (done.error, done.producer_epoch) == (Errors.NONE, epoch + 1)
+    data = rec.encode_batch([rec.RecordInput(None, b"next")], producer_id=pid, producer_epoch=epoch + 1,
+                            base_sequence=0, transactional=True)
+    r.request(1, ProduceRequest(9, -1, 5_000, TP, data, TXN, add_partition=True))
+    settle(r)
+    [early] = r.replies(ProduceResponse)
+    assert early.error is Errors.CONCURRENT_TRANSACTIONS
+    r.drop = lambda src, dst, msg: False
+    for _ in range(60):  # the coordinator sends its marker again; the previous end completes
+        r.tick(500)
+    assert fetch_values(r, 1) == [b"first"]
+    r.request(1, ProduceRequest(9, -1, 5_000, TP, data, TXN, add_partition=True))
+    settle(r)
+    [later] = r.replies(ProduceResponse)
+    assert later.error is Errors.NONE  # now its own transaction, added by the leader
+    assert end(r, c, pid, epoch + 1, commit=False).error is Errors.NONE  # EndTxn v3 here: no bump
+    settle(r, 20)
+    assert fetch_values(r, 1) == [b"first"]  # the aborted "next" is not read
