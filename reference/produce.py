@@ -56,14 +56,14 @@ def on_produce(b: BrokerState, now_ms: int, src: int, req: ProduceRequest, verif
     state = p.log.producer_state
     if (header.is_transactional and not verified
             and not state.txn_open(header.producer_id, header.producer_epoch)
-            and not state.stale_epoch(header.producer_id, header.producer_epoch)
+            and not (state.stale_epoch(header.producer_id, header.producer_epoch) and state.txn_open(header.producer_id))
             and (req.add_partition or Bug.TXN_UNFENCED_REQUESTS not in b.bugs)):
         # the first write of a transaction here (or of a new epoch, before the marker of the
         # previous one arrived: KAFKA-18575): ask the coordinator whether this partition is
         # part of the producer's ongoing transaction (KIP-890 part 1), or to add it (part 2),
         # before the log's own checks, as Kafka's UnifiedLog.maybeStartTransactionVerification
-        # does (a stale epoch goes on to be refused by them; the bug skips the check, not the
-        # adding that part 2 needs)
+        # does (a stale epoch while a newer transaction is open here goes on to be refused by
+        # them; the bug skips the check, not the adding that part 2 needs)
         _verify(b, src, req, header)
         return
     if (verified and header.is_transactional

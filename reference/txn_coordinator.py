@@ -346,18 +346,20 @@ class TransactionCoordinator(Coordinator):
         prepare = PREPARE_COMMIT if req.commit else PREPARE_ABORT
         # the producer's transaction version (its EndTxn version, as Kafka decides it), else ours
         tv2 = (req.transaction_version or self.transaction_version) >= 2
-        if (error in (Errors.NONE, Errors.PRODUCER_FENCED) and meta is not None
-                and tv2 and req.producer_epoch == meta.last_producer_epoch
-                and req.producer_epoch != meta.producer_epoch):
-            # version 2: a retry of an EndTxn that already bumped the epoch
-            if meta.state == done:
+        if (error in (Errors.NONE, Errors.PRODUCER_FENCED) and meta is not None and tv2
+                and meta.state in (PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)):
+            # version 2, after an EndTxn bumped the epoch (Kafka's TransactionCoordinator): only
+            # its retry, at the epoch before the bump, is valid; at the bumped epoch it would be
+            # the end of a next transaction that has not begun: fenced
+            if req.producer_epoch + 1 != meta.producer_epoch:
+                answer(Errors.PRODUCER_FENCED)
+            elif meta.state == done:
                 answer(Errors.NONE, meta.producer_id, meta.producer_epoch)
-                return
-            if meta.state == prepare:
+            elif meta.state == prepare:
                 answer(Errors.CONCURRENT_TRANSACTIONS)
-                return
-            # anything else came from an earlier transaction: fenced (unless the bug lets
-            # it through as the current one)
+            else:
+                answer(Errors.INVALID_TXN_STATE)  # a retry that asks for the other outcome
+            return
         if error is not Errors.NONE:
             answer(error)
             return

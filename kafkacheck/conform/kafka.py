@@ -168,8 +168,11 @@ class KafkaDist:
             except subprocess.TimeoutExpired:
                 raise KafkaUnavailable(f"fetching Apache Kafka {self.version} with mvn took more than "
                                        f"{FETCH_TIMEOUT_S} s") from None
-            if done.returncode != 0 and re.search(r"(Could not find artifact|Failure to find) "
-                                                  r"org\.apache\.kafka:kafka_2\.13", done.stdout + done.stderr):
+            # Maven's words for a missing artifact: when it first looks, and when it remembers
+            # (in its local repository) that it looked before
+            if done.returncode != 0 and re.search(r"(Could not find artifact|Failure to find) org\.apache\.kafka:kafka_2"
+                                                  r"\.13|org\.apache\.kafka:kafka_2\.13:jar:\S+ was not found in",
+                                                  done.stdout + done.stderr):
                 raise KafkaVersionUnknown(f"Apache Kafka {self.version} is not on Maven Central "
                                           "(org.apache.kafka:kafka_2.13); see https://kafka.apache.org/downloads")
             if done.returncode != 0 or not (tmp / "libs" / f"kafka_2.13-{self.version}.jar").exists():

@@ -67,7 +67,8 @@ def test_ctrl_c_during_node_faults_leaves_nothing_behind(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "kafkacheck", "conform", "--spawn", "reference",
                                  "--brokers", "3", "--cases", "produce-offsets-dense", "--workload", "queue",
                                  "--faults", "isolate,split", "--workload-seconds", "120",
-                                 "--out", str(tmp_path / "c")], stdout=out, stderr=subprocess.STDOUT, text=True)
+                                 "--out", str(tmp_path / "c")], stdout=out, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         end = time.monotonic() + 90
         # the case passed: the workload and its faults begin
@@ -75,7 +76,19 @@ def test_ctrl_c_during_node_faults_leaves_nothing_behind(tmp_path):
             time.sleep(0.2)
         time.sleep(8)  # a fault or two in force
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 130, log.read_text()
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:  # where it is stuck: every thread's stack, into the log
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(10)
+            code = None
+            # what the aborted run could not stop or remove: its nodes (by pid), its namespaces
+            for line in subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines():
+                if str(tmp_path) in line:
+                    os.kill(int(line.split()[0]), signal.SIGKILL)
+            for name in set(_namespaces()) - set(before):
+                subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+        assert code == 130, log.read_text()
         assert "PASS" not in log.read_text() and "FAIL" not in log.read_text()  # no verdict it did not reach
     finally:
         if proc.poll() is None:
