@@ -277,6 +277,25 @@ def test_transaction_version_2_bumps_the_epoch_and_fences_a_delayed_end():
             assert fetch_values(r, 1) == [b"t1"]
 
 
+def test_transaction_version_2_after_the_bump_only_a_retry_is_valid_as_in_kafka():
+    """Kafka's TransactionCoordinator.handleEndTransaction at version 2, once an EndTxn bumped
+    the epoch: at the epoch before the bump it is a retry (the same outcome: NONE; the other:
+    INVALID_TXN_STATE); at the bumped epoch, with no transaction begun, it is fenced."""
+    r = txn_router(transaction_version=2)
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    add(r, c, pid, epoch)
+    produce(r, pid, epoch, 0, b"t1")
+    done = end(r, c, pid, epoch, commit=False)
+    assert done.error is Errors.NONE and done.producer_epoch == epoch + 1
+    settle(r, 10)
+    retry = end(r, c, pid, epoch, commit=False)
+    assert (retry.error, retry.producer_epoch) == (Errors.NONE, epoch + 1)
+    assert end(r, c, pid, epoch, commit=True).error is Errors.INVALID_TXN_STATE
+    assert end(r, c, pid, epoch + 1, commit=True).error is Errors.PRODUCER_FENCED
+    assert end(r, c, pid, epoch - 1, commit=False).error is Errors.PRODUCER_FENCED
+
+
 def test_a_new_coordinator_finishes_a_commit_whose_markers_were_not_written():
     r = txn_router()
     c = coordinator(r)
