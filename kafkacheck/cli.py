@@ -1,6 +1,6 @@
 """The ``kafkacheck`` command: a dispatcher over the commands of :mod:`kafkacheck.commands`.
 
-Exit codes (:mod:`kafkacheck.exits`, ARCHITECTURE.md): 0 valid, 1 invalid (anomalies found),
+Exit codes (:mod:`kafkacheck.exits`, docs/explanation/architecture.md): 0 valid, 1 invalid (anomalies found),
 2 unknown, 3 unusable input or usage, 130 interrupted. Every error is one line on stderr,
 never a traceback.
 """

@@ -1,6 +1,6 @@
 """Exit codes of every kafkacheck command, and how a command refuses bad input.
 
-The codes are ARCHITECTURE.md's: 0 valid (or passed), 1 invalid (anomalies found, a case
+The codes are docs/explanation/architecture.md's: 0 valid (or passed), 1 invalid (anomalies found, a case
 failed), 2 unknown (a search or a broker could not decide), 3 unusable input or usage, 130
 interrupted (Ctrl-C). A command raises :class:`UsageError` for bad input; the dispatcher in
 :mod:`kafkacheck.cli` prints it as one line on stderr and exits 3, never a traceback.

@@ -1,4 +1,4 @@
-"""Kafka histories (TRACE_FORMAT.md) as linearizability histories.
+"""Kafka histories (docs/reference/trace-format.md) as linearizability histories.
 
 For the ``partition-log`` model every send micro-op becomes an append on its topic-partition
 and every non-empty poll result a read, both spanning their operation's invoke and

@@ -1,6 +1,6 @@
-"""The Jepsen-parity core of the history checker (PROTOCOL_NOTES.md section 4).
+"""The Jepsen-parity core of the history checker (docs/explanation/protocol-notes.md section 4).
 
-Works on any history of TRACE_FORMAT.md, recorded by us or imported from Jepsen. It follows
+Works on any history of docs/reference/trace-format.md, recorded by us or imported from Jepsen. It follows
 the meaning of ``jepsen.tests.kafka``'s analysis, written anew for compact in-memory ops so
 that a million-op history fits in a few hundred megabytes:
 

@@ -1,6 +1,6 @@
-"""The history checker: one verdict for any Kafka history (PROTOCOL_NOTES.md section 4).
+"""The history checker: one verdict for any Kafka history (docs/explanation/protocol-notes.md section 4).
 
-Pure: a history (ops of TRACE_FORMAT.md) and the run's config in, the results.json object
+Pure: a history (ops of docs/reference/trace-format.md) and the run's config in, the results.json object
 out. The Jepsen-parity core is :mod:`properties.kafka` (inconsistent-offsets, duplicate,
 lost-write, G1a, precommitted-read, the skip and order checks, G1b, stale-read) and
 :mod:`properties.cycles` (G0, G1c and their process and realtime variants, G-single, G2).
@@ -96,7 +96,7 @@ def _gc_paused() -> Iterator[None]:
 def check(ops: Iterable[dict], config: dict | None = None, *,
           cycle_steps: int = DEFAULT_STEPS, cycle_time_limit_s: float = DEFAULT_TIME_LIMIT_S,
           forbid: tuple[str, ...] = (), linearizable: bool = False) -> dict:
-    """Judge a history; returns the results.json object of TRACE_FORMAT.md. ``ops`` may be a
+    """Judge a history; returns the results.json object of docs/reference/trace-format.md. ``ops`` may be a
     stream (:func:`traces.history.iter_history`): it is read once, and kept as dicts only when
     the consumer-group or compaction checks need them. ``linearizable`` adds the
     partition-log linearizability check (properties/linearizable.py)."""

@@ -1,6 +1,6 @@
 """The follower side of replication: one fetcher per leader broker (Kafka's ReplicaFetcherThread).
 
-Rules (PROTOCOL_NOTES.md section 1):
+Rules (docs/explanation/protocol-notes.md section 1):
 
 * A follower fetches every partition it follows from one broker in one Fetch, with the
   epoch it follows in and its last fetched epoch (rule 1: the leader answers a divergence

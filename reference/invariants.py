@@ -1,4 +1,4 @@
-"""White-box invariants over a cluster's state (PROTOCOL_NOTES.md section 3).
+"""White-box invariants over a cluster's state (docs/explanation/protocol-notes.md section 3).
 
 :class:`InvariantChecker` remembers what it must (the committed batch at every offset below
 any replica's high watermark, the leader of each partition epoch, the epochs each node has

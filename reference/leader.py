@@ -1,6 +1,6 @@
 """The leader side of replication: fetches served, the high watermark, ISR changes, offsets.
 
-Rules (PROTOCOL_NOTES.md section 1; :mod:`reference.partition` decides, this module acts):
+Rules (docs/explanation/protocol-notes.md section 1; :mod:`reference.partition` decides, this module acts):
 
 * A replica fetch is validated for divergence (rule 1: the answer names the diverging epoch
   instead of records), fenced by leader epoch (rule 2), counts toward the high watermark

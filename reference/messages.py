@@ -20,7 +20,7 @@ class TopicPartition(NamedTuple):
 
     @property
     def key(self) -> str:
-        """The history key of TRACE_FORMAT.md: ``"<topic>:<partition>"``."""
+        """The history key of docs/reference/trace-format.md: ``"<topic>:<partition>"``."""
         return f"{self.topic}:{self.partition}"
 
     @classmethod

@@ -33,7 +33,7 @@ class Timer(NamedTuple):
 
 
 class Event(NamedTuple):
-    """A white-box event for events.jsonl (kinds listed in TRACE_FORMAT.md)."""
+    """A white-box event for events.jsonl (kinds listed in docs/reference/trace-format.md)."""
 
     kind: str
     fields: dict

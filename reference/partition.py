@@ -1,6 +1,6 @@
 """One partition replica on one broker: leader and follower replication rules.
 
-Rules (PROTOCOL_NOTES.md section 1; each cited where it is applied)
+Rules (docs/explanation/protocol-notes.md section 1; each cited where it is applied)
 ---------------------------------------------------------------------
 1. A follower finds where its log diverges from the leader's before appending: every fetch
    carries its last fetched epoch, the leader answers a mismatch with a diverging epoch,

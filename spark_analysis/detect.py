@@ -4,7 +4,7 @@ trusted: :func:`spark_analysis.jobs.agreement` compares the two).
 Every detector returns rows of (run_id, anomaly, key, op_index, time, detail): the run, the
 anomaly type, the key,
 the first operation (index and time) that shows it and a short detail. The definitions
-follow PROTOCOL_NOTES.md section 4, simplified to what relational queries over micro-ops can
+follow docs/explanation/protocol-notes.md section 4, simplified to what relational queries over micro-ops can
 say (each docstring says how):
 
 ========================  ==============================================================

@@ -1,4 +1,4 @@
-"""The import table of ARCHITECTURE.md, enforced on every module of every package."""
+"""The import table of docs/explanation/architecture.md, enforced on every module of every package."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ ALLOWED_THIRD_PARTY = {
     "reference": {"crc32c"},
     "reference.server": {"crc32c", "kafka"},
     "fault_injection": set(),
-    # ARCHITECTURE.md puts the Jepsen import in traces/; issue 4 asks for a maintained EDN
+    # docs/explanation/architecture.md puts the Jepsen import in traces/; issue 4 asks for a maintained EDN
     # parser from PyPI to read Jepsen's history.edn, so traces/ may use edn_format as well
     "traces": {"pyarrow", "edn_format"},
     "properties": {"networkx", "hypothesis", "z3"},

@@ -1,4 +1,4 @@
-"""The trace format of TRACE_FORMAT.md: schema validation, recorder, JSONL I/O."""
+"""The trace format of docs/reference/trace-format.md: schema validation, recorder, JSONL I/O."""
 
 from traces.history import HistoryError, Recorder, load_run, read_history, write_jsonl
 

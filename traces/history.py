@@ -1,6 +1,6 @@
-"""History files of TRACE_FORMAT.md: recording, validation, JSONL reading and writing.
+"""History files of docs/reference/trace-format.md: recording, validation, JSONL reading and writing.
 
-An operation is a plain dict with the fields of TRACE_FORMAT.md. :class:`Recorder` assigns
+An operation is a plain dict with the fields of docs/reference/trace-format.md. :class:`Recorder` assigns
 dense indices as ops happen; :func:`read_history` validates every line and raises
 :class:`HistoryError` naming the line and the problem, which commands turn into a one-line
 message and exit code 3. JSON is written with sorted keys and no spaces so that the same
@@ -105,7 +105,7 @@ def _is_int(x: Any) -> bool:
 
 
 def _check_value(v: Any, where: str, named_values: bool) -> None:
-    """Values are integers (TRACE_FORMAT.md), or null for a tombstone; a Jepsen import may
+    """Values are integers (docs/reference/trace-format.md), or null for a tombstone; a Jepsen import may
     carry Jepsen's keyword values as their names (``named_values``)."""
     if v is None or _is_int(v) or (named_values and isinstance(v, str)):
         return

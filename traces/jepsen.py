@@ -1,4 +1,4 @@
-"""Import a Jepsen Kafka-workload history (EDN) into TRACE_FORMAT.md.
+"""Import a Jepsen Kafka-workload history (EDN) into docs/reference/trace-format.md.
 
 Jepsen writes ``history.edn`` as one EDN map per line (a whole vector of maps is accepted
 too); ``edn_format`` parses it. The mapping:
@@ -91,7 +91,7 @@ def _records(text: str, source: str) -> list[dict]:
 
 
 def convert(text: str, source: str = "history.edn") -> list[dict]:
-    """Jepsen EDN history text -> our ops (dicts of TRACE_FORMAT.md), densely indexed."""
+    """Jepsen EDN history text -> our ops (dicts of docs/reference/trace-format.md), densely indexed."""
     try:
         return _convert(text, source)
     except RecursionError:  # parsed, but too deep to convert (or even to print)
@@ -161,7 +161,7 @@ def _convert(text: str, source: str) -> list[dict]:
         out.append(op)
     for i, op in enumerate(out):
         op["index"] = i
-        validate_op(op, f"{source}: op {i}", named_values=True)  # what we write obeys TRACE_FORMAT.md
+        validate_op(op, f"{source}: op {i}", named_values=True)  # what we write obeys docs/reference/trace-format.md
     return out
 
 

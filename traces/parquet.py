@@ -1,4 +1,4 @@
-"""Parquet corpora of TRACE_FORMAT.md: many runs flattened into the tables ``runs``, ``ops``,
+"""Parquet corpora of docs/reference/trace-format.md: many runs flattened into the tables ``runs``, ``ops``,
 ``mops``, ``events`` and ``verdicts``, each a folder of files that hold many runs each.
 
 Layout of a corpus directory::
@@ -13,7 +13,7 @@ its ``runs`` row is; :func:`open_corpus` deletes the parts of a batch that was c
 ``runs`` part), so an interrupted generation resumes cleanly. Rows are sorted by run and
 time (ops by index) inside every file.
 
-Beyond TRACE_FORMAT.md's columns the tables carry what the analysis needs without joins
+Beyond docs/reference/trace-format.md's columns the tables carry what the analysis needs without joins
 (the op's process, time and function on every micro-op; flattened configuration on runs) and
 what converting back needs: ``ops.value`` and ``ops.extra`` hold the op's value and its other
 fields as JSON, and ``runs.meta`` the whole run.json, so :func:`read_run` gives back the same
@@ -311,7 +311,7 @@ def _process(p: str | None) -> int | str | None:
 
 
 def load_run_dir(path: Path) -> RunRecord:
-    """A run directory of TRACE_FORMAT.md (results.json and events.jsonl when present)."""
+    """A run directory of docs/reference/trace-format.md (results.json and events.jsonl when present)."""
     from traces.history import load_run
 
     meta, ops, directory = load_run(path)

@@ -1,5 +1,5 @@
 """The history a workload records against a real broker: shared by its client threads and
-its nemesis, stamped with wall-clock nanoseconds since the run began (TRACE_FORMAT.md)."""
+its nemesis, stamped with wall-clock nanoseconds since the run began (docs/reference/trace-format.md)."""
 
 from __future__ import annotations
 

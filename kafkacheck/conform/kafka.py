@@ -21,7 +21,7 @@ Theory of operation
   started`` and a Metadata request to it lists every live node; the cluster is ready when
   every node is.
 
-Settings follow REAL_KAFKA.md for a 2-core machine: 512 MB heaps, a 2 MiB cleaner dedupe
+Settings follow docs/how-to/apache-kafka.md for a 2-core machine: 512 MB heaps, a 2 MiB cleaner dedupe
 buffer, two network and I/O threads, three partitions for each internal topic, no initial
 rebalance delay, the cleaner looking for work every second (Kafka's default 15 s would hide
 compaction from a short test), and replication factor ``min(3, nodes)`` with

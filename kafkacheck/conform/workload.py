@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Client threads run ops against one topic of :data:`PARTITIONS` partitions (the keys of the
-history); every op is recorded as an invoke and its completion in TRACE_FORMAT.md (time:
+history); every op is recorded as an invoke and its completion in docs/reference/trace-format.md (time:
 wall-clock nanoseconds since the start): ``ok`` with offsets, ``fail`` when the broker
 certainly refused, ``info`` when the outcome is unknown (a timeout, a lost connection), after
 which the client is rebuilt under a new process id. The workloads:

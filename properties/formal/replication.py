@@ -31,7 +31,7 @@ Actions (one per step; ``r`` the replica it acts on):
   may still be alive: a controlled move); the ISR keeps its live members. The leader's view
   of fetch positions starts again at 0 (KIP-320: positions from an older epoch do not count).
 
-Variants switch one rule off, re-creating a historical bug (PROTOCOL_NOTES.md section 2):
+Variants switch one rule off, re-creating a historical bug (docs/explanation/protocol-notes.md section 2):
 
 * ``fixed``: the protocol as Kafka has it today;
 * ``kip101``: followers truncate to their own high watermark on restart and on learning a new
