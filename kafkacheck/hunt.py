@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from reference.bugs import BUGS, Bug
 
 DEFAULT_RUNS = 60  # seeds a switch (and runs without one): the budget that decides
@@ -363,8 +364,8 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, qui
               or machine_missed(o)]
     false = [o for o in outcomes if o.bug is None and (o.false_positives or o.machine_found)]
     if missed or false:
-        return 1
-    return 2 if any(o.timed_out or machine_unknown(o) for o in outcomes) else 0
+        return EXIT_INVALID
+    return EXIT_UNKNOWN if any(o.timed_out or machine_unknown(o) for o in outcomes) else EXIT_VALID
 
 
 # ------------------------------------------------------------------ the swarm (no --bug)

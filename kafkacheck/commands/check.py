@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from kafkacheck.commands.common import standalone
-from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+from kafkacheck.exits import UsageError, verdict_exit
 from kafkacheck.judge import judge, read_events, write_results
 from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S
 from traces.history import iter_history, locate_run, named_values
@@ -93,6 +93,4 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         print_verdict(result, directory, meta)
-    if result["valid"] == "unknown":
-        return EXIT_UNKNOWN
-    return EXIT_VALID if result["valid"] is True else EXIT_INVALID
+    return verdict_exit(result["valid"])

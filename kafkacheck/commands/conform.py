@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 
 
 def _catalogue():
@@ -328,7 +328,7 @@ def _conform(args: argparse.Namespace, plan: _Plan) -> int:
             print(f"kafkacheck: error: unusable target: {report.unusable} (a partial report was written)",
                   file=sys.stderr)
         return EXIT_UNKNOWN
-    return EXIT_VALID if report.verdict == "pass" else EXIT_INVALID
+    return verdict_exit(report.verdict)
 
 
 def _report(args: argparse.Namespace, target, client_name: str, **extra):

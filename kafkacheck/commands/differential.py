@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from kafkacheck.conform.differential import DEVIATIONS, SCRIPTS, Result, Wire, common_versions, run
-from kafkacheck.exits import UsageError
+from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
                 t.probe()
         except (TargetError, KafkaUnavailable) as e:
             print(f"kafkacheck: error: {e}", file=sys.stderr)
-            return 2
+            return EXIT_UNKNOWN
         target, kafka = targets
         versions = common_versions(target.apis, kafka.apis)
         wires = [Wire(target.bootstrap, versions), Wire(kafka.bootstrap, versions)]
@@ -87,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
     (out / "differential.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     _print_result(console, result, args.target)
     console.print(f"wrote {out / 'differential.json'}")
-    return 1 if result.undeclared or result.stale or result.errors else 0
+    return verdict_exit(not (result.undeclared or result.stale or result.errors))
 
 
 def _interrupt(signum, frame) -> None:

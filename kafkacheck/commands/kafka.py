@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, KafkaVersionUnknown, check_version
-from kafkacheck.exits import UsageError
+from kafkacheck.exits import EXIT_UNKNOWN, EXIT_VALID, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,6 +40,6 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     except KafkaUnavailable as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_UNKNOWN
     print(f"Apache Kafka {dist.version}: {dist.libs}; the Java client driver: {driver}")
-    return 0
+    return EXIT_VALID

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+from kafkacheck.exits import EXIT_INVALID, UsageError, verdict_exit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,4 +60,4 @@ def main(args: argparse.Namespace) -> int:
         else:
             print(f"empty-history: {e}")
         return EXIT_INVALID  # as `check` judges an empty history: it cannot be called valid
-    return {"ok": EXIT_VALID, "illegal": EXIT_INVALID}.get(result.verdict, EXIT_UNKNOWN)
+    return verdict_exit(result.verdict)

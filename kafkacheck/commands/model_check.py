@@ -137,5 +137,5 @@ def main(args: argparse.Namespace) -> int:
             ok = replay(args.variant, result, bug, console, seeds=args.replay_seeds)
             if not ok:
                 print("kafkacheck: the replay did not show the predicted verdicts", file=sys.stderr)
-                return 2
+                return EXIT_UNKNOWN
     return code

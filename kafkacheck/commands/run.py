@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fault_injection.nemesis import FAULTS, load_schedule, parse_faults
 from kafkacheck.commands.common import bug_help, standalone
-from kafkacheck.exits import EXIT_INVALID, EXIT_VALID, UsageError
+from kafkacheck.exits import UsageError, verdict_exit
 from kafkacheck.judge import judge_record
 from kafkacheck.workloads import WORKLOADS
 from reference.assignors import ASSIGNORS
@@ -133,7 +133,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         print_verdict(result, out, outcome.run_meta)
-    return EXIT_VALID if result["valid"] is True else EXIT_INVALID
+    return verdict_exit(result["valid"])
 
 
 

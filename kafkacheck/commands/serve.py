@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from kafkacheck.exits import UsageError
+from kafkacheck.exits import EXIT_UNKNOWN, UsageError
 from kafkacheck.serve import ClusterNotReady, ReferenceCluster, describe_timings
 from reference.server.cluster import DataDirInUse, ServerOptions
 
@@ -82,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
     except ClusterNotReady as e:
         cluster.stop()
         print(f"kafkacheck: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_UNKNOWN
     print(f"bootstrap {cluster.bootstrap}", flush=True)
     print("pids " + " ".join(f"{n}={p}" for n, p in cluster.pids.items()), flush=True)
     print(f"timings: {describe_timings()}", flush=True)
@@ -95,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
             if dead:
                 print(f"{', '.join(dead)} exited (see {cluster.log_dir}); stopping", file=sys.stderr)
                 cluster.stop()
-                return 2
+                return EXIT_UNKNOWN
     except KeyboardInterrupt:
         print("stopping", flush=True)
     finally:
