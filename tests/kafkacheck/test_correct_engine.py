@@ -4,6 +4,7 @@ default run; all 20 of docs/reference/bug-switches.md's claim behind the slow ma
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
@@ -56,6 +57,15 @@ def test_a_consumer_group_run_is_valid_with_pauses_crashes_and_rebalances(tmp_pa
     code, result = verdict(tmp_path, 1, 2000, "--workload", "groups", "--assignor", assignor, *extra)
     capsys.readouterr()
     assert code == 0, result["anomaly_types"]
+    # what the name promises happened: brokers paused and crashed, members crashed, the group
+    # rebalanced again and again
+    events = Counter(json.loads(line)["kind"] for line in (tmp_path / "1" / "events.jsonl").open())
+    ops = [json.loads(line) for line in (tmp_path / "1" / "history.jsonl").open()]
+    nemesis = Counter(o["f"] for o in ops if o["process"] == "nemesis" and o["type"] == "info")
+    assert nemesis["pause"] >= 3 and nemesis["kill"] + nemesis["restart"] >= 1, nemesis
+    assert events["crash"] >= 1, events
+    assert sum(o["f"] == "crash" for o in ops if o["process"] != "nemesis") >= 5  # members that crashed
+    assert events["group-rebalance"] >= 10 and events["group-generation"] >= 10, events
 
 
 def test_a_compaction_run_is_valid_and_the_cleaner_really_ran(tmp_path, capsys):
