@@ -95,9 +95,10 @@ class Outcome:
 
 
 def hunt_machine(out: Outcome, name: str, bugs: list[str], programs: int, time_limit: float,
-                 log=print) -> None:
+                 log=print, out_dir: Path = Path("runs/hunt")) -> None:
     """Run Hypothesis state machine ``name`` for ``programs`` programs (derandomized: the same
-    ones every time), stopping at the first finding; ``time_limit`` is a safety net."""
+    ones every time), stopping at the first finding, saved in ``out_dir``; ``time_limit`` is a
+    safety net."""
     from kafkacheck.explore import explore, save
 
     who = out.bug or "no switch"
@@ -116,8 +117,9 @@ def hunt_machine(out: Outcome, name: str, bugs: list[str], programs: int, time_l
         out.machine_found = f"{name}: {r.found}"
         out.machine_found_after, out.machine_found_seconds = r.found_after, r.found_seconds
         log(f"  {who}: machine {name} found after {r.found_after} programs, {r.found_seconds:.1f} s: {r.found}")
-        path = Path(f"hunt-{out.bug or 'no-switch'}-{name}.json")
+        path = out_dir / f"hunt-{out.bug or 'no-switch'}-{name}.json"
         try:
+            out_dir.mkdir(parents=True, exist_ok=True)
             save(path, name, bugs, r.steps)
             out.machine_program_file = str(path)
         except OSError as e:
@@ -336,10 +338,11 @@ def _programs(n: int | None) -> str:
 def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, quiet: bool,
          machines: bool = False, time_limit: float = DEFAULT_TIME_LIMIT_S,
          machine_time: float = DEFAULT_MACHINE_TIME_S,
-         machine_programs: int = DEFAULT_MACHINE_PROGRAMS) -> int:
-    """Exit 0: every switch detected (by its seeds, and by its machine with ``machines``) and
-    nothing found without one; 1: a switch missed within its runs or programs, or a finding
-    without a switch; 2: otherwise undecided (a time limit cut a hunt or a machine short)."""
+         machine_programs: int = DEFAULT_MACHINE_PROGRAMS, out_dir: Path = Path("runs/hunt")) -> int:
+    """``out_dir``: where a machine's finding is saved. Exit 0: every switch detected (by its
+    seeds, and by its machine with ``machines``) and nothing found without one; 1: a switch
+    missed within its runs or programs, or a finding without a switch; 2: otherwise undecided
+    (a time limit cut a hunt or a machine short)."""
     def log(msg: str) -> None:
         if not quiet:
             print(msg, file=sys.stderr, flush=True)
@@ -351,14 +354,15 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, qui
         outcomes.append(hunt(name, runs, jobs, log, time_limit=time_limit))
         if machines:
             from properties.machines import MACHINE_FOR_BUG
-            hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], machine_programs, machine_time, log)
+            hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], machine_programs, machine_time, log,
+                         out_dir)
     if with_none:
         log(f"running the correct engine (no switch), {runs} runs")
         outcomes.append(no_bug(runs, jobs, log, time_limit=time_limit))
         if machines:
             from properties.machines import MACHINES
             for m in MACHINES:
-                hunt_machine(outcomes[-1], m, [], machine_programs, machine_time, log)
+                hunt_machine(outcomes[-1], m, [], machine_programs, machine_time, log, out_dir)
     print_table(outcomes, runs)
     missed = [o for o in outcomes if (o.bug is not None and not o.detected and not o.timed_out)
               or machine_missed(o)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from kafkacheck.commands.common import bug_help
 from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
@@ -58,6 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "same ones every time: each switch must be found by its machine too")
     hunt.add_argument("--machine-programs", type=int, default=None, metavar="N",
                       help="programs a machine with --machines: the budget that decides (default 2000)")
+    hunt.add_argument("--out", metavar="DIR", default="runs/hunt",
+                      help="where a machine's finding is saved, as hunt-SWITCH-MACHINE.json (default runs/hunt)")
     hunt.add_argument("--machine-time", type=float, default=None, metavar="S",
                       help="wall seconds a machine at most, a safety net: if it expires first the "
                            "outcome is unknown (default 1200)")
@@ -91,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
     return hunt.main(args.bug, args.all, args.all or not args.bug, runs, jobs, args.quiet,
-                     args.machines, time_limit, machine_time, machine_programs)
+                     args.machines, time_limit, machine_time, machine_programs, Path(args.out))
 
 
 

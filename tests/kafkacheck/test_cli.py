@@ -168,8 +168,9 @@ def test_hunt_machines_are_judged_by_a_budget_of_derandomized_programs(tmp_path)
     r = hunt("--bug", "ack-before-isr", "--machine-programs", "40")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ack-before-isr: machine queue: invariant 'acked-on-isr' broken" in r.stdout
-    saved = tmp_path / "hunt-ack-before-isr-queue.json"
-    assert f"kafkacheck explore --replay {saved.name}" in r.stdout
+    saved = tmp_path / "runs" / "hunt" / "hunt-ack-before-isr-queue.json"  # where runs go, not the cwd
+    assert f"kafkacheck explore --replay {saved.relative_to(tmp_path)}" in r.stdout
+    assert not list(tmp_path.glob("hunt-*.json"))
     assert main(["explore", "--replay", str(saved)]) == 1  # it finds it again
     # its seeds find it (seed 1), its machine not in its first program (it does in its second)
     r = hunt("--bug", "compaction-drops-latest", "--runs", "2", "--machine-programs", "1")
