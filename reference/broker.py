@@ -33,7 +33,7 @@ from typing import Any
 from reference import cleaner, follower, leader, produce
 from reference.broker_state import TIMER_FIELDS, BrokerConfig, BrokerState
 from reference.coordinator import partition_for
-from reference.errors import Errors
+from reference.errors import Errors, UnexpectedInput
 from reference.group_coordinator import GroupCoordinator
 from reference.log import PartitionLog
 from reference.messages import (
@@ -119,15 +119,17 @@ class Broker(BrokerState):
     def receive(self, now_ms: int, src: int, message: object) -> None:
         self.now_ms = now_ms
         handler = HANDLERS.get(type(message))
-        if handler is not None:
-            handler(self, now_ms, src, message)
+        if handler is None:
+            raise UnexpectedInput(f"broker {self.node_id}: no handler for {type(message).__name__} from {src}")
+        handler(self, now_ms, src, message)
 
     def timer(self, now_ms: int, key: object) -> None:
         self.now_ms = now_ms
         name, args = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
         handler = TIMERS.get(name)
-        if handler is not None:
-            handler(self, now_ms, *args)
+        if handler is None:
+            raise UnexpectedInput(f"broker {self.node_id}: no handler for the timer {key!r}")
+        handler(self, now_ms, *args)
 
     def timer_is_moot(self, now_ms: int, key: object) -> bool:
         # the timeouts of requests answered in time: most timers a broker sets (see timer)

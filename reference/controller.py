@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, replace
 
 from reference.bugs import Bug
-from reference.errors import Errors
+from reference.errors import Errors, UnexpectedInput
 from reference.frozen import frozen
 from reference.marks import mark
 from reference.messages import (
@@ -220,7 +220,7 @@ class Controller(Node):
             case DeleteTopicsRequest():
                 self._on_delete_topics(src, message)
             case _:
-                pass
+                raise UnexpectedInput(f"controller: no handler for {type(message).__name__} from {src}")
 
     def timer(self, now_ms: int, key: object) -> None:
         if key == "liveness":
@@ -235,6 +235,8 @@ class Controller(Node):
                     self._push()
             except StorageError as e:
                 self._storage_failed(now_ms, e)
+        else:
+            raise UnexpectedInput(f"controller: no handler for the timer {key!r}")
 
     def _on_registration(self, now_ms: int, src: int, req: BrokerRegistrationRequest) -> None:
         if self.registrations.get(req.broker_id) == req.incarnation:

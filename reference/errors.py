@@ -110,3 +110,9 @@ MAYBE_APPENDED = frozenset(
 # loses leadership meanwhile answers NOT_LEADER_OR_FOLLOWER (as Kafka's DelayedProduce
 # does), so for acks=all that error, too, leaves the outcome unknown.
 MAYBE_APPENDED_ACKS_ALL = MAYBE_APPENDED | {Errors.NOT_LEADER_OR_FOLLOWER}
+
+
+class UnexpectedInput(AssertionError):
+    """A node was given a message or a timer it has no handler for: a bug in whoever sent or
+    set it, raised at once (as h11 does for an event its state machine does not expect)
+    rather than dropped."""

@@ -189,13 +189,18 @@ def test_offset_for_leader_epoch_and_list_offsets_answer_from_the_leader_only():
     assert r.replies(ListOffsetsResponse)[0].error is Errors.UNKNOWN_LEADER_EPOCH
 
 
-def test_a_corrupt_batch_is_refused_and_unknown_messages_are_ignored():
+def test_a_corrupt_batch_is_refused_and_an_unknown_message_is_an_error():
+    import pytest
+
+    from reference.errors import UnexpectedInput
+
     r = Router()
     bad = bytearray(batch(b"a"))
     bad[-1] ^= 0xFF
     r.request(1, ProduceRequest(1, 1, 5_000, TP, bytes(bad)))
     assert r.replies(ProduceResponse)[0].error is Errors.CORRUPT_MESSAGE
-    r.request(1, "not a kafka message")
+    with pytest.raises(UnexpectedInput, match="no handler for str"):
+        r.request(1, "not a kafka message")
     assert r.nodes[1].partitions[TP].log.log_end_offset == 0
 
 
@@ -345,3 +350,39 @@ def test_an_isr_change_without_an_answer_stays_pending_and_is_asked_again():
         r.tick(100)
     # the controller's ISR holds 3, which does not have "b": acks=all must not answer yet
     assert [p.error for p in r.replies(ProduceResponse)] == []
+
+
+def test_a_message_or_timer_no_handler_takes_is_an_error_not_dropped():
+    """As h11 raises for an event its state machine does not expect: a broker or controller
+    given a message type or timer it has no handler for raises UnexpectedInput (in the
+    simulator, a failed run); the served host logs it as a peer's mistake and goes on."""
+    import logging
+
+    import pytest
+
+    from reference.errors import UnexpectedInput
+    from reference.messages import DeleteTopicsResponse
+    from reference.server.host import Host
+
+    r = Router()
+    stray = DeleteTopicsResponse(1, "t", Errors.NONE)
+    with pytest.raises(UnexpectedInput, match="broker 1: no handler for DeleteTopicsResponse from 0"):
+        r.nodes[1].receive(r.now, 0, stray)
+    with pytest.raises(UnexpectedInput, match="no handler for the timer 'no-such-timer'"):
+        r.nodes[1].timer(r.now, "no-such-timer")
+    with pytest.raises(UnexpectedInput, match="controller: no handler for FetchResponse"):
+        r.nodes[0].receive(r.now, 1, FetchResponse(1, ()))
+    with pytest.raises(UnexpectedInput, match="controller: no handler for the timer 'cleaner'"):
+        r.nodes[0].timer(r.now, "cleaner")
+
+    host = Host.__new__(Host)  # only its dispatch: no loop, no routing of what comes out
+    host.errors, host._route = 0, lambda node: None
+    warnings = []
+    handler = logging.Handler()
+    handler.emit = warnings.append
+    logging.getLogger("kafkacheck.server").addHandler(handler)
+    try:
+        host._call(r.nodes[1], "receive", r.nodes[1].receive, r.now, 0, stray)
+    finally:
+        logging.getLogger("kafkacheck.server").removeHandler(handler)
+    assert host.errors == 0 and "DeleteTopicsResponse" in warnings[0].getMessage()
