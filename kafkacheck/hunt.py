@@ -153,17 +153,19 @@ def _judge_template_run(bug: str | None, sc: Scenario, seed: int, ops: int) -> t
 
 
 def command(bug: str | None, sc: Scenario, seed: int, ops: int) -> str:
-    parts = ["kafkacheck", "run", "--seed", str(seed), "--ops", str(ops)]
+    """The ``kafkacheck run`` that reproduces a run of the hunt, from its options."""
+    from kafkacheck.reproduce import command_line
+
+    options: dict = {"seed": seed, "ops": ops}
     if sc.workload != "queue":
-        parts += ["--workload", sc.workload]
+        options["workload"] = sc.workload
     if sc.template is not None:
-        parts += ["--brokers", str(sc.brokers), "--partitions", "1", "--min-insync-replicas", "1",
-                  "--template", sc.template]
+        options |= {"brokers": sc.brokers, "partitions": 1, "min_insync_replicas": 1, "template": sc.template}
     elif sc.faults != ("partition", "kill", "pause", "disk"):
-        parts += ["--faults", ",".join(sc.faults)]
+        options["faults"] = ",".join(sc.faults)
     if bug:
-        parts += ["--bug", bug]
-    return " ".join(parts)
+        options["bug"] = [bug]
+    return command_line(options)
 
 
 def hunt(bug: str, runs: int, jobs: int, log=print, shrink: bool = True,
@@ -518,10 +520,15 @@ def swarm(time_limit: float, runs: int | None, jobs: int, with_switch: str | Non
 
 
 def swarm_command(seed: int, ops: int, bug: str | None) -> str:
+    from kafkacheck.reproduce import command_line
     from kafkacheck.swarm import DEFAULT_OPS
 
-    return (f"kafkacheck run --swarm {seed}" + (f" --ops {ops}" if ops != DEFAULT_OPS else "")
-            + (f" --bug {bug}" if bug else ""))
+    options: dict = {"swarm": seed}
+    if ops != DEFAULT_OPS:
+        options["ops"] = ops
+    if bug:
+        options["bug"] = [bug]
+    return command_line(options)
 
 
 def print_swarm(out: SwarmOutcome) -> None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 from fault_injection.nemesis import FAULTS, load_schedule, parse_faults
 from kafkacheck.commands.common import bug_help, standalone
-from kafkacheck.exits import UsageError, verdict_exit
+from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.judge import judge_record
+from kafkacheck.reproduce import ORDER, command_line, run_dir_name
 from kafkacheck.workloads import WORKLOADS
 from reference.assignors import ASSIGNORS
 from reference.bugs import parse_bugs
@@ -89,6 +91,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--keep-going", action="store_true",
                      help="do not stop at the first invariant violation; run to the end so the "
                           "history shows its consequences")
+    run.add_argument("--replay", metavar="DIR",
+                     help="run again the run of DIR with the options its run.json records (give no "
+                          "other option that makes a run), into --out (default DIR-replay), and say "
+                          "whether its history.jsonl and events.jsonl are the same, byte for byte")
     run.add_argument("--out", metavar="DIR", help="run directory (default runs/<run_id>)")
     run.add_argument("--format", choices=["table", "json"], default="table")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -103,6 +109,9 @@ def main(args: argparse.Namespace) -> int:
     from kafkacheck.report import print_verdict, progress_bar
     from kafkacheck.runner import run_id_for, simulate
 
+    if args.replay is not None:
+        return _replay(args)
+
     if args.swarm is not None:
         from kafkacheck.swarm import describe
 
@@ -111,8 +120,9 @@ def main(args: argparse.Namespace) -> int:
             print(f"swarm seed {args.swarm}: {describe(options)}", flush=True)
     else:
         options = _options(args)
-    reproduce = _reproduce_command(args)
-    out = Path(args.out) if args.out else Path("runs") / _run_dir_name(run_id_for(options), reproduce)
+    made_with = run_options(args)
+    reproduce = command_line(made_with)
+    out = Path(args.out) if args.out else Path("runs") / run_dir_name(run_id_for(options), made_with, DEFAULT_OPS)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
     _refuse_other_run(out, reproduce)
@@ -124,6 +134,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write the run directory {out}: {e.strerror or e}") from None
     with progress_bar(args.no_progress or args.format == "json", options.ops) as progress:
         outcome = simulate(options, out, progress)
+    # the reproducer, as data: what --replay runs again
+    (out / "run.json").write_text(json.dumps({**outcome.run_meta, "options": made_with}, indent=2,
+                                             sort_keys=True) + "\n")
     record = outcome.record()  # what the run directory now holds, without reading it back
     result = judge_record(record)
     result["stats"]["simulation"] = outcome.stats
@@ -216,72 +229,54 @@ def _options(args: argparse.Namespace):
 
 
 
-def _reproduce_command(args: argparse.Namespace) -> str:
+def _replay(args: argparse.Namespace) -> int:
+    """The run of ``--replay DIR`` made again from its recorded options; exit as its verdict,
+    or 2 when its history or events differ from the recorded ones."""
+    source = Path(args.replay)
+    defaults = vars(parse([]))
+    given = [name for name in (*ORDER, "swarm") if getattr(args, name) != defaults[name]]
+    if given:
+        raise UsageError(f"--replay runs the options {source}/run.json records: give no --"
+                         + ", --".join(n.replace("_", "-") for n in given))
+    try:
+        options = json.loads((source / "run.json").read_text())["options"]
+        command_line(options)  # only options of kafkacheck run
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        detail = "no options recorded (a run of an older kafkacheck?)" if isinstance(e, KeyError) else \
+            getattr(e, "strerror", None) or str(e)
+        raise UsageError(f"--replay {source}: not a run directory of kafkacheck run: {detail}") from None
+    again = argparse.Namespace(**{**defaults, **options, "replay": None, "out": args.out or f"{source}-replay",
+                                  "format": args.format, "no_progress": args.no_progress})
+    if Path(again.out).resolve() == source.resolve():
+        raise UsageError("--replay DIR --out DIR: the replay needs a directory of its own")
+    code = main(again)
+    differ = [name for name in ("history.jsonl", "events.jsonl")
+              if _digest(source / name) != _digest(Path(again.out) / name)]
+    if differ:
+        print(f"kafkacheck: the replay differs from {source}: {', '.join(differ)} (the run is not "
+              "deterministic: a bug of kafkacheck, or the two were made by different versions)", file=sys.stderr)
+        return EXIT_UNKNOWN
+    if args.format != "json":
+        print(f"replayed {source} into {again.out}: history.jsonl and events.jsonl the same, byte for byte")
+    return code
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def run_options(args: argparse.Namespace) -> dict:
+    """The options that make the run, as data (run.json's ``"options"``): the seed (or swarm
+    seed), the op count, and every option that differs from its default."""
     if args.swarm is not None:
-        parts = ["kafkacheck", "run", "--swarm", str(args.swarm)]
-        if args.ops is not None:
-            parts += ["--ops", str(args.ops)]
-        for b in args.bug:
-            parts += ["--bug", b]
-        if args.keep_going:
-            parts.append("--keep-going")
-        return " ".join(parts)
-    parts = ["kafkacheck", "run", "--seed", str(args.seed), "--ops", str(args.ops)]
-    if args.workload != "queue":
-        parts += ["--workload", args.workload]
-    if args.brokers != 3:
-        parts += ["--brokers", str(args.brokers)]
-    if args.partitions != 4:
-        parts += ["--partitions", str(args.partitions)]
-    if args.replication_factor is not None:
-        parts += ["--replication-factor", str(args.replication_factor)]
-    if args.min_insync_replicas is not None:
-        parts += ["--min-insync-replicas", str(args.min_insync_replicas)]
-    if args.acks != "all":
-        parts += ["--acks", args.acks]
-    if args.faults != "partition,kill,pause,disk":
-        parts += ["--faults", args.faults]
-    if args.schedule:
-        parts += ["--schedule", args.schedule]
-    if args.template:
-        parts += ["--template", args.template]
-    for b in args.bug:
-        parts += ["--bug", b]
-    if args.clients != 5:
-        parts += ["--clients", str(args.clients)]
-    if args.flush_messages is not None:
-        parts += ["--flush-messages", str(args.flush_messages)]
-    if args.flush_ms is not None:
-        parts += ["--flush-ms", str(args.flush_ms)]
-    if args.unclean_leader_election:
-        parts.append("--unclean-leader-election")
-    if args.keep_going:
-        parts.append("--keep-going")
-    if args.transaction_version != 1:
-        parts += ["--transaction-version", str(args.transaction_version)]
-    if args.assignor != "range":
-        parts += ["--assignor", args.assignor]
-    if args.static_members:
-        parts.append("--static-members")
-    return " ".join(parts)
-
-
-
-def _run_dir_name(run_id: str, reproduce: str) -> str:
-    """The default run directory: the run id, and when any option besides the seed, workload
-    and bug switches differs from its default, a short hash of them, so that runs made with
-    different options never share (and overwrite) a directory."""
-    if " --swarm " in reproduce:
-        return f"swarm{reproduce.split()[3]}-{run_id.split('-', 1)[1]}-" \
-               f"{hashlib.sha256(reproduce.encode()).hexdigest()[:8]}"
-    words = reproduce.split()[4:]  # after "kafkacheck run --seed N"
-    pairs = [words[i:i + 2] if i + 1 < len(words) and not words[i + 1].startswith("--") else [words[i]]
-             for i in range(len(words)) if words[i].startswith("--")]
-    options = [w for p in pairs if p[0] not in ("--workload", "--bug") for w in p]
-    if options == ["--ops", str(DEFAULT_OPS)]:
-        return run_id
-    return f"{run_id}-{hashlib.sha256(' '.join(options).encode()).hexdigest()[:8]}"
-
+        given = {"swarm": args.swarm, "ops": args.ops, "bug": list(args.bug), "keep_going": args.keep_going}
+        return {k: v for k, v in given.items() if v not in (None, [], False)}
+    defaults = vars(parse([]))
+    return {"seed": args.seed, "ops": args.ops, **{name: getattr(args, name) for name in ORDER[2:]
+                                                    if getattr(args, name) != defaults[name]}}
 
 
 def _refuse_other_run(out: Path, reproduce: str) -> None:
