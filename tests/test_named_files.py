@@ -12,7 +12,7 @@ TOP = ("reference", "kafkacheck", "tests", "docs", "benchmarks", "fault_injectio
        "linearizability", "spark_analysis", ".ci")
 # a path: folders and a file with one of these suffixes, not part of a longer word or path
 PATH = re.compile(r"(?<![\w./-])((?:[\w.-]+/)+[\w.-]+\.(?:py|md|toml|yml|yaml|cpp|h|java|go|sh|json|edn))(?![\w/])")
-SHOUTED = re.compile(r"(?<![\w./-])([A-Z][A-Z0-9_]+\.md)\b")  # ARCHITECTURE.md, as the first notes were named
+SHOUTED = re.compile(r"(?<![\w./-])([A-Z][A-Z0-9_]+\.md)\b")  # a notes file in capitals, as the first notes were
 MODULE = re.compile(r":mod:`~?([\w.]+)`")
 
 
@@ -61,3 +61,19 @@ def test_every_module_a_docstring_names_is_one():
                            for k in range(len(parts), 0, -1) if k >= len(parts) - 1):
                     missing.append(f"{f.relative_to(ROOT)}:{n}: {m.group(1)}")
     assert not missing, "\n".join(missing)
+
+
+def test_every_module_is_listed_where_its_package_is_described():
+    """docs/explanation/architecture.md lists every package's modules through the build hook
+    docs/hooks/modules.py (each by the first sentence of its docstring)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("modules_hook", ROOT / "docs" / "hooks" / "modules.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    page = (ROOT / "docs" / "explanation" / "architecture.md").read_text()
+    packages = [t for t in TOP if (ROOT / t / "__init__.py").exists() and t != "tests"]
+    assert [p for p in packages if f"<!-- kafkacheck-modules: {p} -->" not in page] == []
+    for package in packages:
+        listed = hook.table(package)  # raises for a module without a docstring
+        assert all(f"`{m.relative_to(ROOT)}`" in listed for m in hook.modules(package))
