@@ -87,12 +87,12 @@ COMPLETE_COMMIT, COMPLETE_ABORT = TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_AB
 # AddOffsetsToTxn open or extend a transaction (-> Ongoing), EndTxn, a fenced holder or a
 # timeout prepares its end, and the last marker completes it
 TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
-    EMPTY: frozenset({EMPTY, ONGOING}),
+    EMPTY: frozenset({EMPTY, ONGOING, PREPARE_ABORT}),  # (an empty abort at version 2)
     ONGOING: frozenset({ONGOING, PREPARE_COMMIT, PREPARE_ABORT}),
     PREPARE_COMMIT: frozenset({COMPLETE_COMMIT}),
     PREPARE_ABORT: frozenset({COMPLETE_ABORT}),
-    COMPLETE_COMMIT: frozenset({EMPTY, ONGOING}),
-    COMPLETE_ABORT: frozenset({EMPTY, ONGOING}),
+    COMPLETE_COMMIT: frozenset({EMPTY, ONGOING, PREPARE_ABORT}),
+    COMPLETE_ABORT: frozenset({EMPTY, ONGOING, PREPARE_ABORT}),
 }
 
 
@@ -347,18 +347,8 @@ class TransactionCoordinator(Coordinator):
         # the producer's transaction version (its EndTxn version, as Kafka decides it), else ours
         tv2 = (req.transaction_version or self.transaction_version) >= 2
         if (error in (Errors.NONE, Errors.PRODUCER_FENCED) and meta is not None and tv2
-                and meta.state in (PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)):
-            # version 2, after an EndTxn bumped the epoch (Kafka's TransactionCoordinator): only
-            # its retry, at the epoch before the bump, is valid; at the bumped epoch it would be
-            # the end of a next transaction that has not begun: fenced
-            if req.producer_epoch + 1 != meta.producer_epoch:
-                answer(Errors.PRODUCER_FENCED)
-            elif meta.state == done:
-                answer(Errors.NONE, meta.producer_id, meta.producer_epoch)
-            elif meta.state == prepare:
-                answer(Errors.CONCURRENT_TRANSACTIONS)
-            else:
-                answer(Errors.INVALID_TXN_STATE)  # a retry that asks for the other outcome
+                and meta.state != ONGOING):
+            self._end_after_bump(now_ms, meta, req, answer)
             return
         if error is not Errors.NONE:
             answer(error)
@@ -372,6 +362,35 @@ class TransactionCoordinator(Coordinator):
             answer(Errors.NONE, meta.producer_id, meta.producer_epoch)  # a retry
         else:
             answer(Errors.INVALID_TXN_STATE)
+
+    def _end_after_bump(self, now_ms: int, meta: TxnMetadata, req: EndTxnRequest, answer) -> None:
+        """Version 2, no transaction open (Kafka's TransactionCoordinator.endTransaction, its
+        table for Empty, CompleteAbort and CompleteCommit): a retry of the end that bumped the
+        epoch, at the epoch before the bump, is answered as it was (the other outcome:
+        INVALID_TXN_STATE); at the current epoch an abort ends an empty transaction and bumps
+        the epoch, a commit is INVALID_TXN_STATE; any other epoch is fenced."""
+        retry = req.producer_epoch + 1 == meta.producer_epoch
+        current = req.producer_epoch == meta.producer_epoch
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            if not retry:
+                answer(Errors.PRODUCER_FENCED)
+            elif (meta.state == PREPARE_COMMIT) == req.commit:
+                answer(Errors.CONCURRENT_TRANSACTIONS)
+            else:
+                answer(Errors.INVALID_TXN_STATE)
+        elif not (current or (retry and meta.state != EMPTY)):
+            answer(Errors.PRODUCER_FENCED)
+        elif retry:
+            same = (meta.state == COMPLETE_COMMIT) == req.commit
+            if same:
+                answer(Errors.NONE, meta.producer_id, meta.producer_epoch)
+            else:
+                answer(Errors.INVALID_TXN_STATE)
+        elif req.commit:
+            answer(Errors.INVALID_TXN_STATE)
+        else:
+            mark("txn-empty-abort")
+            self._end(now_ms, meta, commit=False, bump=True, on_answer=answer)
 
     def _end(self, now_ms: int, meta: TxnMetadata, commit: bool, bump: bool, on_answer) -> None:
         epoch = meta.producer_epoch + 1 if bump else meta.producer_epoch
@@ -395,11 +414,11 @@ class TransactionCoordinator(Coordinator):
     # ------------------------------------------------------------ markers
 
     def _start_markers(self, now_ms: int, meta: TxnMetadata) -> None:
-        m = _Markers(meta, set(meta.partitions))
-        self.markers[meta.transactional_id] = m
+        if not meta.partitions:  # no marker to write (an empty abort at version 2): complete it
+            self.host.set_timer(0, ("txn", "complete", meta.transactional_id))  # (once this write settled)
+            return
+        self.markers[meta.transactional_id] = _Markers(meta, set(meta.partitions))
         self._send_markers(now_ms, meta.transactional_id)
-        if not m.remaining:
-            self._complete(now_ms, meta.transactional_id)
 
     def _send_markers(self, now_ms: int, txn_id: str) -> None:
         m = self.markers.get(txn_id)

@@ -30,7 +30,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if args.action == "where":
         print(dist.home)
-        return 0 if dist.fetched else 2
+        return EXIT_VALID if dist.fetched else EXIT_UNKNOWN
     from kafkacheck.conform.java import build_driver
 
     try:

@@ -245,6 +245,8 @@ def _replay(args: argparse.Namespace) -> int:
         detail = "no options recorded (a run of an older kafkacheck?)" if isinstance(e, KeyError) else \
             getattr(e, "strerror", None) or str(e)
         raise UsageError(f"--replay {source}: not a run directory of kafkacheck run: {detail}") from None
+    if options.get("schedule") and (source / "schedule.json").exists():
+        options = {**options, "schedule": str(source / "schedule.json")}  # the one that ran, wherever it was
     again = argparse.Namespace(**{**defaults, **options, "replay": None, "out": args.out or f"{source}-replay",
                                   "format": args.format, "no_progress": args.no_progress})
     if Path(again.out).resolve() == source.resolve():
@@ -273,7 +275,7 @@ def run_options(args: argparse.Namespace) -> dict:
     seed), the op count, and every option that differs from its default."""
     if args.swarm is not None:
         given = {"swarm": args.swarm, "ops": args.ops, "bug": list(args.bug), "keep_going": args.keep_going}
-        return {k: v for k, v in given.items() if v not in (None, [], False)}
+        return {k: v for k, v in given.items() if v is not None and v is not False and v != []}  # (swarm 0 kept)
     defaults = vars(parse([]))
     return {"seed": args.seed, "ops": args.ops, **{name: getattr(args, name) for name in ORDER[2:]
                                                     if getattr(args, name) != defaults[name]}}

@@ -55,5 +55,8 @@ def test_printed_commands_and_run_directories_derive_from_the_options():
     other = run_dir_name("seed0-queue", {"seed": 0, "ops": 10000, "brokers": 5}, 10000)
     assert other.startswith("seed0-queue-") and other != run_dir_name("seed0-queue", {"seed": 0, "ops": 10000,
                                                                                        "brokers": 4}, 10000)
+    from kafkacheck.commands.run import parse, run_options
+    assert run_options(parse(["--swarm", "0"])) == {"swarm": 0}  # a seed of 0 is a seed
+    assert command_line(run_options(parse(["--swarm", "0", "--keep-going"]))) == "kafkacheck run --swarm 0 --keep-going"
     with pytest.raises(ValueError, match="colour"):
         command_line({"seed": 0, "colour": "blue"})

@@ -280,7 +280,7 @@ def test_transaction_version_2_bumps_the_epoch_and_fences_a_delayed_end():
 def test_transaction_version_2_after_the_bump_only_a_retry_is_valid_as_in_kafka():
     """Kafka's TransactionCoordinator.handleEndTransaction at version 2, once an EndTxn bumped
     the epoch: at the epoch before the bump it is a retry (the same outcome: NONE; the other:
-    INVALID_TXN_STATE); at the bumped epoch, with no transaction begun, it is fenced."""
+    INVALID_TXN_STATE); at an older epoch it is fenced."""
     r = txn_router(transaction_version=2)
     c = coordinator(r)
     pid, epoch = init(r, c)
@@ -292,8 +292,15 @@ def test_transaction_version_2_after_the_bump_only_a_retry_is_valid_as_in_kafka(
     retry = end(r, c, pid, epoch, commit=False)
     assert (retry.error, retry.producer_epoch) == (Errors.NONE, epoch + 1)
     assert end(r, c, pid, epoch, commit=True).error is Errors.INVALID_TXN_STATE
-    assert end(r, c, pid, epoch + 1, commit=True).error is Errors.PRODUCER_FENCED
     assert end(r, c, pid, epoch - 1, commit=False).error is Errors.PRODUCER_FENCED
+    # at the bumped epoch, with no transaction begun (Kafka 4.x, KAFKA-18401): a commit is
+    # INVALID_TXN_STATE, an abort ends an empty transaction and bumps the epoch again
+    assert end(r, c, pid, epoch + 1, commit=True).error is Errors.INVALID_TXN_STATE
+    empty = end(r, c, pid, epoch + 1, commit=False)
+    assert (empty.error, empty.producer_epoch) == (Errors.NONE, epoch + 2)
+    settle(r, 10)
+    assert end(r, c, pid, epoch + 1, commit=False).producer_epoch == epoch + 2  # its retry
+    assert end(r, c, pid, epoch + 2, commit=False).producer_epoch == epoch + 3  # another one
 
 
 def test_a_new_coordinator_finishes_a_commit_whose_markers_were_not_written():
@@ -608,6 +615,6 @@ def test_a_version_2_write_of_the_next_epoch_waits_for_the_previous_marker():
     settle(r)
     [later] = r.replies(ProduceResponse)
     assert later.error is Errors.NONE  # now its own transaction, added by the leader
-    assert end(r, c, pid, epoch + 1, commit=False).error is Errors.NONE  # EndTxn v3 here: no bump
+    assert end(r, c, pid, epoch + 1, commit=False).error is Errors.NONE  # (its end bumps the epoch again)
     settle(r, 20)
     assert fetch_values(r, 1) == [b"first"]  # the aborted "next" is not read
