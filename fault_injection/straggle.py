@@ -47,6 +47,7 @@ class _Claim(HoldClaim):
     def __init__(self, api: str, mode: str, straggler: Straggler) -> None:
         self.api, self.mode, self.straggler = api, mode, straggler
         self.taken = False
+        self.closed = False  # hold() stopped waiting: what is held after that is let go at once
         self.lock = threading.Lock()
         self.held: HeldRequest | None = None
         self.event = threading.Event()
@@ -63,7 +64,13 @@ class _Claim(HoldClaim):
             return True
 
     def on_held(self, held: HeldRequest) -> None:
-        self.held = held
+        with self.lock:
+            late = self.closed
+            if not late:
+                self.held = held
+        if late:  # nobody will release it: it goes on now, as if it had not been held
+            held.release()
+            return
         self.straggler._watch(held)
         self.event.set()
 
@@ -73,7 +80,7 @@ class _Watch:
     """What happened to one transactional id since a request of it was held."""
 
     txn_id: str
-    ended: bool = False  # an EndTxn or InitProducerId of the id went through since
+    ended: bool = False  # an EndTxn or InitProducerId of the id was sent (went through the proxy) since
     began: threading.Event = field(default_factory=threading.Event)
     began_with: str = ""
 
@@ -107,7 +114,9 @@ class Straggler:
         for p in self.proxies.values():
             p.disarm()
         claim.event.wait(0.5)  # a hold that raced the end of the wait
-        return claim.held
+        with claim.lock:
+            claim.closed = True
+            return claim.held
 
     def wait_for_release(self, held: HeldRequest, policy: str, max_hold_s: float,
                          stop: threading.Event | None = None, settle_s: float = 0.0) -> str:

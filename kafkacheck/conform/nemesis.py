@@ -129,16 +129,20 @@ def nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop
     try:
         while not stop.wait(rng.uniform(2.0, 4.0)):
             fault = rng.choice(usable)
-            if fault == "last-replica-standing":
-                carried_on = n.last_replica_standing()
-            elif fault in NODE_FAULTS:
-                carried_on = n.node_fault(fault)
-            elif fault in NETWORK_FAULTS:
-                carried_on = n.network_fault(fault)
-            elif fault in REQUEST_FAULTS:
-                carried_on = n.straggle()
-            else:
-                carried_on = n.process_fault(fault)
+            try:
+                if fault == "last-replica-standing":
+                    carried_on = n.last_replica_standing()
+                elif fault in NODE_FAULTS:
+                    carried_on = n.node_fault(fault)
+                elif fault in NETWORK_FAULTS:
+                    carried_on = n.network_fault(fault)
+                elif fault in REQUEST_FAULTS:
+                    carried_on = n.straggle()
+                else:
+                    carried_on = n.process_fault(fault)
+            except Exception as e:  # a fault that could not be done: recorded, and the faults go on
+                n.failed(fault, e)
+                carried_on = True
             if not carried_on:  # the run ended while a fault was held
                 break
     finally:
@@ -159,6 +163,16 @@ class _Nemesis:
     def close(self) -> None:
         if self.straggler is not None:
             self.straggler.close()
+
+    def failed(self, f: str, error: Exception) -> None:
+        """Fault ``f`` raised ``error``: its op ends ``info`` with the error (the run's healing
+        undoes whatever part of it was done), and the summary says so."""
+        text = f"{type(error).__name__}: {error}"[:200]
+        last = next((o for o in reversed(self.h.recorder.ops) if o["process"] == "nemesis"), None)
+        if last is None or last["type"] != "invoke":
+            self.h.op("nemesis", "invoke", f, {})
+        self.h.op("nemesis", "info", f, {"error": text})
+        self.nemesis_log.append({"at_s": round(self.h.now() / 1e9, 2), "f": f, "error": text})
 
     def note(self, f: str, name: str, **extra: Any) -> None:
         self.nemesis_log.append({"at_s": round(self.h.now() / 1e9, 2), "f": f, "node": name, **extra})
