@@ -21,8 +21,8 @@ EXIT_INTERRUPTED = 130
 
 def verdict_exit(verdict: object) -> int:
     """The exit code of a verdict, the same for every command that gives one: valid (``True``,
-    ``"pass"``, ``"ok"``) 0; invalid (``False``, ``"fail"``, ``"illegal"``) 1; anything else
-    (``"unknown"``, ``None``: nothing decided) 2."""
+    ``"pass"``, ``"ok"``, ``"valid"``) 0; invalid (``False``, ``"fail"``, ``"illegal"``,
+    ``"invalid"``) 1; anything else (``"unknown"``, ``None``: nothing decided) 2."""
     if verdict is True or verdict in ("pass", "ok", "valid"):
         return EXIT_VALID
     if verdict is False or verdict in ("fail", "illegal", "invalid"):

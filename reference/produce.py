@@ -62,8 +62,10 @@ def on_produce(b: BrokerState, now_ms: int, src: int, req: ProduceRequest, verif
         # previous one arrived: KAFKA-18575): ask the coordinator whether this partition is
         # part of the producer's ongoing transaction (KIP-890 part 1), or to add it (part 2),
         # before the log's own checks, as Kafka's UnifiedLog.maybeStartTransactionVerification
-        # does (a stale epoch while a newer transaction is open here goes on to be refused by
-        # them; the bug skips the check, not the adding that part 2 needs)
+        # does. One difference: a stale epoch while a newer transaction is open here is not
+        # verified but refused by the log's own checks (Kafka asks the coordinator, which
+        # fences it: the client sees INVALID_PRODUCER_EPOCH either way, and the simulated runs
+        # keep their histories). The bug skips the check, not the adding that part 2 needs
         _verify(b, src, req, header)
         return
     if (verified and header.is_transactional

@@ -499,6 +499,8 @@ def _log_end(segments: list[Path]) -> int:
         pos, end = 0, None
         while pos + 61 <= len(data):
             base, length = _BATCH_HEADER.unpack_from(data, pos)
+            if length <= 0 or pos + _BATCH_HEADER.size + length > len(data):
+                break  # a zeroed or torn tail (preallocated, or cut by a crash): the log ends here
             last_delta = struct.unpack_from(">i", data, pos + 23)[0]
             end = base + last_delta + 1
             pos += _BATCH_HEADER.size + length

@@ -90,7 +90,9 @@ class FileStorage:
         try:
             fd = self._fd(name)
             if self.track_flushes and name not in self._flushed:
-                self._note_flushed(name, 0)
+                # what the file held before this process first appended to it is durable (written
+                # by replace(), or by an earlier process that stopped cleanly or was cut back)
+                self._note_flushed(name, os.fstat(fd).st_size)
             view = memoryview(data)
             while view:
                 n = os.write(fd, view)

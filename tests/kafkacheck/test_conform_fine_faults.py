@@ -26,9 +26,17 @@ def _nemesis(ops: list[dict], f: str) -> list[dict]:
 
 def test_straggle_holds_requests_and_records_what_was_held_and_the_late_answer(tmp_path):
     out = tmp_path / "straggle"
-    main(["conform", "--spawn", "reference", "--cases", "none", "--workload", "txn", "--workload-seconds", "25",
-          "--faults", "straggle", "--out", str(out)])
+    code = main(["conform", "--spawn", "reference", "--cases", "none", "--workload", "txn", "--workload-seconds", "25",
+                 "--faults", "straggle", "--out", str(out)])
     ops = _ops(out / "txn")
+    results = json.loads((out / "txn" / "results.json").read_text())
+    # kafka-python speaks transaction version 1, so a late EndTxn may end its next transaction,
+    # as in Apache Kafka (KAFKA-17754): then, and only then, the run is invalid
+    late_end_landed = any(v["api"] == "EndTxn" and v.get("answer") == ["NONE"]
+                          and v["trigger"].startswith("next transaction") for v in _nemesis(ops, "release"))
+    assert code == (0 if results["valid"] is True else 1)
+    assert results["valid"] is True or (late_end_landed and set(results["anomaly_types"]) <= {
+        "G1a", "lost-write", "nonatomic-read", "poll-skip", "int-poll-skip", "unread-after-heal"}), results["anomaly_types"]
     held = [v["held"] for v in _nemesis(ops, "straggle") if v["held"]]
     released = _nemesis(ops, "release")
     assert held and len(released) == len(held)

@@ -52,3 +52,16 @@ def test_a_cut_inside_a_segment_lands_on_a_batch_boundary(tmp_path):
     assert cut_to_flushed(tmp_path) == {"q-0": [3, 6]}
     assert (tmp_path / "q-0" / f"{0:020d}.log").stat().st_size == positions[3]
     assert cut_to_flushed(tmp_path) == {}  # nothing more to lose
+
+
+def test_a_zeroed_or_torn_tail_ends_the_log_where_its_last_whole_batch_ends(tmp_path):
+    (tmp_path / RECOVERY_POINTS).write_text("0\n1\nq 0 2\n")
+    (tmp_path / "q-0").mkdir()
+    seg = tmp_path / "q-0" / f"{0:020d}.log"
+    _segment(seg, range(0, 4))
+    whole = seg.read_bytes()
+    seg.write_bytes(whole + bytes(4096))  # zeros after the last batch (a preallocated file)
+    assert cut_to_flushed(tmp_path) == {"q-0": [2, 4]}
+    _segment(seg, range(0, 4))
+    seg.write_bytes(seg.read_bytes()[:-10])  # the last batch torn: offset 3 was never whole
+    assert cut_to_flushed(tmp_path) == {"q-0": [2, 3]}

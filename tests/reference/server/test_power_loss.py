@@ -60,3 +60,14 @@ def test_a_log_after_a_power_loss_holds_what_was_flushed(tmp_path):
     recovered = PartitionLog.open(FileStorage(tmp_path), "t-0")
     assert recovered.log_end_offset == 3
     assert recovered.high_watermark == 3  # the checkpointed high watermark is clamped to the log
+
+
+def test_what_a_file_held_before_its_first_append_is_durable(tmp_path):
+    """replace() writes a whole file durably; a later append to it loses only the appended part."""
+    s = FileStorage(tmp_path)
+    s.replace("t-0/meta.log", b"durable")
+    s.append("t-0/meta.log", b"+tail")
+    s.close()
+    assert json.loads((tmp_path / FLUSHED).read_text()) == {"t-0/meta.log": 7}
+    assert lose_unflushed(tmp_path) == {"t-0/meta.log": 5}
+    assert (tmp_path / "t-0/meta.log").read_bytes() == b"durable"
