@@ -21,6 +21,7 @@ import argparse
 import json
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -72,27 +73,49 @@ ROWS = [
 ]
 
 
+# anomalies that only the final read after healing proves (what it did not find)
+FINAL_READ_ANOMALIES = ("unread-after-heal", "lost-write")
+
+
 def evidence_minutes(run_dir: Path, results: dict) -> float | None:
-    """When the earliest anomaly's evidence was complete, in minutes from the workload's start."""
+    """When the earliest anomaly's evidence was complete, in minutes from the workload's start:
+    the latest operation it cites, or for an anomaly the final read proves, the end of that
+    read."""
     times, start = {}, None
     for line in (run_dir / "history.jsonl").read_text().splitlines():
         op = json.loads(line)
         times[op["index"]] = op["time"]
         if op["process"] != "nemesis" and start is None:
             start = op["time"]  # the workload's first operation (after the topics were made)
+    final = json.loads((run_dir / "run.json").read_text())["config"].get("final_read") or {}
+    final_end = final.get("start_ns", 0) + final.get("took_ms", 0) * 1_000_000
     ends = []
-    for found in results.get("anomalies", {}).values():
+    for kind, found in results.get("anomalies", {}).items():
         for a in found:
             cited = [times[i] for i in a.get("ops", []) if i in times]
+            if kind in FINAL_READ_ANOMALIES:
+                cited.append(final_end)
             if cited:
                 ends.append(max(cited))
-    return round((min(ends) - (start or 0)) / 60e9, 1) if ends else None
+    return round((min(ends) - start) / 60e9, 1) if ends and start is not None else None
 
 
 def one_try(row: Row, out: Path) -> dict:
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "kafkacheck", *row.argv(out)], cwd=ROOT, capture_output=True,
-                          text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "kafkacheck", *row.argv(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:  # the workload, plus starting, healing and reading back: never a try that hangs the run
+        _stdout, stderr = proc.communicate(timeout=row.seconds + 900)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)  # as Ctrl-C: kafkacheck stops its brokers and clients
+        try:
+            proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        return {"exit": None, "minutes": round((time.monotonic() - start) / 60, 1), "found": None, "anomalies": [],
+                "error": f"did not end within {row.seconds + 900} s"}
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, _stdout, stderr)
     took = round((time.monotonic() - start) / 60, 1)
     run_dir = out / row.workload
     try:
@@ -112,6 +135,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--resume", action="store_true", help="keep the tries DIR/real-bugs.json has; run the rest")
     a = p.parse_args()
+    if a.tries < 1:
+        p.error("--tries must be at least 1")
     if a.resume and a.out is None:
         p.error("--resume needs --out DIR, the directory of the run to resume")
     out = a.out or Path(tempfile.mkdtemp(prefix="kafkacheck-real-bugs-"))
@@ -138,6 +163,11 @@ def main() -> int:
             tries.append(result)
             print(f"{row.bug} | {row.setup} | try {t + 1}: {result}", flush=True)
             (out / "real-bugs.json").write_text(json.dumps(report, indent=2) + "\n")
+    for r in report:  # the evidence's time is a function of the run directory: computed again
+        for t in r["tries"]:
+            run_dir = Path(t.get("run_dir") or "/nonexistent")
+            if t["found"] and (run_dir / "results.json").exists():
+                t["evidence_at_min"] = evidence_minutes(run_dir, json.loads((run_dir / "results.json").read_text()))
     print()
     print("| bug | setup | expected | found in | minutes to the evidence | anomalies | as expected |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
