@@ -28,7 +28,7 @@ from pathlib import Path
 
 from linearizability import check_operations, get_model
 from linearizability.formats import read_etcd_log, read_kv_edn
-from linearizability.kafka import read_run
+from linearizability.kafka_histories import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "porcupine_data"

@@ -14,7 +14,7 @@ import sys
 from fault_injection.nemesis import ScheduleError
 from kafkacheck.commands import COMMANDS, command
 from kafkacheck.exits import EXIT_INTERRUPTED, EXIT_USAGE, Parser, UsageError
-from linearizability.history import HistoryError as LinHistoryError
+from linearizability.operations import HistoryError as LinHistoryError
 from properties.analysis import HistoryShapeError
 from traces.history import CorpusError, HistoryError
 

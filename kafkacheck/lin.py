@@ -13,7 +13,7 @@ from pathlib import Path
 
 from linearizability import CheckResult, HistoryError, check_operations, get_model
 from linearizability.formats import read_etcd_log, read_kv_edn
-from linearizability.kafka import KAFKA_MODELS, read_run
+from linearizability.kafka_histories import KAFKA_MODELS, read_run
 
 FORMAT_MODELS = {"run": KAFKA_MODELS, "etcd": ("register",), "kv": ("kv", "kv-map")}
 ROWS_SHOWN = 20

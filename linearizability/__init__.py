@@ -8,8 +8,8 @@ and an HTML view of the result.
 """
 
 from linearizability.checker import CheckResult, PartitionResult, check_events, check_operations, native_available
-from linearizability.history import UNKNOWN, Event, HistoryError, Operation, events_to_operations
 from linearizability.models import MODELS, Model, get_model
+from linearizability.operations import UNKNOWN, Event, HistoryError, Operation, events_to_operations
 
 __all__ = [
     "MODELS",

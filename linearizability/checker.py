@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from linearizability.history import Event, HistoryError, Operation, events_to_operations, pending_return_time, validate
 from linearizability.models import Model
+from linearizability.operations import Event, HistoryError, Operation, events_to_operations, pending_return_time, validate
 from linearizability.oracle import PythonSearch
 
 MEMORY_MAX_MB = 4096        # default cap on the search caches

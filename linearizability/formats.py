@@ -1,6 +1,6 @@
 """Reading histories from files: porcupine's Jepsen etcd logs and kv EDN files.
 
-(Run directories of ours are read by :mod:`linearizability.kafka`.)
+(Run directories of ours are read by :mod:`linearizability.kafka_histories`.)
 
 The etcd logs are read as porcupine's parseJepsenLog reads them: an ``:invoke`` opens an
 operation for its process and the next ``:ok`` or ``:fail`` of that process returns it;
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from linearizability.history import UNKNOWN, HistoryError, Operation
+from linearizability.operations import UNKNOWN, HistoryError, Operation
 
 _ETCD_LINE = re.compile(r"jepsen\.util\s+-\s+(\S+)\s+(:\w+)\s+(:\w+)\s*(.*)$")
 _KV_LINE = re.compile(r'\{:process (\d+), :type :(\w+), :f :(\w+), :key "([^"]*)", :value (nil|"[^"]*")\}')

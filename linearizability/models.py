@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from linearizability.history import UNKNOWN, HistoryError, Operation
+from linearizability.operations import UNKNOWN, HistoryError, Operation
 
 NIL = -(2**63)   # the C++ side's "nothing" for register values and log positions
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from linearizability.history import Operation, pending_return_time
 from linearizability.models import Model
+from linearizability.operations import Operation, pending_return_time
 
 
 class _Entry:

@@ -3,7 +3,7 @@ check, and the formal model.
 
 * :mod:`~properties.queue` -- the history checker (``check``): every family below, with what
   Kafka allows and what it does not;
-* :mod:`~properties.analysis` (ops and version orders), :mod:`~properties.kafka` (Jepsen's
+* :mod:`~properties.analysis` (ops and version orders), :mod:`~properties.jepsen_checks` (Jepsen's
   Kafka anomalies and ours), :mod:`~properties.cycles` (Elle-style dependency cycles),
   :mod:`~properties.groups` (consumer groups), :mod:`~properties.compaction`,
   :mod:`~properties.linearizable` (each partition's log, through :mod:`linearizability`);

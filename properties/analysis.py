@@ -1,5 +1,5 @@
 """A history compiled for checking: ops folded from invocation and completion, and the
-analysis every check of :mod:`properties.kafka` reads (docs/explanation/protocol-notes.md section 4).
+analysis every check of :mod:`properties.jepsen_checks` reads (docs/explanation/protocol-notes.md section 4).
 
 * :func:`compile_ops` folds each invocation with its completion into a compact :class:`Op`
   (sends and polls parsed once, values hashable); an op that never completed counts as

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from linearizability import check_operations, get_model
-from linearizability.kafka import log_operations
+from linearizability.kafka_histories import log_operations
 
 KIND = "nonlinearizable-log"
 DEFAULT_ITERATIONS = 1_000_000_000  # per partition: work, so a busy machine gets the same verdict

@@ -1,7 +1,7 @@
 """The history checker: one verdict for any Kafka history (docs/explanation/protocol-notes.md section 4).
 
 Pure: a history (ops of docs/reference/trace-format.md) and the run's config in, the results.json object
-out. The Jepsen-parity core is :mod:`properties.kafka` (inconsistent-offsets, duplicate,
+out. The Jepsen-parity core is :mod:`properties.jepsen_checks` (inconsistent-offsets, duplicate,
 lost-write, G1a, precommitted-read, the skip and order checks, G1b, stale-read) and
 :mod:`properties.cycles` (G0, G1c and their process and realtime variants, G-single, G2).
 This module adds what needs the run's configuration:
@@ -36,7 +36,7 @@ from properties.analysis import CLIENT_TXN_FS, Analysis, analyse, compile_ops, i
 from properties.compaction import Compaction
 from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S, Budget, check_cycles
 from properties.groups import check_groups
-from properties.kafka import (
+from properties.jepsen_checks import (
     check_intermediate_reads,
     check_internal,
     check_lost_writes,

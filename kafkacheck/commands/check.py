@@ -65,7 +65,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(args: argparse.Namespace) -> int:
-    from kafkacheck.report import print_verdict
+    from kafkacheck.console import print_verdict
 
     meta, history, directory = locate_run(args.path)
     ops = iter_history(history, named_values(meta))  # streamed: a million-op history is never a list of dicts

@@ -101,7 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     con.add_argument("--out", metavar="DIR", default="runs/conform", help="report directory (default runs/conform)")
 
 
-DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.conform.kafka.DEFAULT_VERSION, without importing it
+DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.conform.apache_kafka.DEFAULT_VERSION, without importing it
 
 
 def _straggle_apis(text: str) -> list[str]:
@@ -156,7 +156,7 @@ def _check_versions(args: argparse.Namespace) -> None:
     from kafkacheck.conform.targets import TargetError, parse_bootstrap
 
     if args.spawn == "kafka" or args.client == "java":
-        from kafkacheck.conform.kafka import check_version
+        from kafkacheck.conform.apache_kafka import check_version
         try:
             check_version(args.kafka_version)
         except ValueError as e:
@@ -175,7 +175,7 @@ def _check_versions(args: argparse.Namespace) -> None:
 
 def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The workload's faults, and those of them between nodes (which need namespaces)."""
-    from kafkacheck.conform.nemesis import NETWORK_FAULTS, NODE_FAULTS, PROCESS_FAULTS, REQUEST_FAULTS
+    from kafkacheck.conform.real_nemesis import NETWORK_FAULTS, NODE_FAULTS, PROCESS_FAULTS, REQUEST_FAULTS
 
     faults = [f.strip() for f in (args.faults or "").split(",") if f.strip()]
     known = PROCESS_FAULTS + NETWORK_FAULTS + REQUEST_FAULTS + NODE_FAULTS
@@ -252,7 +252,7 @@ def _features(args: argparse.Namespace) -> dict[str, int]:
         raise UsageError("--feature sets the feature levels of a cluster kafkacheck starts: --spawn kafka (or "
                          "transaction.version with --spawn reference)")
     if features and re.fullmatch(r"\d+\.\d+\.\d+", args.kafka_version):
-        from kafkacheck.conform.kafka import version_tuple
+        from kafkacheck.conform.apache_kafka import version_tuple
         if version_tuple(args.kafka_version) < (3, 9):
             raise UsageError(f"--feature: Apache Kafka {args.kafka_version} cannot format storage with feature "
                              "levels (StorageTool format --feature, KIP-1022, came in 3.9)")
@@ -290,8 +290,8 @@ def _cases(args: argparse.Namespace) -> list:
 def _conform(args: argparse.Namespace, plan: _Plan) -> int:
     from rich.console import Console
 
-    from kafkacheck.conform.kafka import FeatureRefused, KafkaUnavailable, KafkaVersionUnknown
-    from kafkacheck.conform.nemesis import NETWORK_FAULTS, REQUEST_FAULTS
+    from kafkacheck.conform.apache_kafka import FeatureRefused, KafkaUnavailable, KafkaVersionUnknown
+    from kafkacheck.conform.real_nemesis import NETWORK_FAULTS, REQUEST_FAULTS
     from kafkacheck.conform.targets import TargetError, external, spawn
 
     args.fault_list = plan.faults
@@ -341,7 +341,7 @@ def _report(args: argparse.Namespace, target, client_name: str, **extra):
 
 def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
     """The cases, then the workload, against a started target; the report."""
-    from kafkacheck.conform.kafka import KafkaUnavailable, KafkaVersionUnknown
+    from kafkacheck.conform.apache_kafka import KafkaUnavailable, KafkaVersionUnknown
     from kafkacheck.conform.kinds import CLIENTS
     from kafkacheck.conform.targets import TargetError
 
@@ -403,8 +403,8 @@ def _interrupt(signum, frame) -> None:
 
 def _start_java(args, out: Path, console) -> None:
     """The Java client driver, built against the jars of --kafka-version (fetched if needed)."""
+    from kafkacheck.conform.apache_kafka import KafkaDist
     from kafkacheck.conform.java import build_driver, use_driver
-    from kafkacheck.conform.kafka import KafkaDist
 
     dist = KafkaDist(args.kafka_version)
     build_driver(dist, console.print)

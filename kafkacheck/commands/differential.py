@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from kafkacheck.conform.kafka import KafkaUnavailable, check_version
+    from kafkacheck.conform.apache_kafka import KafkaUnavailable, check_version
     from kafkacheck.conform.targets import TargetError, spawn
 
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, KafkaVersionUnknown, check_version
+from kafkacheck.conform.apache_kafka import KafkaDist, KafkaUnavailable, KafkaVersionUnknown, check_version
 from kafkacheck.exits import EXIT_UNKNOWN, EXIT_VALID, UsageError
 
 

@@ -106,7 +106,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(args: argparse.Namespace) -> int:
-    from kafkacheck.report import print_verdict, progress_bar
+    from kafkacheck.console import print_verdict, progress_bar
     from kafkacheck.runner import run_id_for, simulate
 
     if args.replay is not None:

@@ -3,7 +3,7 @@
 
 * :mod:`~kafkacheck.conform.targets` -- the broker (``--bootstrap``, ``--spawn reference``,
   ``--spawn tansu``, ``--spawn kafka``) and the APIs it advertises;
-* :mod:`~kafkacheck.conform.kafka` -- Apache Kafka's jars from Maven Central and a KRaft cluster;
+* :mod:`~kafkacheck.conform.apache_kafka` -- Apache Kafka's jars from Maven Central and a KRaft cluster;
 * :mod:`~kafkacheck.conform.clients` -- kafka-python and confluent-kafka behind one small
   interface, every call with a timeout;
 * :mod:`~kafkacheck.conform.cases` -- the catalogue of cases, each a documented guarantee;

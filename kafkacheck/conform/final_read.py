@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from kafkacheck.conform.history import History
+from kafkacheck.conform.wall_history import History
 
 
 def final_committed(h: History, client, group: str, topic: str, partitions: int) -> None:

@@ -6,7 +6,7 @@ Theory of operation
 one JSON request a line on stdin (``{"id", "op", "h", ...}``: create a producer, consumer or
 admin client, or act on one) and answers each on stdout, with the error as Kafka names it
 (``NOT_ENOUGH_REPLICAS: NotEnoughReplicasException: ...``). It is compiled once per Kafka
-version with ``javac`` against the jars of :class:`~kafkacheck.conform.kafka.KafkaDist`, into
+version with ``javac`` against the jars of :class:`~kafkacheck.conform.apache_kafka.KafkaDist`, into
 ``driver-HASH/`` beside them (HASH: of the source, so an edited driver is built again).
 
 :class:`JavaDriver` is one such process, shared by every thread of a run: calls are matched to
@@ -31,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kafkacheck.conform.kafka import KafkaDist, KafkaUnavailable, log4j2_config, need_tool
+from kafkacheck.conform.apache_kafka import KafkaDist, KafkaUnavailable, log4j2_config, need_tool
 
 SOURCE = Path(__file__).parent / "java" / "KafkacheckDriver.java"
 MAIN_CLASS = "KafkacheckDriver"

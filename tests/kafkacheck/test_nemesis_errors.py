@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 import threading
 
-from kafkacheck.conform.history import History
-from kafkacheck.conform.nemesis import nemesis_loop
+from kafkacheck.conform.real_nemesis import nemesis_loop
+from kafkacheck.conform.wall_history import History
 
 
 class _Unkillable:

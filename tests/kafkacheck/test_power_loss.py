@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkacheck.conform.kafka import RECOVERY_POINTS, cut_to_flushed
+from kafkacheck.conform.apache_kafka import RECOVERY_POINTS, cut_to_flushed
 from reference import records as rec
 
 

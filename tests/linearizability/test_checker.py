@@ -18,7 +18,7 @@ from linearizability import (
     get_model,
     native_available,
 )
-from linearizability.kafka import log_operations, offset_operations
+from linearizability.kafka_histories import log_operations, offset_operations
 from linearizability.visualize import render_html
 
 REGISTER = get_model("register")

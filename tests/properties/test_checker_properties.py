@@ -206,11 +206,11 @@ def test_one_offset_given_out_twice_is_inconsistent_offsets(steps, data):
 
 def test_the_properties_find_a_planted_checker_bug(monkeypatch):
     """A checker bug planted on purpose, an off-by-one that lets a reader jump over exactly
-    one record unnoticed (``delta > 2`` for ``delta > 1`` in properties/kafka.py's skip check),
+    one record unnoticed (``delta > 2`` for ``delta > 1`` in properties/jepsen_checks.py's skip check),
     is found by the properties above, with the smallest history that shows it."""
     import pytest
 
-    import properties.kafka as checker
+    import properties.jepsen_checks as checker
 
     real = checker._across
 

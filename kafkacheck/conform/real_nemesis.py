@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from fault_injection.straggle import STRAGGLE_APIS, Straggler
-from kafkacheck.conform.history import History
+from kafkacheck.conform.wall_history import History
 
 PROCESS_FAULTS = ["kill", "pause", "lose-unflushed"]
 NETWORK_FAULTS = ["partition", "one-way", "delay", "drop"]

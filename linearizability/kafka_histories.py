@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from linearizability.history import UNKNOWN, HistoryError, Operation
+from linearizability.operations import UNKNOWN, HistoryError, Operation
 from traces.history import iter_history, locate_run, named_values
 
 KAFKA_MODELS = ("partition-log", "committed-offsets")

@@ -101,7 +101,7 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <artifactId>apache-kafka-runtime</artifactId>
   <version>{version}</version>
   <packaging>pom</packaging>
-  <!-- written by kafkacheck (kafkacheck/conform/kafka.py): the classpath of an Apache Kafka broker -->
+  <!-- written by kafkacheck (kafkacheck/conform/apache_kafka.py): the classpath of an Apache Kafka broker -->
   <dependencies>
     <dependency>
       <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version>
