@@ -509,7 +509,11 @@ def run_queue(target, client_kind: str, create_topic, out_dir: Path, seconds: fl
     for t in [*threads, *members, nemesis]:
         t.start()
     try:
-        time.sleep(seconds)
+        # in short sleeps: Ctrl-C may be delivered to any of the clients' threads, and the main
+        # thread only runs the handler once it is back from its sleep
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, 0.5))
     except BaseException:  # Ctrl-C: the nemesis ends its fault before the brokers are stopped
         run.stop.set()
         run.done.set()
