@@ -356,9 +356,10 @@ class TransactionCoordinator(Coordinator):
         assert meta is not None
         if meta.state == ONGOING:
             self._end(now_ms, meta, req.commit, bump=tv2, on_answer=answer)
+        # below: version 1 only (version 2 with no transaction open was answered above)
         elif meta.state == prepare:
             answer(Errors.CONCURRENT_TRANSACTIONS)
-        elif meta.state == done and not tv2:
+        elif meta.state == done:
             answer(Errors.NONE, meta.producer_id, meta.producer_epoch)  # a retry
         else:
             answer(Errors.INVALID_TXN_STATE)
