@@ -77,7 +77,10 @@ sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module_
 sys.path.insert(0, sys.argv[1])
 import kafkacheck.cli
 from kafkacheck.cli import main
-from properties.machines import machine
+try:
+    from kafkacheck.explore import machine
+except ImportError:  # before the machines moved to kafkacheck/workloads
+    from properties.machines import machine
 assert Path(kafkacheck.cli.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), kafkacheck.cli.__file__
 programs = Path(sys.argv[2])
 
@@ -91,7 +94,7 @@ for line in sys.stdin:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             code = main(["run", *item["argv"], "--out", str(d / "r"), "--no-progress"])
         h = {f: sha((d / "r" / f).read_bytes()) for f in ("history.jsonl", "events.jsonl")}
-    else:  # as properties.machines.replay, keeping the machine to read what it recorded
+    else:  # as kafkacheck.explore.replay, keeping the machine to read what it recorded
         data = json.loads((programs / item["program"]).read_text())
         m = machine(data["machine"], item["bugs"])()
         code = "valid"

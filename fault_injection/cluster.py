@@ -2,7 +2,7 @@
 
 Timings are Kafka's defaults scaled down (``CLUSTER_TIMINGS``) so that a minute of virtual
 time sees many leader changes. Shared by the runner (``kafkacheck run``) and the Hypothesis
-state machines of :mod:`properties.machines`.
+state machines of the workloads (:mod:`kafkacheck.explore`).
 """
 
 from __future__ import annotations

@@ -355,14 +355,14 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, qui
         log(f"hunting {name} ({SCENARIOS[name].workload}, {SCENARIOS[name].ops} ops a run, up to {runs} runs)")
         outcomes.append(hunt(name, runs, jobs, log, time_limit=time_limit))
         if machines:
-            from properties.machines import MACHINE_FOR_BUG
+            from kafkacheck.explore import MACHINE_FOR_BUG
             hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], machine_programs, machine_time, log,
                          out_dir)
     if with_none:
         log(f"running the correct engine (no switch), {runs} runs")
         outcomes.append(no_bug(runs, jobs, log, time_limit=time_limit))
         if machines:
-            from properties.machines import MACHINES
+            from kafkacheck.explore import MACHINES
             for m in MACHINES:
                 hunt_machine(outcomes[-1], m, [], machine_programs, machine_time, log, out_dir)
     print_table(outcomes, runs)

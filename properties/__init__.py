@@ -1,5 +1,5 @@
-"""The guarantees: pure checkers over histories, the state machines that produce histories to
-check, and the formal model.
+"""The guarantees: pure checkers over histories, and the formal model (the drivers that
+produce histories, the workloads and their Hypothesis machines, are :mod:`kafkacheck.workloads`).
 
 * :mod:`~properties.queue` -- the history checker (``check``): every family below, with what
   Kafka allows and what it does not;
@@ -7,8 +7,5 @@ check, and the formal model.
   Kafka anomalies and ours), :mod:`~properties.cycles` (Elle-style dependency cycles),
   :mod:`~properties.groups` (consumer groups), :mod:`~properties.compaction`,
   :mod:`~properties.linearizable` (each partition's log, through :mod:`linearizability`);
-* :mod:`~properties.machines` -- Hypothesis state machines over the simulated cluster
-  (:mod:`~properties.cluster_machine`, :mod:`~properties.actors`,
-  :mod:`~properties.exploration`);
 * :mod:`properties.formal` -- the z3 model of replication and transactions.
 """

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
+from kafkacheck.workloads import WORKLOADS
 
 
 def _catalogue():
@@ -48,15 +49,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     con.add_argument("--cases", metavar="A,B", help="run only these cases (default: all; none: only the workload)")
     con.add_argument("--profile", choices=["full", "short"], default="full",
                      help="short: every case but the two slowest (compaction, cooperative group); default full")
-    con.add_argument("--workload", choices=["queue", "idempotent", "txn", "eos", "compaction", "groups", "none"],
-                     default="queue",
-                     help="after the cases, run this workload with real client threads and check its "
-                          "history with the simulator's checker: queue (acks=all sends, no retries), "
-                          "idempotent (enable.idempotence, retries), txn (transactions of 1-3 sends, a fifth "
-                          "aborted on purpose, read_committed consumers), eos (consume-transform-produce with "
-                          "sendOffsetsToTransaction), compaction (keyed updates and tombstones on a compacted "
-                          "topic), groups (consumer-group members that poll, commit, leave and rejoin); "
-                          "default queue; none skips it")
+    con.add_argument("--workload", choices=[*WORKLOADS, "none"], default="queue",
+                     help="after the cases, run this workload (the same as kafkacheck run's) with real client "
+                          "threads and check its history with the simulator's checker; what each checks: "
+                          + "; ".join(f"{name}: {w.guarantee}" for name, w in WORKLOADS.items())
+                          + "; default queue; none skips it")
     con.add_argument("--workload-seconds", type=float, default=20.0, metavar="S",
                      help="how long the workload runs before healing and the final read (default 20)")
     con.add_argument("--faults", default="kill,pause,partition,delay", metavar="F,G",
@@ -415,18 +412,18 @@ def _run_workload(args, target, client, out: Path, report, console) -> None:
     import time
 
     from kafkacheck.conform.report import Entry
-    from kafkacheck.conform.workload import WORKLOADS, run_queue
+    from kafkacheck.conform.workload import run_workload
 
     faults = args.fault_list if target.controllable else []
     note = f" with faults {', '.join(faults)}" if faults else " (no faults: kafkacheck does not control this broker)"
     start = time.monotonic()
     name = args.workload
-    guarantee = WORKLOADS[name]
+    guarantee = WORKLOADS[name].guarantee
     with console.status(f"workload {name} for {args.workload_seconds:.0f} s{note}"):
         try:
-            result = run_queue(target, args.client, client.create_topic, out / name, args.workload_seconds,
-                               faults, timeout_s=min(args.timeout, 10.0), log=console.print, workload=name,
-                               straggle_apis=tuple(args.straggle_api) if args.straggle_api else None)
+            result = run_workload(target, args.client, client.create_topic, out / name, args.workload_seconds,
+                                  faults, timeout_s=min(args.timeout, 10.0), log=console.print, workload=name,
+                                  straggle_apis=tuple(args.straggle_api) if args.straggle_api else None)
         except Exception as e:
             report.entries.append(Entry("workload", name, guarantee,
                                         "Kafka docs, Design: guarantees", "error", f"{type(e).__name__}: {e}",
@@ -438,7 +435,7 @@ def _run_workload(args, target, client, out: Path, report, console) -> None:
     valid = result["valid"]
     status = "pass" if valid is True else "fail" if valid is False else "error"
     counts = {k: v for k, v in result.get("counts", {}).items() if v}
-    what = "committed sends" if name in ("txn", "eos") else "sends"
+    what = "committed sends" if WORKLOADS[name].transactional else "sends"
     evidence = (f"{summary['acknowledged_sends']} acknowledged {what}, {summary['ops']} ops, "
                 f"{len(summary['nemesis'])} faults; checker: {'valid' if valid is True else valid}"
                 + (f"; anomalies {result['anomaly_types']}" if result.get("anomaly_types") else "")

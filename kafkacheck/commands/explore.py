@@ -1,5 +1,5 @@
 """``kafkacheck explore``: a Hypothesis state machine against the simulated cluster
-(:mod:`properties.machines`), or a saved program replayed."""
+(:mod:`kafkacheck.explore`), or a saved program replayed."""
 
 from __future__ import annotations
 

@@ -14,10 +14,12 @@ A new workload is a new module with a subclass, listed in :data:`kafkacheck.work
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kafkacheck.workloads.client import Budget, FinalReader
+from kafkacheck.workloads.machine import ClusterMachine
 from reference.consumer import ConsumerConfig
 from reference.messages import TopicPartition
 from reference.node import Node
@@ -48,6 +50,17 @@ class Workload:
     group_coordinator: ClassVar[bool] = False  # consumer groups (the offsets topic)
     compacted: ClassVar[bool] = False  # the workload topic is compacted
     subscribe: ClassVar[bool] = False  # consumers subscribe (rebalances move partitions)
+    # the Hypothesis machine of ``kafkacheck explore`` (its rules are this workload's ops)
+    machine: ClassVar[type[ClusterMachine] | None] = None
+    # with real clients (kafkacheck conform): the guarantee the report names, a second
+    # (output) topic, keyed records (record keys a partition, the share of tombstones), the
+    # workload topic's configs, the requests ``--faults straggle`` may hold back
+    guarantee: ClassVar[str]
+    has_output: ClassVar[bool] = False
+    record_keys: ClassVar[int] = 0
+    tombstone_p: ClassVar[float] = 0.0
+    real_topic_configs: ClassVar[dict[str, str] | None] = None
+    straggle_apis: ClassVar[tuple[str, ...]] = ("Produce",)
 
     def __init__(self, setup: Setup) -> None:
         self.setup = setup
@@ -73,4 +86,27 @@ class Workload:
 
     def config(self) -> dict:
         """The workload's part of run.json's ``config`` (what the checker reads)."""
+        return {}
+
+    # ------------------------------------------------------------ with real clients
+    # ``run`` is a :class:`kafkacheck.conform.real_run.RealRun`
+
+    @classmethod
+    def real_threads(cls, run: Any, producers: int, consumers: int) -> list[Callable[[], None]]:
+        """The loops of the client threads that run until the run stops: by default
+        ``producers`` producers of one send per op and ``consumers`` consumers."""
+        return [run.producer_loop] * producers + [run.consumer_loop] * consumers
+
+    @classmethod
+    def real_members(cls, run: Any) -> list[Callable[[], None]]:
+        """Consumer-group members: they poll on after healing until the group settles."""
+        return []
+
+    @classmethod
+    def real_after_heal(cls, run: Any) -> None:
+        """What is read after healing, before every partition's end offset and the final read."""
+
+    @classmethod
+    def real_config(cls, run: Any) -> dict:
+        """The workload's part of run.json's ``config`` for a run with real clients."""
         return {}

@@ -19,8 +19,15 @@ which is how an exactly-once application recovers.
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
+from kafkacheck.conform.final_read import final_committed
+from kafkacheck.conform.handles import NotCommitted, Poller, TxnSender
+from kafkacheck.conform.kinds import CLIENTS, make_poller
+from kafkacheck.conform.real_run import PARTITIONS as REAL_PARTITIONS
+from kafkacheck.conform.real_run import RealRun
 from kafkacheck.workloads.base import Setup, Workload
 from kafkacheck.workloads.client import Budget, ClientBase, FinalReader, decode_value, encode_value
 from kafkacheck.workloads.queue import QueueClient
@@ -31,6 +38,7 @@ from reference.producer import ProducerConfig
 from reference.txn_producer import TransactionalProducer
 
 GROUP = "eos"
+REAL_GROUP = "kafkacheck-eos"  # with real clients
 # an output value names its input value and the attempt that copied it, so that every write
 # is unique (Jepsen's rule) and the checker can map output back to input
 SOURCE_SHIFT = 1 << 24
@@ -194,11 +202,100 @@ class EosProcessor(ClientBase):
                     self._finish_poll(now_ms)
 
 
+# ------------------------------------------------------------ with real clients
+
+def real_processor_loop(run: RealRun, j: int, m: int) -> None:
+    """Processor ``j`` of ``m``: one transaction per op, as the simulated :class:`EosProcessor`."""
+    h, rng = run.h, run.rng
+    assert run.output is not None
+    inputs = [(run.topic, p) for p in range(REAL_PARTITIONS) if p % m == j]
+    in_keys = [f"{t}:{p}" for t, p in inputs]
+    process = h.new_process()
+    sender: TxnSender | None = None
+    poller: Poller | None = None
+    seq = 0
+    while not run.stop.is_set():
+        if sender is None:
+            sender = run.txn_sender(f"kafkacheck-{run.output}-{j}")  # fences its predecessor
+            continue
+        if poller is None:  # (re)start at the group's committed offsets
+            try:
+                poller = run.opened(make_poller(run.kind, run.target.bootstrap, inputs, run.timeout_s,
+                                                 "read_committed", group=REAL_GROUP))
+            except Exception:
+                time.sleep(0.5)
+                continue
+            h.op(process, "invoke", "assign", in_keys)
+            h.op(process, "ok", "assign", in_keys)
+        seq += 1
+        attempt = seq * m + j
+        abort_on_purpose = rng.random() < 0.1
+        h.op(process, "invoke", "txn", [["poll"]])
+        got: dict = {}
+        done: list = []
+        planned: list = []
+        nxt: dict[tuple[str, int], int] = {}
+        try:
+            sender.begin()
+            got = poller.poll(100)
+            for key, pairs in got.items():
+                p = int(key.rsplit(":", 1)[1])
+                for off, v in pairs:
+                    nxt[(run.topic, p)] = off + 1
+                    if v is not None:
+                        planned.append((p, output_value(v, attempt)))
+            results = sender.send_many(run.output, planned) if planned else []
+            for (p, w), r in zip(planned, results, strict=True):
+                done.append(["send", f"{run.output}:{p}", [r if isinstance(r, int) else None, w]])
+            failed = [r for r in results if not isinstance(r, int)]
+            if failed:
+                raise RuntimeError(failed[0])
+            if nxt:
+                sender.send_offsets(nxt, poller)
+        except Exception as e:
+            rest = [["send", f"{run.output}:{p}", [None, w]] for p, w in planned[len(done):]]
+            sender = run.abort(sender)
+            h.op(process, "fail", "txn", [["poll", got], *done, *rest], error=str(e)[:80],
+                 offsets={f"{t}:{p}": o for (t, p), o in sorted(nxt.items())})
+            run.closed(poller)
+            poller = None
+            continue
+        offsets = {f"{t}:{p}": o for (t, p), o in sorted(nxt.items())}
+        if abort_on_purpose:
+            sender = run.abort(sender)
+            h.op(process, "fail", "txn", [["poll", got], *done], error="intentional-abort", offsets=offsets)
+            run.closed(poller)
+            poller = None
+            continue
+        run.pause(run.pauses and rng.random() < 0.5)
+        try:
+            sender.commit()
+            h.op(process, "ok", "txn", [["poll", got], *done], offsets=offsets)
+        except NotCommitted as e:  # certainly not committed: rewind to the committed offsets
+            h.op(process, "fail", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets)
+            sender = run.abort(sender)
+            run.closed(poller)
+            poller = None
+        except Exception as e:
+            h.op(process, "info", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets)
+            run.closed(sender)
+            sender = None
+            run.closed(poller)
+            poller = None
+            process = h.new_process()
+    if sender is not None:
+        run.closed(sender)
+    if poller is not None:
+        run.closed(poller)
+
+
 class EosWorkload(Workload):
     name = "eos"
     description = ("consume-transform-produce: idempotent producers write an input topic; processors "
                    "copy it to an output topic in transactions with sendOffsetsToTransaction")
-    idempotent = transactional = group_coordinator = True
+    guarantee = "consume-transform-produce copies every input record to the output exactly once"
+    idempotent = transactional = group_coordinator = has_output = True
+    straggle_apis = ("EndTxn", "Produce", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit")
 
     def __init__(self, setup: Setup) -> None:
         super().__init__(setup)
@@ -231,3 +328,21 @@ class EosWorkload(Workload):
         return {"transaction_version": self.setup.options.transaction_version,
                 "eos": {"input": self.setup.options.topic, "output": self.output_topic, "group": GROUP,
                         "source_shift": SOURCE_SHIFT}}
+
+    @classmethod
+    def real_threads(cls, run: RealRun, producers: int, consumers: int) -> list[Callable[[], None]]:
+        """``producers`` input producers, as many processors (up to one a partition), and
+        ``consumers`` read_committed consumers of both topics."""
+        m = max(1, min(REAL_PARTITIONS, producers))
+        return ([run.producer_loop] * producers + [lambda j=j: real_processor_loop(run, j, m) for j in range(m)]
+                + [run.consumer_loop] * consumers)
+
+    @classmethod
+    def real_after_heal(cls, run: RealRun) -> None:
+        """The group's committed offsets of the input."""
+        final_committed(run.h, CLIENTS[run.kind](run.target.bootstrap, run.timeout_s), REAL_GROUP, run.topic,
+                        REAL_PARTITIONS)
+
+    @classmethod
+    def real_config(cls, run: RealRun) -> dict:
+        return {"eos": {"input": run.topic, "output": run.output, "group": REAL_GROUP, "source_shift": SOURCE_SHIFT}}

@@ -22,15 +22,27 @@ that its final assignment is in the history.
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
-from fault_injection.cluster import MS
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, rule
+
+from fault_injection.cluster import CLUSTER_TIMINGS, MS
+from kafkacheck.conform.handles import GroupMember
+from kafkacheck.conform.kinds import make_member
+from kafkacheck.conform.real_run import RealRun
+from kafkacheck.workloads.actors import Member, Writer, member_config
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value
+from kafkacheck.workloads.machine import BROKERS, PARTITIONS, TOPIC, ClusterMachine
+from kafkacheck.workloads.machine import GROUP as MACHINE_GROUP
 from kafkacheck.workloads.queue import QueueClient
 from reference.consumer import ConsumerConfig
 from reference.errors import Errors
 from reference.group_consumer import GroupConsumer
+from reference.topics import OFFSETS_TOPIC
 
 GROUP = "workers"
 FENCED = frozenset({Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
@@ -227,11 +239,160 @@ class GroupMemberClient(ClientBase):
                     self._finish_poll(now_ms)
 
 
+class GroupsMachine(ClusterMachine):
+    """An idempotent producer and three members of one consumer group."""
+
+    focus = ("group-member-expired", "group-illegal-generation", "group-unknown-member",
+             "group-rebalance-in-progress", "group-coordinator-loaded", "group-static-member-replaced")
+
+    def internal_topics(self) -> list[str]:
+        return [OFFSETS_TOPIC]
+
+    @initialize(seed=st.integers(0, 2**16), assignor=st.sampled_from(["range", "roundrobin", "cooperative-sticky"]))
+    def boot(self, seed: int, assignor: str) -> None:
+        self._boot(seed, assignor=assignor)
+
+    def make_actors(self) -> None:
+        self.add_actor(lambda node, i: Writer(node, i, BROKERS, self.producer_config()))
+        mc = member_config(self.consumer_config(), MACHINE_GROUP, self.options["assignor"], CLUSTER_TIMINGS)
+        for _ in range(3):
+            self.add_actor(lambda node, i: Member(node, i, BROKERS, mc, TOPIC, [tp.key for tp in self.keys]))
+
+    def config(self) -> dict:
+        return {**super().config(), "idempotence": True, "sub_via": ["subscribe"],
+                "groups": {"group": MACHINE_GROUP, "assignor": self.options["assignor"], "static": False,
+                           "keys": [tp.key for tp in self.keys], "final_polls": True}}
+
+    def before_final_read(self) -> None:
+        assert self.sim is not None
+        self.sim.run_until(self.sim.now_ns + 8_000 * MS)  # rebalances settle
+        self.heal_ns = self.sim.now_ns  # the members' final polls come after this
+        # as an application's poll loop: a member the group dropped while it did not poll
+        # rejoins on its next poll, which returns before the join completes; the polls after
+        # it show the generation it joined (the checker takes each member's last poll)
+        for _ in range(3):
+            for m in range(1, 4):
+                self.command(m, ("poll",))
+            self.sim.run_until(self.sim.now_ns + CLUSTER_TIMINGS["member_rebalance_timeout_ms"] * MS)
+
+    @rule(partitions=st.lists(st.integers(0, PARTITIONS - 1), min_size=1, max_size=3))
+    def produce(self, partitions: list[int]) -> None:
+        self._step("produce", partitions=partitions)
+        self.command(0, ("send", [(self.keys[p], self.value(self.keys[p]), None) for p in partitions]))
+
+    @rule(member=st.integers(0, 2), what=st.sampled_from(["poll", "poll", "commit", "crash", "leave"]))
+    def member(self, member: int, what: str) -> None:
+        """A member polls, commits what it read, crashes (rebuilt as a new process) or
+        leaves and joins again."""
+        self._step("member", member=member, what=what)
+        self.command(1 + member, (what,))
+
+    @rule(member=st.integers(0, 2), extra_ms=st.sampled_from([500, 2_000, 5_000]),
+          then=st.sampled_from(["commit", "poll"]))
+    def pause_across_rebalance(self, member: int, extra_ms: int, then: str) -> None:
+        """Once every member has polled, one stops (a long GC pause) past its session timeout,
+        so the group rebalances without it while the others poll, then wakes and at once
+        commits or polls in the generation it remembers: the coordinator must tell it that it
+        was replaced."""
+        self._step("pause_across_rebalance", member=member, extra_ms=extra_ms, then=then)
+        assert self.sim is not None
+        sim = self.sim
+        node = self.actors[1 + member].node_id
+        for m in range(3):  # first the group settles: every member polls (joins, is assigned)
+            self.command(1 + m, ("poll",))
+        sim.run_until(sim.now_ns + 1_000 * MS)
+        sim.pause(node)
+        sim.run_until(sim.now_ns + CLUSTER_TIMINGS["member_session_timeout_ms"] * MS)
+        for other in range(3):  # the others poll meanwhile: they rebalance and take its partitions
+            if other != member:
+                self.command(1 + other, ("poll",))
+        sim.run_until(sim.now_ns + extra_ms * MS)
+        sim.resume(node)
+        self.command(1 + member, (then,))
+
+    @rule(member=st.integers(0, 2), paused=st.booleans())
+    def pause_member(self, member: int, paused: bool) -> None:
+        """A member stops (a long GC pause) or continues, missing rebalances meanwhile."""
+        self._step("pause_member", member=member, paused=paused)
+        assert self.sim is not None
+        node = self.actors[1 + member].node_id
+        (self.sim.pause if paused else self.sim.resume)(node)
+
+
+# ------------------------------------------------------------ with real clients
+
+def real_member_loop(run: RealRun, i: int) -> None:
+    """Member ``i`` polls, commits what it reached, sometimes leaves and joins again."""
+    h, rng, keys = run.h, run.rng, run.keys()
+    process = h.new_process()
+
+    def join() -> GroupMember | None:
+        try:
+            member = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, run.group,
+                                             run.timeout_s))
+        except Exception:
+            time.sleep(0.5)
+            return None
+        h.op(process, "invoke", "subscribe", keys)
+        h.op(process, "ok", "subscribe", keys)
+        return member
+
+    m = join()
+    while not run.done.is_set():
+        if m is None:
+            m = join()
+            continue
+        healed = run.healed.is_set()
+        r = rng.random()
+        if not healed and r < 0.02:  # leave cleanly and join again
+            h.op(process, "invoke", "subscribe", keys)
+            run.closed(m)
+            log = m.take_log()
+            h.op(process, "ok", "subscribe", keys, **({"rebalance_log": log} if log else {}))
+            m = join()
+            continue
+        offsets = m.reached()
+        if not healed and r < 0.2 and offsets:
+            generation = m._current_generation()
+            h.op(process, "invoke", "commit", offsets, generation=generation)
+            err, definite = m.commit(offsets)
+            log = m.take_log()
+            extra = {"rebalance_log": log} if log else {}
+            if err is None:
+                h.op(process, "ok", "commit", offsets, generation=generation, **extra)
+                continue
+            h.op(process, "fail" if definite else "info", "commit", offsets, generation=generation,
+                 error=err, **extra)
+            if not definite:  # unknown outcome: a new member under a new process
+                run.closed(m)
+                process = run.abandon(process)
+                m = None
+            continue
+        h.op(process, "invoke", "poll", [["poll"]])
+        try:
+            got = m.poll()
+        except Exception as e:
+            h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
+            run.closed(m)
+            process = run.abandon(process)
+            m = None
+            continue
+        log = m.take_log()
+        h.op(process, "ok", "poll", [["poll", got]], **({"rebalance_log": log} if log else {}))
+        with run.lock:
+            run.member_state[i] = (process, m.generation, frozenset(m.owned))
+    if m is not None:  # closed once every member stopped: a leave now would start a
+        with run.lock:   # rebalance that the members still polling would report
+            run.stopped_members.append(m)
+
+
 class GroupsWorkload(Workload):
     name = "groups"
     description = ("consumer-group members (subscribe, --assignor) that poll, commit, crash and leave, "
                    "paused past their session timeouts, while a producer writes")
+    guarantee = "a consumer group gives each partition to one member per generation and refuses fenced commits"
     idempotent = group_coordinator = subscribe = True
+    machine = GroupsMachine
 
     def client(self, i: int, node_id: int, rng: random.Random) -> QueueClient | GroupMemberClient:
         s = self.setup
@@ -266,6 +427,21 @@ class GroupsWorkload(Workload):
         return {"sub_via": ["subscribe"],
                 "groups": {"group": GROUP, "assignor": o.assignor, "static": o.static_members,
                            "keys": [tp.key for tp in self.setup.keys], "final_polls": True}}
+
+
+    @classmethod
+    def real_threads(cls, run: RealRun, producers: int, consumers: int) -> list[Callable[[], None]]:
+        """One producer (the members are :meth:`real_members`)."""
+        return [run.producer_loop]
+
+    @classmethod
+    def real_members(cls, run: RealRun) -> list[Callable[[], None]]:
+        return [lambda i=i: real_member_loop(run, i) for i in range(3)]
+
+    @classmethod
+    def real_config(cls, run: RealRun) -> dict:
+        return {"sub_via": ["subscribe"], "groups": {"group": run.group, "assignor": "range", "static": False,
+                                                     "keys": run.keys(), "final_polls": True}}
 
 
 def _final_poll(sim, c: GroupMemberClient) -> None:

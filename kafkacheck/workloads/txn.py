@@ -15,14 +15,25 @@ new process, Jepsen's rule).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, rule
+
+from fault_injection.cluster import CLUSTER_TIMINGS, MS
+from kafkacheck.conform.handles import NotCommitted
+from kafkacheck.conform.real_run import PARTITIONS as REAL_PARTITIONS
+from kafkacheck.conform.real_run import RealRun
+from kafkacheck.workloads.actors import Reader, TxnWriter
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value
+from kafkacheck.workloads.machine import BROKERS, PARTITIONS, ClusterMachine
 from kafkacheck.workloads.queue import QueueClient
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.messages import TopicPartition
 from reference.producer import ProducerConfig
+from reference.topics import TXN_TOPIC
 from reference.txn_producer import TransactionalProducer
 
 
@@ -208,11 +219,129 @@ class TxnClient(ClientBase):
                     self._finish_poll(now_ms)
 
 
+class TxnMachine(ClusterMachine):
+    """Two transactional producers and two read_committed consumers."""
+
+    read_committed = True
+    focus = ("txn-coordinator-loaded-unfinished", "txn-coordinator-resumed-markers", "txn-producer-fenced",
+             "txn-concurrent-transactions", "txn-timed-out", "txn-marker-retried", "txn-marker-to-moved-leader",
+             "produce-txn-raced-marker")
+
+    def internal_topics(self) -> list[str]:
+        return [TXN_TOPIC]
+
+    @initialize(seed=st.integers(0, 2**16))
+    def boot(self, seed: int) -> None:
+        self._boot(seed)
+
+    def make_actors(self) -> None:
+        for w in range(2):
+            self.add_actor(lambda node, i, w=w: TxnWriter(
+                node, i, BROKERS, self.producer_config(), f"machine-txn-{w}",
+                CLUSTER_TIMINGS["transaction_timeout_ms"]))
+        for _ in range(2):
+            self.add_actor(lambda node, i: Reader(node, i, BROKERS, self.consumer_config(True), self.keys))
+
+    def config(self) -> dict:
+        return {**super().config(), "idempotence": True, "txn": True, "isolation_level": "read_committed"}
+
+    @rule(writer=st.integers(0, 1), partitions=st.lists(st.integers(0, PARTITIONS - 1), min_size=1, max_size=4),
+          abort=st.booleans(), dwell_ms=st.sampled_from([0, 200, 1_000, 2_000]))
+    def transaction(self, writer: int, partitions: list[int], abort: bool, dwell_ms: int = 0) -> None:
+        """Begin, send, stay in the transaction ``dwell_ms`` (processing), then commit (or
+        abort on purpose)."""
+        self._step("transaction", writer=writer, partitions=partitions, abort=abort, dwell_ms=dwell_ms)
+        self.command(writer, ("txn", [(self.keys[p], self.value(self.keys[p])) for p in partitions],
+                              abort, dwell_ms))
+
+    @rule(reader=st.integers(0, 1))
+    def poll(self, reader: int) -> None:
+        self._step("poll", reader=reader)
+        self.command(2 + reader, ("poll",))
+
+    @rule(writer=st.integers(0, 1), request=st.sampled_from(["EndTxnRequest", "ProduceRequest",
+                                                             "AddPartitionsToTxnRequest"]),
+          ms=st.sampled_from([2_300, 3_000, 5_000]))
+    def hold_back(self, writer: int, request: str, ms: int) -> None:
+        """The writer's next request of this kind reaches the broker ``ms`` late, past its
+        timeout, after the writer gave up on it and went on (KAFKA-17754: a delayed EndTxn or
+        produce of one transaction lands in the next)."""
+        self._step("hold_back", writer=writer, request=request, ms=ms)
+        assert self.sim is not None
+        sim = self.sim
+        node = self.actors[writer].node_id
+        sim.hold_back(lambda src, _dst, m: src == node and type(m).__name__ == request, ms)
+        held = sim.holds[-1]
+        # time passes until the request is sent and held (for at most 3 s): healing at the
+        # program's end would release a hold still waiting
+        sim.run_until(sim.now_ns + 3_000 * MS, stop=lambda: held not in sim.holds)
+
+    @rule(p=st.sampled_from([0.05, 0.2, 0.5]), ms=st.sampled_from([3_000, 6_000]))
+    def straggle(self, p: float, ms: int) -> None:
+        """A share ``p`` of messages is held back for ``ms`` (a stalled connection), past the
+        request timeout, so that retries and the next transaction's requests overtake them:
+        a produce or EndTxn of one transaction arriving in the next (KAFKA-17754). Healed
+        by ``fault(heal)``."""
+        self._step("straggle", p=p, ms=ms)
+        self._fault("straggle", {"p": p, "ms": ms})
+
+
+# ------------------------------------------------------------ with real clients
+
+def real_txn_loop(run: RealRun) -> None:
+    """txn: one op is a transaction of 1-3 sends."""
+    h, rng, topic = run.h, run.rng, run.topic
+    process = h.new_process()
+    txn_id = f"kafkacheck-{topic}-{process}"
+    sender = None
+    while not run.stop.is_set():
+        if sender is None:
+            sender = run.txn_sender(txn_id)
+            continue
+        sends = [(p, run.next_value(f"{topic}:{p}"))
+                 for p in (rng.randrange(REAL_PARTITIONS) for _ in range(rng.randint(1, 3)))]
+        h.op(process, "invoke", "txn", [["send", f"{topic}:{p}", v] for p, v in sends])
+        done: list = []
+        abort_on_purpose = rng.random() < 0.2
+        pausing = run.pauses and rng.random() < 0.5
+        try:
+            sender.begin()
+            for p, v in sends:
+                done.append(["send", f"{topic}:{p}", [sender.send(topic, p, v), v]])
+                run.pause(pausing)
+        except Exception as e:
+            rest = [["send", f"{topic}:{p}", [None, v]] for p, v in sends[len(done):]]
+            sender = run.abort(sender)
+            h.op(process, "fail", "txn", done + rest, error=str(e)[:80])
+            continue
+        if abort_on_purpose:
+            sender = run.abort(sender)
+            h.op(process, "fail", "txn", done, error="aborted on purpose")
+            continue
+        run.pause(pausing)
+        try:
+            sender.commit()
+            h.op(process, "ok", "txn", done)
+        except NotCommitted as e:  # certainly not committed: its sends must never be read
+            h.op(process, "fail", "txn", done, error=str(e)[:80])
+            sender = run.abort(sender)
+        except Exception as e:
+            h.op(process, "info", "txn", done, error=str(e)[:80])
+            run.closed(sender)
+            sender = None
+            process = h.new_process()
+    if sender is not None:
+        run.closed(sender)
+
+
 class TxnWorkload(Workload):
     name = "txn"
     description = ("Jepsen-style transactions of 1-4 sends and polls (read_committed), about 15% "
                    "aborted on purpose")
+    guarantee = "committed transactions are read whole, aborted ones never (read_committed)"
     idempotent = transactional = True
+    machine = TxnMachine
+    straggle_apis = ("EndTxn", "Produce", "AddPartitionsToTxn")
 
     def client(self, i: int, node_id: int, rng: random.Random) -> TxnClient:
         s = self.setup
@@ -221,3 +350,9 @@ class TxnWorkload(Workload):
 
     def config(self) -> dict:
         return {"transaction_version": self.setup.options.transaction_version}
+
+    @classmethod
+    def real_threads(cls, run: RealRun, producers: int, consumers: int) -> list[Callable[[], None]]:
+        """``producers`` transactional producers (one op: a transaction of 1-3 sends, about one in
+        five aborted on purpose) and ``consumers`` read_committed consumers."""
+        return [lambda: real_txn_loop(run)] * producers + [run.consumer_loop] * consumers

@@ -189,7 +189,8 @@ def test_a_client_hung_in_a_commit_is_closed_when_the_run_ends(tmp_path):
     import threading
     import types
 
-    from kafkacheck.conform.workload import _Run
+    from kafkacheck.conform.real_run import RealRun
+    from kafkacheck.workloads import WORKLOADS
     from reference.server.cluster import InThreadCluster, ServerOptions
 
     def io_threads() -> set[threading.Thread]:
@@ -197,8 +198,8 @@ def test_a_client_hung_in_a_commit_is_closed_when_the_run_ends(tmp_path):
 
     before = io_threads()
     with InThreadCluster(ServerOptions(data_dir=tmp_path, brokers=1, port=0)) as cluster:
-        run = _Run("txn", types.SimpleNamespace(bootstrap=cluster.bootstrap), "kafka-python", 5.0, 0)
-        sender = run._txn_sender("kafkacheck-hang")
+        run = RealRun(WORKLOADS["txn"], types.SimpleNamespace(bootstrap=cluster.bootstrap), "kafka-python", 5.0, 0)
+        sender = run.txn_sender("kafkacheck-hang")
         assert sender is not None
         sender.begin()
         sender.send("t", 0, 1)

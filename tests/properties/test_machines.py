@@ -1,4 +1,4 @@
-"""The Hypothesis state machines of properties/machines.py against the simulated cluster."""
+"""The workloads' Hypothesis state machines (kafkacheck/explore.py) against the simulated cluster."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from kafkacheck.cli import main
-from properties.machines import MACHINE_FOR_BUG, MACHINES, Finding, machine, replay
+from kafkacheck.explore import MACHINE_FOR_BUG, MACHINES, Finding, machine, replay
 from reference.bugs import BUGS
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -151,7 +151,7 @@ def test_explore_keeps_a_finding_when_the_time_limit_cuts_shrinking_short(monkey
     """Past the time limit the first shrinking program that found nothing used to stop the
     exploration and lose the finding. A clock that moves one second a reading makes the
     limit pass during shrinking, the same way on any machine."""
-    import properties.exploration as pm
+    import kafkacheck.explore as pm
 
     class Clock:
         t = 0.0
@@ -167,7 +167,7 @@ def test_explore_keeps_a_finding_when_the_time_limit_cuts_shrinking_short(monkey
 
 
 def test_the_queue_machine_finds_ack_before_isr_in_a_fixed_budget_of_programs():
-    from properties.exploration import explore
+    from kafkacheck.explore import explore
 
     r = explore("queue", ["ack-before-isr"], examples=60, steps=40, derandomize=True, shrink=False)
     assert r.found and "acked-on-isr" in r.found and r.found_after <= 60

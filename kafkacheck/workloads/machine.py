@@ -1,11 +1,11 @@
-"""What every Hypothesis state machine of :mod:`properties.machines` shares: a simulated cluster
+"""What every workload's Hypothesis state machine shares: a simulated cluster
 (a controller and three brokers in a seeded :class:`~fault_injection.simulation.Simulation`),
 the rules that are not a client's (time passing, faults on a node or on the node that plays a
 role, administrative elections), the white-box invariants after every rule, and the teardown
 that heals everything, lets the clients finish, reads every partition from the beginning
 and asks the history checker for its verdict.
 
-Every rule a run executes is also kept in ``steps``, so :func:`properties.machines.replay`
+Every rule a run executes is also kept in ``steps``, so :func:`kafkacheck.explore.replay`
 runs the same program again: the simulation is seeded by the ``boot`` rule, so it replays
 byte for byte. The Hypothesis profiles ``ci`` (30 derandomized programs of up to 25 rules)
 and ``deep`` (2,000 programs of up to 60) are registered here.
@@ -30,7 +30,7 @@ from fault_injection.cluster import (
 )
 from fault_injection.nemesis import Nemesis
 from fault_injection.simulation import Simulation
-from properties.actors import Actor, Reader
+from kafkacheck.workloads.actors import Actor, Reader
 from properties.queue import check
 from reference import marks
 from reference.consumer import ConsumerConfig

@@ -1,0 +1,227 @@
+"""What every workload's real-client threads share: :class:`RealRun`.
+
+A workload's module (:mod:`kafkacheck.workloads`) says which threads run (its
+``real_threads``); they record their ops into one :class:`~kafkacheck.conform.wall_history.History`
+by Jepsen's rules: an invoke and its completion, ``ok`` with offsets, ``fail`` when the
+broker certainly refused, ``info`` when the outcome is unknown (a timeout, a lost
+connection), after which the thread continues with a new client under a new process id.
+:func:`kafkacheck.conform.workload.run_workload` starts them, with the nemesis, and judges
+what they recorded.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from kafkacheck.conform.handles import GroupMember, Poller, TxnSender
+from kafkacheck.conform.kinds import make_poller, make_sender, make_txn_sender
+from kafkacheck.conform.wall_history import History
+
+if TYPE_CHECKING:
+    from kafkacheck.workloads.base import Workload
+
+PARTITIONS = 4
+TXN_PAUSE_S = 0.2  # the longest pause inside a transaction, with straggle
+
+
+class RealRun:
+    """One workload run with real clients: its topics, history, counters, the client handles
+    it opened, and the loops that several workloads share (a producer of one send per op, a
+    consumer assigned every partition, group members settling after healing)."""
+
+    def __init__(self, w: type[Workload], target, kind: str, timeout_s: float, seed: int) -> None:
+        self.w, self.workload = w, w.name
+        self.target, self.kind, self.timeout_s = target, kind, timeout_s
+        self.rng = random.Random(seed)
+        self.h = History()
+        self.stop = threading.Event()
+        self.counters: dict[str, int] = {}
+        self.lock = threading.Lock()
+        stamp = int(time.time())
+        workload = w.name
+        self.topic = f"conform-{workload}-{stamp}"
+        self.output = f"conform-{workload}-out-{stamp}" if w.has_output else None
+        self.isolation = "read_committed" if w.transactional else "read_uncommitted"
+        self.keyed = w.compacted
+        self.group = f"kafkacheck-{workload}-{stamp}"
+        self.healed = threading.Event()  # groups: faults healed, members converge
+        self.done = threading.Event()  # groups: members stop
+        self.member_state: dict[int, tuple[int, int, frozenset]] = {}  # member -> (process, generation, owned)
+        self.stopped_members: list[GroupMember] = []  # groups: closed after the last member stopped
+        self.open_handles: list = []  # every client handle a loop opened and has not closed yet
+        self.pauses = False  # pause inside transactions (set with straggle)
+
+    def opened(self, handle):
+        """A client handle a loop opened: kept until it is closed, so that the run can close
+        the ones a hung thread never will."""
+        with self.lock:
+            self.open_handles.append(handle)
+        return handle
+
+    def closed(self, handle) -> None:
+        with self.lock:
+            if handle in self.open_handles:
+                self.open_handles.remove(handle)
+        handle.close()
+
+    def close_leftovers(self) -> None:
+        """The handles of client threads still hung in a call when the run ends (kafka-python's
+        commit_transaction and abort_transaction wait without a timeout while the coordinator
+        cannot be reached): closed from here, so that their I/O threads stop."""
+        with self.lock:
+            left, self.open_handles = self.open_handles, []
+        for handle in left:
+            handle.close()
+
+    def next_value(self, key: str) -> int:
+        with self.lock:
+            self.counters[key] = self.counters.get(key, 0) + 1
+            return self.counters[key]
+
+    def keys(self, topic: str | None = None) -> list[str]:
+        return [f"{topic or self.topic}:{p}" for p in range(PARTITIONS)]
+
+    def topics(self) -> list[str]:
+        return [self.topic] + ([self.output] if self.output else [])
+
+    # ------------------------------------------------------------ producers
+
+    def producer_loop(self) -> None:
+        """One send per op (keyed, some of them tombstones, on a compacted topic)."""
+        h, rng, topic = self.h, self.rng, self.topic
+        idempotent = self.w.idempotent
+        process = h.new_process()
+        sender = self.sender(idempotent)
+        while sender is not None and not self.stop.is_set():
+            p = rng.randrange(PARTITIONS)
+            key = f"{topic}:{p}"
+            value = self.next_value(key)
+            rk = None
+            if self.keyed:
+                rk = f"k{rng.randrange(self.w.record_keys)}"
+                if rng.random() < self.w.tombstone_p:
+                    value = None
+            tail = [rk] if self.keyed else []
+            h.op(process, "invoke", "send", [["send", key, value, *tail]])
+            offset, err = sender.send(topic, p, value, rk)
+            if err is None:
+                h.op(process, "ok", "send", [["send", key, [offset, value], *tail]])
+                continue
+            definite = "NOT_ENOUGH_REPLICAS" in err.upper().replace(" ", "_") and "AFTER" not in err.upper()
+            h.op(process, "fail" if definite else "info", "send", [["send", key, [None, value], *tail]],
+                 error=err[:80])
+            if not definite:  # unknown outcome: a new client under a new process
+                self.closed(sender)
+                process = h.new_process()
+                sender = self.sender(idempotent)
+        if sender is not None:
+            self.closed(sender)
+
+    def sender(self, idempotent: bool):
+        """A new producer client; while the brokers cannot be reached (a fault), try again until
+        the run stops (None then) instead of ending this producer's thread."""
+        while not self.stop.is_set():
+            try:
+                return self.opened(make_sender(self.kind, self.target.bootstrap, self.timeout_s, idempotent))
+            except Exception:
+                time.sleep(0.5)
+        return None
+
+    def txn_sender(self, txn_id: str) -> TxnSender | None:
+        try:
+            return self.opened(make_txn_sender(self.kind, self.target.bootstrap, txn_id, self.timeout_s))
+        except Exception:
+            time.sleep(0.5)
+            return None
+
+    def pause(self, pausing: bool) -> None:
+        """A drawn pause inside a transaction (with ``straggle``, in about half of them, as
+        Jepsen's intra-transaction delay): it keeps transactions open long enough for a late
+        request to land inside one."""
+        if pausing:
+            time.sleep(self.rng.uniform(0.0, TXN_PAUSE_S))
+
+    def abort(self, sender: TxnSender) -> TxnSender | None:
+        """Abort; a producer that cannot abort is closed (None: build a new one, which fences
+        and aborts the old transaction)."""
+        try:
+            sender.abort()
+            return sender
+        except Exception:
+            self.closed(sender)
+            return None
+
+    # ------------------------------------------------------------ consumers
+
+    def consumer_loop(self) -> None:
+        h, rng = self.h, self.rng
+        topics = [self.topic] if self.output is None else [self.topic, self.output]
+        tps = [(t, p) for t in topics for p in range(PARTITIONS)]
+        keys = [f"{t}:{p}" for t, p in tps]
+        process = h.new_process()
+
+        def fresh() -> Poller:
+            poller = self.opened(make_poller(self.kind, self.target.bootstrap, tps, self.timeout_s, self.isolation,
+                                             keyed=self.keyed))
+            h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
+            h.op(process, "ok", "assign", keys, seek_to_beginning=True)
+            return poller
+
+        poller = fresh()
+        while not self.stop.is_set():
+            if self.keyed and rng.random() < 0.2:  # compaction: see what the cleaner left
+                poller.seek_to_beginning()
+                h.op(process, "invoke", "assign", keys, seek_to_beginning=True)
+                h.op(process, "ok", "assign", keys, seek_to_beginning=True)
+            h.op(process, "invoke", "poll", [["poll"]])
+            try:
+                got = poller.poll()
+            except Exception as e:
+                h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
+                self.closed(poller)
+                process = h.new_process()
+                poller = fresh()
+                continue
+            h.op(process, "ok", "poll", [["poll", got]])
+        self.closed(poller)
+
+    def abandon(self, process: int) -> int:
+        """A member client given up on: its process ends (a crash, for the group checker, so
+        it is not counted among the members after healing); the next one is a new process."""
+        self.h.op(process, "invoke", "crash", None)
+        self.h.op(process, "info", "crash", None)
+        return self.h.new_process()
+
+    def settle_members(self, members: list[threading.Thread]) -> bool:
+        """groups, after healing: members poll on until the group settles (two seconds in one
+        generation covering every partition) or 60 s pass; then they stop. Whether it settled."""
+        with self.lock:
+            self.member_state.clear()
+        self.healed.set()
+        settle = time.monotonic() + 60
+        stable_since = None
+        while time.monotonic() < settle:
+            if self.converged() and len(self.member_state) == len(members):
+                stable_since = stable_since or time.monotonic()
+                if time.monotonic() - stable_since >= 2:
+                    break
+            else:
+                stable_since = None
+            time.sleep(0.2)
+        self.done.set()
+        for t in members:
+            t.join(max(1.0, self.timeout_s))
+        for m in self.stopped_members:
+            self.closed(m)
+        return stable_since is not None
+
+    def converged(self) -> bool:
+        """groups: every member polled after healing, all in one generation covering every partition."""
+        with self.lock:
+            states = list(self.member_state.values())
+        gens = {g for _p, g, _o in states}
+        owned = set().union(*(o for _p, _g, o in states)) if states else set()
+        return len(gens) == 1 and min(gens) >= 0 and owned == set(self.keys())
