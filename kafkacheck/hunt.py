@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from kafkacheck.workloads import WORKLOADS
 from reference.bugs import BUGS, Bug
 
 DEFAULT_RUNS = 60  # seeds a switch (and runs without one): the budget that decides
@@ -62,9 +63,8 @@ SCENARIOS: dict[str, Scenario] = {
     Bug.GROUP_GENERATION_UNFENCED: Scenario(workload="groups", ops=2000),
     Bug.COMPACTION_DROPS_LATEST: Scenario(workload="compaction", ops=2000),
 }
-NO_BUG_SCENARIOS = [Scenario(ops=2000), Scenario(workload="idempotent", ops=2000),
-                    Scenario(workload="txn", ops=1000), Scenario(workload="eos", ops=1000),
-                    Scenario(workload="groups", ops=1000), Scenario(workload="compaction", ops=1000)]
+# without a switch: every workload of the registry, at its own length
+NO_BUG_SCENARIOS = [Scenario(workload=name, ops=w.hunt_ops) for name, w in WORKLOADS.items()]
 
 
 @dataclass

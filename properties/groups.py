@@ -13,6 +13,8 @@ until P reports k revoked, reports a newer assignment, or crashes.
 * ``cooperative-revoked-unmoved``: with cooperative-sticky, a member revoked a partition
   before it knew the next assignment (eager-style, in an older generation), and the next
   assignment gave that partition straight back to it;
+* ``processed-twice``: with at-most-once delivery (``groups.delivery``), a record processed
+  by two commits (:func:`check_at_most_once`);
 * ``unowned-partition``: after every fault healed, the members' final assignments in the
   newest generation leave a partition without an owner (or members did not converge on one
   generation).
@@ -104,6 +106,45 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
         _cooperative(revocations, next_assignment, add)
     if groups.get("final_polls"):
         _final(ops, config, final_state, crash_time, add)
+    if groups.get("delivery") == "at-most-once":
+        check_at_most_once(ops, groups, add)
+
+
+def check_at_most_once(ops: list[dict], groups: dict, add) -> None:
+    """At-most-once delivery (``groups.delivery``): a member processes the records of a poll
+    when its next op, a commit of the positions after them, succeeds; no record may be
+    processed twice, by one member or by two. A crash, a rejoin or another poll before the
+    commit drops the poll's records (lost to the group: allowed)."""
+    keys = set(groups.get("keys") or [])
+    polled: dict[Any, tuple[int, dict[str, list]]] = {}  # process -> (poll op, records by key)
+    processed: dict[tuple[str, Any], tuple[Any, int, int, int]] = {}  # (key, value) -> (process, offset, poll, commit)
+    for o in ops:
+        p, f, t = o["process"], o["f"], o["type"]
+        if p == "nemesis" or t == "invoke":
+            continue
+        if f == "poll" and t == "ok":
+            reads = {key: records for mop in o["value"] or [] if mop[0] == "poll" and len(mop) > 1
+                     for key, records in mop[1].items() if not keys or key in keys}
+            polled[p] = (o["index"], reads)
+            continue
+        last = polled.pop(p, None)
+        if f != "commit" or t != "ok" or last is None or not isinstance(o["value"], dict):
+            continue
+        poll_op, reads = last
+        for key, upto in sorted(o["value"].items()):
+            for offset, value, *_ in reads.get(key, ()):
+                if value is None or upto is None or offset >= upto:
+                    continue
+                first = processed.setdefault((key, value), (p, offset, poll_op, o["index"]))
+                if first[3] == o["index"]:
+                    continue
+                fp, foff, fpoll, fcommit = first
+                add("processed-twice", key=key, value=value, offsets=[foff, offset],
+                    ops=[fpoll, fcommit, poll_op, o["index"]],
+                    explanation=f"value {value} of {key} was processed twice: by process {fp} (poll op {fpoll}, "
+                                f"its commit op {fcommit} succeeded) and by process {p} (poll op {poll_op}, "
+                                f"commit op {o['index']} succeeded), though each commits before it "
+                                f"processes (at-most-once delivery)")
 
 
 def _double_ownership(claims: list[dict], add) -> None:

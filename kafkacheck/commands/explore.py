@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kafkacheck.commands.common import bug_help
 from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+from kafkacheck.explore import MACHINES
 from reference.bugs import BUGS
 
 
@@ -21,14 +22,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "white-box invariants must hold; at the end every fault is healed, a reader "
                     "reads everything, and the history checker must find no violation. The first "
                     "failing program is shrunk, printed, and saved (--out) for --replay.",
-        epilog="machines:\n  queue       two producers (acks and idempotence drawn per program), two consumers\n"
-               "  txn         two transactional producers (commit or abort), two read_committed consumers\n"
-               "  groups      a producer and three group members (poll, commit, crash, leave, pause)\n"
-               "  compaction  keyed updates and tombstones on a compacted topic, readers from the start\n\n"
-               "bug switches:\n" + bug_help() + "\n\nExit codes: 0 nothing found in --examples programs, "
+        epilog="machines (one a workload of kafkacheck run):\n" + "".join(
+            f"  {name:<13} {' '.join((cls.__doc__ or '').split())}\n" for name, cls in MACHINES.items())
+               + "\nbug switches:\n" + bug_help() + "\n\nExit codes: 0 nothing found in --examples programs, "
                "1 a violation found (or, with --replay, the program fails), 2 unknown (--time-limit "
                "stopped it first), 3 bad input.")
-    exp.add_argument("--machine", choices=["queue", "txn", "groups", "compaction"], default="queue")
+    exp.add_argument("--machine", choices=list(MACHINES), default="queue")
     exp.add_argument("--examples", type=int, default=100, metavar="N", help="programs to try (default 100)")
     exp.add_argument("--steps", type=int, default=25, metavar="S", help="rules per program, at most (default 25)")
     exp.add_argument("--bug", action="append", default=[], metavar="NAME", help="a bug switch to turn on (repeatable)")

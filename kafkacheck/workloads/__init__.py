@@ -6,6 +6,7 @@ order the command line shows them. What every client shares is in
 :mod:`~kafkacheck.workloads.client`.
 """
 
+from kafkacheck.workloads.at_most_once import AtMostOnceWorkload
 from kafkacheck.workloads.base import Setup, Workload
 from kafkacheck.workloads.compaction import CompactionWorkload
 from kafkacheck.workloads.eos import EosWorkload
@@ -14,7 +15,8 @@ from kafkacheck.workloads.queue import IdempotentWorkload, QueueWorkload
 from kafkacheck.workloads.txn import TxnWorkload
 
 WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (
-    QueueWorkload, IdempotentWorkload, TxnWorkload, EosWorkload, GroupsWorkload, CompactionWorkload)}
+    QueueWorkload, IdempotentWorkload, TxnWorkload, EosWorkload, GroupsWorkload, CompactionWorkload,
+    AtMostOnceWorkload)}
 TXN_WORKLOADS = tuple(name for name, w in WORKLOADS.items() if w.transactional)
 # workloads whose producers are idempotent (Kafka then requires acks=all)
 IDEMPOTENT_WORKLOADS = tuple(name for name, w in WORKLOADS.items() if w.idempotent)

@@ -74,6 +74,7 @@ class GroupMemberClient(ClientBase):
         self.op_seq = 0
         self.done = False
         self.final_polled = False
+        self.last_read: dict[str, list] = {}  # what the last poll returned
 
     def _new_consumer(self) -> GroupConsumer:
         instance = f"member-{self.index}" if self.static else None
@@ -142,10 +143,14 @@ class GroupMemberClient(ClientBase):
         log = self.consumer.take_rebalance_log()
         extra = {"rebalance_log": log} if log else {}
         self.record(process=self.process, type="ok", f="poll", value=[["poll", got]], **extra)
+        self.last_read = got
         self._end_op(now_ms, "ok")
 
-    def _start_commit(self, now_ms: int) -> None:
-        offsets = {tp: o for tp, o in self.consumer.consumed.items() if tp in self.consumer.owned}
+    def _start_commit(self, now_ms: int, offsets: dict | None = None) -> None:
+        """Commit ``offsets`` (default: the positions after everything read of the partitions
+        it owns); with nothing to commit, or a commit still in flight, poll instead."""
+        if offsets is None:
+            offsets = {tp: o for tp, o in self.consumer.consumed.items() if tp in self.consumer.owned}
         if not offsets or self.consumer._commit_corr >= 0:
             self._start_poll(now_ms)
             return

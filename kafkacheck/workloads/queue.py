@@ -285,6 +285,7 @@ class QueueWorkload(Workload):
     name = "queue"
     description = "sends and polls; the producer never retries a send whose outcome is unknown"
     guarantee = "acknowledged sends are read back, once, in order"
+    hunt_ops = 2000
 
     machine = QueueMachine
 

@@ -52,7 +52,7 @@ def test_conform_kafka_python_client_on_the_reference(tmp_path):
     assert main(["check", str(out / "txn")]) == 0
 
 
-@pytest.mark.parametrize("workload", ["idempotent", "eos", "compaction", "groups"])
+@pytest.mark.parametrize("workload", ["idempotent", "eos", "compaction", "groups", "at-most-once"])
 def test_conform_workloads_on_the_reference(tmp_path, workload):
     out = tmp_path / workload
     code = main(["conform", "--spawn", "reference", "--client", "confluent", "--cases", "produce-offsets-dense",
@@ -70,6 +70,11 @@ def test_conform_workloads_on_the_reference(tmp_path, workload):
     elif workload == "compaction":
         assert config["compacted"] and any(len(m) == 4 and m[2][1] is None for o in ops
                                            if o["f"] == "send" and o["type"] == "ok" for m in o["value"])
+    elif workload == "at-most-once":
+        # members committed what they polled, and the checker judged it as at-most-once delivery
+        assert config["groups"]["delivery"] == "at-most-once"
+        assert sum(o["f"] == "commit" and o["type"] == "ok" for o in ops) >= 5
+        assert entry["details"]["summary"]["group_converged"] is True
     elif workload == "groups":
         # members reported assignments with real generations, and converged after healing
         gens = [e["generation"] for o in ops for e in o.get("rebalance_log") or [] if e["type"] == "assigned"]

@@ -92,6 +92,28 @@ def test_a_consumer_group_run_is_valid_with_pauses_crashes_and_rebalances(tmp_pa
     assert sum(o["f"] == "crash" for o in ops if o["process"] != "nemesis") >= 5  # members that crashed
 
 
+def test_an_at_most_once_run_is_valid_and_its_members_processed_what_they_committed(tmp_path, capsys):
+    code, result = verdict(tmp_path, 2, 2000, "--workload", "at-most-once")
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+    reaches(tmp_path / "2", result, events=("crash", "group-rebalance", "group-generation"),
+            nemesis=("pause", "restart"), marks=("group-member-expired",))
+    ops = [json.loads(line) for line in (tmp_path / "2" / "history.jsonl").open()]
+    members = [o for o in ops if o["process"] != "nemesis" and o["type"] != "invoke"]
+    # commits that processed something, and some that did not (fenced or unanswered)
+    assert sum(o["f"] == "commit" and o["type"] == "ok" for o in members) >= 100
+    assert any(o["f"] == "commit" and o["type"] != "ok" for o in members)
+    assert sum(o["f"] == "crash" for o in members) >= 3
+
+
+def test_an_at_most_once_run_with_fenced_commits_accepted_processes_records_twice(tmp_path, capsys):
+    """A coordinator that accepts a replaced member's commit (the bug switch) lets two members
+    process one record: the workload's own anomaly, besides the groups checker's."""
+    code, result = verdict(tmp_path, 3, 2000, "--workload", "at-most-once", "--bug", "group-generation-unfenced")
+    capsys.readouterr()
+    assert code == 1 and "processed-twice" in result["anomaly_types"], result["anomaly_types"]
+
+
 def test_a_compaction_run_is_valid_and_the_cleaner_really_ran(tmp_path, capsys):
     code, result = verdict(tmp_path, 2, 2000, "--workload", "compaction")
     capsys.readouterr()
@@ -104,7 +126,8 @@ def test_a_compaction_run_is_valid_and_the_cleaner_really_ran(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", ["queue", "idempotent", "txn", "txn-straggle", "txn-v2", "eos",
-                                      "groups", "groups-cooperative", "groups-static", "compaction"])
+                                      "groups", "groups-cooperative", "groups-static", "compaction",
+                                      "at-most-once"])
 @pytest.mark.parametrize("seed", range(20))
 def test_twenty_default_seeds_in_a_row_are_valid(tmp_path, capsys, seed, workload):
     extra = {"txn-straggle": ["--workload", "txn", "--faults", "partition,kill,pause,disk,straggle"],

@@ -3,6 +3,8 @@ history that has none."""
 
 from __future__ import annotations
 
+import pytest
+
 from properties.queue import check
 
 
@@ -386,3 +388,45 @@ def test_a_value_compacted_away_behind_a_read_newer_value_of_its_key_is_not_lost
     assert result["allowed"].get("compacted-away") == 1
     h = _keyed(sends[:2], [(1, 2, "k1")])  # nothing replaced value 1
     assert "lost-write" in check(h.ops, config)["anomaly_types"]
+
+
+def _process(h: H, p, reads, commit, type_="ok"):
+    """A member of an at-most-once group polls ``reads``, then commits ``commit``."""
+    member_poll(h, p, [], reads)
+    h._op(p, "invoke", "commit", commit, generation=1)
+    h._op(p, type_, "commit", commit, generation=1)
+    return h
+
+
+AT_MOST_ONCE = {**GROUPS_CONFIG, "groups": {**GROUPS_CONFIG["groups"], "final_polls": False,
+                                            "delivery": "at-most-once"}}
+
+
+def test_a_record_two_members_processed_at_most_once_is_processed_twice():
+    h = H()
+    member_poll(h, 1, [assigned(1, ["k:0", "k:1"])])
+    _process(h, 1, {"k:0": [[0, 10], [1, 20]]}, {"k:0": 2})
+    _process(h, 2, {"k:0": [[1, 20], [2, 30]]}, {"k:0": 3})  # 20 again: its commit succeeded
+    r = check(h.ops, AT_MOST_ONCE)
+    assert r["anomaly_types"] == ["processed-twice"] and r["counts"]["processed-twice"] == 1
+    assert r["anomalies"]["processed-twice"][0]["value"] == 20
+    assert check(h.ops, GROUPS_CONFIG | {"groups": {**AT_MOST_ONCE["groups"], "delivery": None}})["valid"] is True
+
+
+@pytest.mark.parametrize("why", ["refused", "unanswered", "not covered", "crashed before"])
+def test_records_whose_commit_did_not_succeed_were_not_processed(why):
+    """The same second poll, but its records were never processed: lost to the group, which
+    at-most-once allows."""
+    h = H()
+    member_poll(h, 1, [assigned(1, ["k:0", "k:1"])])
+    _process(h, 1, {"k:0": [[0, 10], [1, 20]]}, {"k:0": 2})
+    if why == "crashed before":
+        member_poll(h, 2, [], {"k:0": [[1, 20]]})
+        h._op(2, "invoke", "crash", None)
+        h._op(2, "info", "crash", None)
+        _process(h, 2, {}, {"k:0": 2})
+    else:
+        commit = {"k:0": 1} if why == "not covered" else {"k:0": 2}
+        _process(h, 2, {"k:0": [[1, 20]]}, commit, type_={"refused": "fail", "unanswered": "info"}.get(why, "ok"))
+    assert check(h.ops, AT_MOST_ONCE)["valid"] is True
+
