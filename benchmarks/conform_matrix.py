@@ -19,8 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-WORKLOADS = ["queue", "idempotent", "txn", "eos", "compaction", "groups"]
-TANSU_FAULTS = "partition,one-way,delay,drop"
+from kafkacheck.workloads import WORKLOADS as REGISTRY
+
+WORKLOADS = list(REGISTRY)  # every workload of kafkacheck run
+TANSU_FAULTS = "client-partition,client-one-way,client-delay,client-drop"
 
 
 def run(target: str, brokers: int, client: str, workload: str, out: Path) -> dict:

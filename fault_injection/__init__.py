@@ -8,10 +8,15 @@ and its timings), :mod:`~fault_injection.nemesis` (fault schedules, random or sc
 :mod:`~fault_injection.aimed` (faults aimed at delicate moments) and
 :mod:`~fault_injection.model_shapes` (the z3 model's counterexamples as schedules).
 
-Against real brokers: :mod:`~fault_injection.proxy` (a TCP fault proxy in front of a broker),
-:mod:`~fault_injection.processes` (kill -9, SIGSTOP and restarts of local processes) and
-:mod:`~fault_injection.netns` (every node in a network namespace of its own: partitions,
+Against real brokers, apart in :mod:`fault_injection.real` (the only part with real time,
+threads, processes and sockets; ``tests/test_layers.py`` keeps them out of the simulator):
+:mod:`~fault_injection.real.proxy` (a TCP fault proxy in front of a broker),
+:mod:`~fault_injection.real.straggle` (one request held back across a cluster's proxies),
+:mod:`~fault_injection.real.processes` (kill -9, SIGSTOP and restarts of local processes) and
+:mod:`~fault_injection.real.netns` (every node in a network namespace of its own: partitions,
 loss and slow links between nodes with nftables and tc).
+
+The names of both, and which of them mean the same fault, are :mod:`~fault_injection.vocabulary`.
 """
 
 from fault_injection.disk import SimDisk

@@ -9,10 +9,10 @@ A scripted schedule is the same JSON, written by hand or taken from a run's
 
 Every applied step is recorded as a nemesis invoke/info pair in the history.
 
-Fault names (``--faults``): ``partition`` (isolate a node, halves, one-way, ring),
-``kill`` (crash losing unflushed writes, then restart), ``pause`` (then resume),
-``disk`` (torn write or corruption at a crash, disk full, slow flush), ``clock-skew``,
-``loss``, ``duplicate``, ``reorder``, ``delay`` (network faults).
+Fault names (``--faults``, :data:`fault_injection.vocabulary.SIMULATED`): ``partition``
+(isolate a node, halves, one-way, ring), ``kill`` (crash losing unflushed writes, then
+restart), ``pause`` (then resume), ``disk`` (torn write or corruption at a crash, disk full,
+slow flush), ``clock-skew``, ``loss``, ``duplicate``, ``reorder``, ``delay``, ``straggle``.
 
 A ``hold-back`` step (``{"requests": [request type names], "ms": M}``) delays the next request
 of one of those kinds by M ms beyond the network's own delay (a request stuck in a broker's
@@ -31,21 +31,10 @@ from typing import Any
 
 from fault_injection.cluster import CONTROLLER_ID
 from fault_injection.simulation import Simulation
+from fault_injection.vocabulary import REAL, SIMULATED, unknown
 from reference.messages import TopicPartition
 
-FAULTS: dict[str, str] = {
-    "partition": "network partitions: isolate a node, split in halves, one-way links, a ring",
-    "kill": "kill a node (unflushed writes are lost) and restart it later",
-    "pause": "pause a node (SIGSTOP-like) and resume it later with stale views",
-    "disk": "torn write or corruption at a crash, disk full, or slow flush on one node",
-    "clock-skew": "skew one node's clock by up to a few seconds",
-    "loss": "drop a fraction of all messages",
-    "duplicate": "deliver a fraction of messages twice",
-    "reorder": "let messages on one link overtake each other",
-    "delay": "add latency to every message",
-    "straggle": "hold a few messages back for seconds, past request timeouts, so that retries "
-                "and later requests overtake them (delayed produce/EndTxn across transactions)",
-}
+FAULTS = SIMULATED  # the simulator's fault names (fault_injection/vocabulary.py)
 
 
 class ScheduleError(ValueError):
@@ -56,7 +45,7 @@ def parse_faults(text: str) -> list[str]:
     names = [f.strip() for f in text.split(",") if f.strip()]
     for n in names:
         if n not in FAULTS and n != "none":
-            raise ValueError(f"unknown fault {n!r}; known: {', '.join(FAULTS)}, or none")
+            raise ValueError(unknown(n, real=False) + ("" if n in REAL else ", or none"))
     return [n for n in names if n != "none"]
 
 

@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-from fault_injection.processes import LocalProcess, ProcessGroup
+from fault_injection.real.processes import LocalProcess, ProcessGroup
 from reference.server.cluster import (
     SERVER_TIMINGS,
     ClusterLayout,
@@ -54,7 +54,7 @@ def partition_states(host: str, port: int, topic: str, timeout_s: float = 2.0) -
 class ReferenceCluster:
     def __init__(self, options: ServerOptions, single_process: bool = False, log_level: str = "WARNING",
                  netns=None) -> None:
-        """``netns``: a fault_injection.netns.NodeNetwork with a node named like each process
+        """``netns``: a fault_injection.real.netns.NodeNetwork with a node named like each process
         ("controller", "broker-N"): every node runs in its namespace, at its address."""
         self.options = options
         self.single_process = single_process

@@ -15,6 +15,7 @@ ALLOWED_PROJECT = {
     "reference": set(),
     "reference.server": {"reference"},
     "fault_injection": {"reference", "traces"},
+    "fault_injection.real": {"fault_injection", "reference", "traces"},
     "traces": set(),
     "properties": {"traces", "linearizability", "fault_injection", "reference"},
     "linearizability": {"traces"},
@@ -28,6 +29,7 @@ ALLOWED_THIRD_PARTY = {
     "reference": {"crc32c"},
     "reference.server": {"crc32c", "kafka"},
     "fault_injection": set(),
+    "fault_injection.real": set(),
     # docs/explanation/architecture.md puts the Jepsen import in traces/; issue 4 asks for a maintained EDN
     # parser from PyPI to read Jepsen's history.edn, so traces/ may use edn_format as well
     "traces": {"pyarrow", "edn_format"},
@@ -41,6 +43,11 @@ FORBIDDEN_STDLIB_IN_CORE = {"os", "io", "socket", "time", "random", "datetime", 
                             "threading", "subprocess", "pathlib", "select", "selectors",
                             "secrets", "uuid", "shutil", "tempfile", "multiprocessing",
                             "signal", "ssl", "urllib", "http"}
+# the deterministic simulator: virtual time and seeded RNGs only (it may read its own data
+# files); real time, threads, processes and sockets are fault_injection/real/'s
+FORBIDDEN_STDLIB_IN_SIMULATOR = {"os", "socket", "time", "datetime", "asyncio", "threading", "subprocess",
+                                 "select", "selectors", "secrets", "uuid", "shutil", "tempfile",
+                                 "multiprocessing", "signal", "ssl", "urllib", "http", "io"}
 
 
 def _layer(module_path: Path) -> str:
@@ -48,6 +55,8 @@ def _layer(module_path: Path) -> str:
     parts = rel.parts
     if parts[0] == "reference" and len(parts) > 1 and parts[1] == "server":
         return "reference.server"
+    if parts[0] == "fault_injection" and len(parts) > 1 and parts[1] == "real":
+        return "fault_injection.real"
     return parts[0]
 
 
@@ -79,13 +88,16 @@ def test_every_package_imports_only_what_architecture_allows():
             top = name.split(".")[0]
             where = f"{path.relative_to(ROOT)}:{line}"
             if top in PROJECT:
-                if top == own and not (layer == "reference" and name.startswith("reference.server")):
+                if top == own and not (layer == "reference" and name.startswith("reference.server")) and not (
+                        layer == "fault_injection" and name.startswith("fault_injection.real")):
                     continue
                 if top not in ALLOWED_PROJECT[layer]:
                     problems.append(f"{where}: {layer} may not import {name}")
             elif top in stdlib or top == "__future__":
                 if layer == "reference" and top in FORBIDDEN_STDLIB_IN_CORE:
                     problems.append(f"{where}: the sans-IO core may not import {name}")
+                if layer == "fault_injection" and top in FORBIDDEN_STDLIB_IN_SIMULATOR:
+                    problems.append(f"{where}: the simulator may not import {name} (fault_injection/real/ may)")
             elif top not in ALLOWED_THIRD_PARTY[layer]:
                 problems.append(f"{where}: {layer} may not import third-party {name}")
     assert not problems, "\n".join(problems)
@@ -112,6 +124,21 @@ def test_the_layer_checker_catches_a_forbidden_import(tmp_path):
         except AssertionError as e:
             assert "may not import time" in str(e)
             assert "may not import kafkacheck" in str(e)
+        else:
+            raise AssertionError("a forbidden import went unnoticed")
+    finally:
+        bad.unlink()
+
+
+def test_the_layer_checker_keeps_threads_and_real_faults_out_of_the_simulator():
+    bad = ROOT / "fault_injection" / "_layer_probe_tmp.py"
+    bad.write_text("import threading\nfrom fault_injection.real import proxy\n")
+    try:
+        try:
+            test_every_package_imports_only_what_architecture_allows()
+        except AssertionError as e:
+            assert "the simulator may not import threading" in str(e)
+            assert "fault_injection may not import fault_injection.real" in str(e)
         else:
             raise AssertionError("a forbidden import went unnoticed")
     finally:

@@ -10,8 +10,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from fault_injection.vocabulary import REAL as REAL_FAULTS
+from fault_injection.vocabulary import unknown as unknown_fault
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.workloads import WORKLOADS
+
+DEFAULT_FAULTS = "sigkill,pause,client-partition,client-delay"
 
 
 def _catalogue():
@@ -56,24 +60,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           + "; default queue; none skips it")
     con.add_argument("--workload-seconds", type=float, default=20.0, metavar="S",
                      help="how long the workload runs before healing and the final read (default 20)")
-    con.add_argument("--faults", default="kill,pause,partition,delay", metavar="F,G",
-                     help="faults during the workload, when kafkacheck started the broker: kill (kill -9 and "
-                          "restart a broker process), pause (SIGSTOP/SIGCONT), lose-unflushed (a power loss: kill "
-                          "-9, the node's logs cut back to what it had flushed, restart); through a TCP fault "
-                          "proxy in front of each broker: partition (clients cut off both ways), one-way (one "
-                          "direction), delay (300 ms), drop (open connections reset), straggle (one request of a "
-                          "drawn API, EndTxn, Produce, AddPartitionsToTxn, AddOffsetsToTxn or TxnOffsetCommit, held "
-                          "back while its client retries on a new connection, delivered late, once the next "
-                          "transaction of its producer has begun: KAFKA-17754's window; transactions pause "
-                          "inside); between the nodes of a spawned reference or Kafka cluster, each node in a "
-                          "network namespace of its own (needs root): isolate (the leader of a partition the "
-                          "workload writes cut off first from the others' replication links, then from every "
-                          "other node, still reachable by clients), split (a minority of the nodes against the "
-                          "majority), one-way-nodes (a node's packets to the others dropped), lossy-nodes (loss "
-                          "and duplicates between nodes), slow-nodes (slow links between nodes), "
-                          "last-replica-standing (the schedule of KIP-966: a leader cut off from its followers' "
-                          "replication until its ISR is itself alone, then its power lost, the network healed, "
-                          "and it restarted); '' for none (default kill,pause,partition,delay)")
+    con.add_argument("--faults", default=DEFAULT_FAULTS, metavar="F,G",
+                     help="faults during the workload (the names of real faults; the simulator's differ where the "
+                          "fault does, see docs/reference/faults.md): "
+                          + "; ".join(f"{name}: {what}" for name, what in REAL_FAULTS.items())
+                          + ". Process faults need a broker kafkacheck started, client- faults and straggle its "
+                            "fault proxies, the faults between nodes (isolate to last-replica-standing) a "
+                            f"spawned reference or Kafka cluster and root. '' for none (default {DEFAULT_FAULTS})")
     con.add_argument("--straggle-api", type=_straggle_apis, metavar="API[,API]",
                      help="the requests straggle may hold back (default: those the workload sends: EndTxn, Produce "
                           "and AddPartitionsToTxn for txn, also AddOffsetsToTxn and TxnOffsetCommit for eos, "
@@ -102,7 +95,7 @@ DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.conform.apache_kafka.DEFAULT_VERSI
 
 
 def _straggle_apis(text: str) -> list[str]:
-    from fault_injection.straggle import STRAGGLE_APIS
+    from fault_injection.real.straggle import STRAGGLE_APIS
 
     apis = [a.strip() for a in text.split(",") if a.strip()]
     bad = [a for a in apis if a not in STRAGGLE_APIS]
@@ -178,7 +171,7 @@ def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     known = PROCESS_FAULTS + NETWORK_FAULTS + REQUEST_FAULTS + NODE_FAULTS
     bad = [f for f in faults if f not in known]
     if bad:
-        raise UsageError(f"unknown --faults {', '.join(bad)}: {', '.join(known)}")
+        raise UsageError("--faults: " + unknown_fault(bad[0], real=True))
     _check_fine_faults(args, faults)
     if args.straggle_api and "straggle" not in faults:
         raise UsageError("--straggle-api chooses the requests of --faults straggle: add straggle to --faults")
@@ -189,7 +182,7 @@ def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
                              "starts: --spawn reference or --spawn kafka (Tansu is one node)")
         if args.spawn == "kafka" and args.brokers < 3:
             raise UsageError(f"--faults {','.join(node_faults)} need several nodes: --brokers 3")
-        from fault_injection.netns import unavailable
+        from fault_injection.real.netns import unavailable
         if (problem := unavailable()) is not None:
             raise UsageError(problem)
     return faults, node_faults

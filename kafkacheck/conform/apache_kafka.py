@@ -16,7 +16,7 @@ Theory of operation
   ``INTERNAL`` (replication between brokers, never proxied) and ``CONTROLLER`` (the Raft
   quorum). Storage is formatted with ``kafka.tools.StorageTool format``, brokers run as
   ``kafka.Kafka server.properties``, each a process of its own
-  (:class:`fault_injection.processes.LocalProcess`), logging to ``NODE.log`` in the run
+  (:class:`fault_injection.real.processes.LocalProcess`), logging to ``NODE.log`` in the run
   directory. A node is ready when its log, since its latest start, says ``Kafka Server
   started`` and a Metadata request to it lists every live node; the cluster is ready when
   every node is.
@@ -45,7 +45,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fault_injection.processes import LocalProcess
+from fault_injection.real.processes import LocalProcess
 
 DEFAULT_VERSION = "4.3.1"
 LOG4J_VERSION = "2.25.3"  # log4j-slf4j-impl: the binding for the SLF4J 1.7 that Kafka 4.x uses
@@ -265,7 +265,7 @@ def _format_error(log: str) -> str:
 
 class KafkaCluster:
     """Apache Kafka in KRaft mode: ``nodes`` processes, each broker and controller, on
-    127.0.0.1 or (``netns``, a fault_injection.netns.NodeNetwork with nodes named ``kafka-N``)
+    127.0.0.1 or (``netns``, a fault_injection.real.netns.NodeNetwork with nodes named ``kafka-N``)
     each in its network namespace at its own address."""
 
     def __init__(self, dist: KafkaDist, work_dir: Path, nodes: int = 1, proxied: bool = False,

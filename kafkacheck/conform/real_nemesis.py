@@ -3,17 +3,18 @@
 A thread (:func:`nemesis_loop`) picks a fault every 2-4 s among those the target allows,
 applies it, holds it, and heals it, recording each as nemesis ops of the history:
 
-* process faults, when kafkacheck started the broker: ``kill`` (kill -9, then restart) and
-  ``pause`` (SIGSTOP, then SIGCONT) of a broker process;
-* network faults, through the TCP fault proxy in front of each broker: ``partition`` (clients
-  cut off both ways), ``one-way``, ``delay`` (300 ms), ``drop`` (open connections reset);
-* ``straggle``, through the same proxies reading Kafka frames (:mod:`fault_injection.straggle`):
+* process faults, when kafkacheck started the broker: ``sigkill`` (kill -9, then restart),
+  ``pause`` (SIGSTOP, then SIGCONT) and ``lose-unflushed`` (a power loss) of a broker process;
+* network faults on the clients' links, through the TCP fault proxy in front of each broker:
+  ``client-partition`` (clients cut off both ways), ``client-one-way``, ``client-delay``
+  (300 ms), ``client-drop`` (open connections reset);
+* ``straggle``, through the same proxies reading Kafka frames (:mod:`fault_injection.real.straggle`):
   one request of a drawn API held back while its client retries on a new connection, and
   delivered late, once the next transaction of its producer has begun or after a drawn
   delay; the history records which request was held (API, correlation id, transactional id,
   producer id and epoch) and, at its release, the broker's answer to it;
 * faults between the nodes of a spawned cluster, each node in a network namespace of its own
-  (:mod:`fault_injection.netns`): ``isolate`` (the leader of a partition the workload writes,
+  (:mod:`fault_injection.real.netns`): ``isolate`` (the leader of a partition the workload writes,
   first cut off from the others' replication links, then from every node: the zombie
   leader), ``split`` (a minority against the majority), ``one-way-nodes``, ``lossy-nodes``,
   ``slow-nodes``; held longer than a broker's session timeout, so that elections happen
@@ -27,13 +28,14 @@ import threading
 import time
 from typing import Any
 
-from fault_injection.straggle import STRAGGLE_APIS, Straggler
+from fault_injection.real.straggle import STRAGGLE_APIS, Straggler
 from kafkacheck.conform.wall_history import History
 
-PROCESS_FAULTS = ["kill", "pause", "lose-unflushed"]
-NETWORK_FAULTS = ["partition", "one-way", "delay", "drop"]
+# the names of fault_injection/vocabulary.py's REAL, by what carries them out
+PROCESS_FAULTS = ["sigkill", "pause", "lose-unflushed"]
+NETWORK_FAULTS = ["client-partition", "client-one-way", "client-delay", "client-drop"]
 REQUEST_FAULTS = ["straggle"]  # through the proxies too, one request at a time
-# between the nodes of a spawned cluster (fault_injection/netns.py; needs root)
+# between the nodes of a spawned cluster (fault_injection/real/netns.py; needs root)
 NODE_FAULTS = ["isolate", "split", "one-way-nodes", "lossy-nodes", "slow-nodes", "last-replica-standing"]
 
 
@@ -229,15 +231,16 @@ class _Nemesis:
         name = self.rng.choice(sorted(self.target.proxies))
         proxy = self.target.proxies[name]
         value: dict = {"nodes": [name]}
-        if fault == "one-way":
+        if fault == "client-one-way":
             value["direction"] = self.rng.choice(["in", "out"])
-        elif fault == "delay":
+        elif fault == "client-delay":
             value["ms"] = 300
-        actions = {"partition": lambda: proxy.blackhole("both"), "one-way": lambda: proxy.blackhole(value["direction"]),
-                   "delay": lambda: proxy.delay(300), "drop": proxy.drop}
+        actions = {"client-partition": lambda: proxy.blackhole("both"),
+                   "client-one-way": lambda: proxy.blackhole(value["direction"]),
+                   "client-delay": lambda: proxy.delay(300), "client-drop": proxy.drop}
         self.apply(fault, value, actions[fault])
         self.note(fault, name, **{k: v for k, v in value.items() if k != "nodes"})
-        return fault == "drop" or self.hold_then("heal", name, proxy.heal)
+        return fault == "client-drop" or self.hold_then("heal", name, proxy.heal)
 
     def process_fault(self, fault: str) -> bool:
         name = self.rng.choice(sorted(self.procs))
@@ -245,9 +248,9 @@ class _Nemesis:
         if fault == "lose-unflushed":
             self.crash(name, "lose-unflushed")
             return self.hold_then("restart", name, proc.start)
-        self.apply(fault, {"nodes": [name]}, proc.kill if fault == "kill" else proc.pause)
+        self.apply(fault, {"nodes": [name]}, proc.kill if fault == "sigkill" else proc.pause)
         self.note(fault, name)
-        undo, action = ("restart", proc.start) if fault == "kill" else ("resume", proc.resume)
+        undo, action = ("restart", proc.start) if fault == "sigkill" else ("resume", proc.resume)
         return self.hold_then(undo, name, action)
 
     def crash(self, name: str, f: str, **extra: Any) -> None:
@@ -322,7 +325,7 @@ class _Nemesis:
         return False
 
     def straggle(self) -> bool:
-        """One request of a drawn API held back and delivered late (fault_injection/straggle.py).
+        """One request of a drawn API held back and delivered late (fault_injection/real/straggle.py).
         Returns False when the run ended meanwhile (the held request is released first, so
         that what it does happens before the final read)."""
         if self.straggler is None:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kafkacheck
-from fault_injection.processes import LocalProcess
-from fault_injection.proxy import FaultProxy
+from fault_injection.real.processes import LocalProcess
+from fault_injection.real.proxy import FaultProxy
 
 
 class TargetError(RuntimeError):
@@ -91,7 +91,7 @@ class Target:
     apis: dict[int, tuple[int, int]] = field(default_factory=dict)
     proxies: dict[str, FaultProxy] = field(default_factory=dict)  # broker name -> its fault proxy
     version: str = ""  # what runs, as the report names it ("Apache Kafka 4.3.1")
-    netns: object | None = None  # a fault_injection.netns.NodeNetwork: every node in its namespace
+    netns: object | None = None  # a fault_injection.real.netns.NodeNetwork: every node in its namespace
     broker_config: dict[str, str] = field(default_factory=dict)  # --broker-config, as given
     min_insync_replicas: int | None = None  # what kafkacheck configured, when it started the broker
     features: dict[str, int] = field(default_factory=dict)  # Apache Kafka: the --feature levels it was formatted with
@@ -202,7 +202,7 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
     (it advertises the proxy's port), so network faults can be injected. ``bugs``: the
     reference broker's bug switches (reference/bugs.py). ``kafka_version``: the Apache Kafka
     of ``kind == "kafka"`` (fetched first if it is not in the cache). ``namespaces``: every
-    node in a network namespace of its own (fault_injection/netns.py), for faults between
+    node in a network namespace of its own (fault_injection/real/netns.py), for faults between
     nodes. ``broker_config``: settings for every broker (Kafka: its properties; the
     reference: the equivalents in :data:`REFERENCE_CONFIGS`). ``features``: Apache Kafka's
     feature levels to format its storage with (``transaction.version``, ...). ``power_loss``: the
@@ -314,7 +314,7 @@ def reference_config(options, config: dict[str, str]) -> None:
 
 def _network(names: list[str]):
     """A NodeNetwork for ``names``, created (TargetError when namespaces are unavailable)."""
-    from fault_injection.netns import NetnsError, NodeNetwork
+    from fault_injection.real.netns import NetnsError, NodeNetwork
 
     net = NodeNetwork(names)
     try:

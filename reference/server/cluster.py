@@ -80,7 +80,7 @@ class ServerOptions:
     # coordinator follows each request's version either way
     transaction_version: int = 2
     # node id -> the address it binds and is reached at (every node in a network namespace of
-    # its own: fault_injection/netns.py); None: every node on ``host``
+    # its own: fault_injection/real/netns.py); None: every node on ``host``
     hosts: dict[int, str] | None = None
 
     def broker_config(self) -> BrokerConfig:

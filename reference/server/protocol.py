@@ -227,7 +227,7 @@ def recv_exact(s: socket.socket, n: int) -> bytes:
 # ---------------------------------------------------------------- what a proxy sees on the wire
 
 # the APIs of the transaction protocol, whose requests name a producer (what a request-aware
-# fault proxy holds back: fault_injection/straggle.py)
+# fault proxy holds back: fault_injection/real/straggle.py)
 TXN_APIS = {0: "Produce", 22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn",
             28: "TxnOffsetCommit"}
 _BATCH_PRODUCER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence (at byte 43 of a batch)

@@ -44,7 +44,7 @@ def test_conform_kafka_python_client_on_the_reference(tmp_path):
     out = tmp_path / "kp"
     code = main(["conform", "--spawn", "reference", "--brokers", "3", "--out", str(out), "--cases",
                  "produce-offsets-dense,read-committed-skips-aborted,fenced-producer,offset-commit-fetch",
-                 "--workload", "txn", "--workload-seconds", "6", "--faults", "kill"])
+                 "--workload", "txn", "--workload-seconds", "6", "--faults", "sigkill"])
     assert code == 0, _report(out)["entries"]
     ops = _ops(out / "txn")
     done = [o for o in ops if o["f"] == "txn" and o["type"] != "invoke"]
@@ -56,7 +56,7 @@ def test_conform_kafka_python_client_on_the_reference(tmp_path):
 def test_conform_workloads_on_the_reference(tmp_path, workload):
     out = tmp_path / workload
     code = main(["conform", "--spawn", "reference", "--client", "confluent", "--cases", "produce-offsets-dense",
-                 "--workload", workload, "--workload-seconds", "6", "--faults", "kill,delay", "--out", str(out)])
+                 "--workload", workload, "--workload-seconds", "6", "--faults", "sigkill,client-delay", "--out", str(out)])
     entry = _report(out)["entries"][-1]
     assert code == 0 and entry["name"] == workload and entry["status"] == "pass", entry
     config = json.loads((out / workload / "run.json").read_text())["config"]
@@ -121,6 +121,18 @@ def test_conform_usage_errors(tmp_path, capsys):
     assert main(["conform", "--spawn", "reference", "--bug", "nope", "--out", str(tmp_path)]) == 3
     err = capsys.readouterr().err
     assert "Traceback" not in err and "unknown case" in err
+
+
+@pytest.mark.parametrize(("command", "name", "answer"), [
+    ("conform", "kill", "sigkill"), ("conform", "partition", "client-partition"), ("conform", "delay", "slow-nodes"),
+    ("run", "lose-unflushed", "the simulator's kill"), ("run", "client-delay", "the simulator's delay")])
+def test_a_fault_of_the_other_command_names_its_counterpart(tmp_path, capsys, command, name, answer):
+    """One name, one fault: the simulator's and the real brokers' faults share a name only
+    where they are the same fault, and the other's name gets its counterpart, in one line."""
+    where = ["--spawn", "reference"] if command == "conform" else []
+    assert main([command, *where, "--faults", name, "--out", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert answer in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_end_offsets_are_asked_again_until_the_broker_answers(monkeypatch):

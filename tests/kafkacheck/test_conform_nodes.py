@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from fault_injection.netns import unavailable
+from fault_injection.real.netns import unavailable
 from kafkacheck.cli import main
 
 REASON = unavailable()

@@ -78,7 +78,7 @@ def test_conform_spawn_kafka_one_broker_passes_the_short_profile(kafka_dist, tmp
     skipped with its reason), and the queue workload is valid through a kill and a proxy cut."""
     out = tmp_path / "k1"
     code = main(["conform", "--spawn", "kafka", "--brokers", "1", "--profile", "short", "--workload-seconds", "8",
-                 "--faults", "kill,partition", "--out", str(out)])
+                 "--faults", "sigkill,client-partition", "--out", str(out)])
     report = _report(out)
     entries = {e["name"]: e for e in report["entries"]}
     assert code == 0, {n: e["evidence"] for n, e in entries.items() if e["status"] != "pass"}
@@ -90,7 +90,7 @@ def test_conform_spawn_kafka_one_broker_passes_the_short_profile(kafka_dist, tmp
     assert "KAFKA-15583" in entries["min-insync-capped-by-rf"]["source"]
     assert "Apache Kafka 3.7.0 and later" in entries["min-insync-capped-by-rf"]["source"]
     faults = {n["f"] for n in report["nemesis"]}
-    assert faults & {"kill", "partition"}, report["nemesis"]
+    assert faults & {"sigkill", "client-partition"}, report["nemesis"]
     run = json.loads((out / "queue" / "run.json").read_text())
     assert run["versions"]["broker"] == "Apache Kafka 4.3.1"
     assert "Kafka Server started" in (out / "broker" / "kafka-1.log").read_text()
@@ -144,7 +144,7 @@ def test_java_client_on_the_reference_broker(kafka_dist, tmp_path):
     out = tmp_path / "java-ref"
     code = main(["conform", "--spawn", "reference", "--client", "java", "--cases",
                  "produce-offsets-dense,min-insync-refused,idempotent-no-duplicates,lso-bounds-read-committed,"
-                 "group-exclusive-cooperative", "--workload", "txn", "--workload-seconds", "6", "--faults", "kill",
+                 "group-exclusive-cooperative", "--workload", "txn", "--workload-seconds", "6", "--faults", "sigkill",
                  "--out", str(out)])
     report = _report(out)
     assert code == 0, [(e["name"], e["evidence"]) for e in report["entries"] if e["status"] != "pass"]
@@ -188,7 +188,7 @@ def test_conform_spawn_kafka_three_brokers_every_case_and_the_queue_workload(kaf
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", ["idempotent", "txn", "eos", "groups", "compaction"])
+@pytest.mark.parametrize("workload", ["idempotent", "txn", "eos", "groups", "compaction", "at-most-once"])
 def test_conform_spawn_kafka_three_brokers_workloads_with_the_default_faults(kafka_dist, tmp_path, workload):
     out = tmp_path / workload
     code = main(["conform", "--spawn", "kafka", "--brokers", "3", "--cases", "produce-offsets-dense",

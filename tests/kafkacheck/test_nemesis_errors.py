@@ -28,7 +28,7 @@ class _Target:
 
 def test_a_fault_that_raises_is_recorded_and_the_nemesis_goes_on():
     h, log, stop = History(), [], threading.Event()
-    thread = threading.Thread(target=nemesis_loop, args=(_Target(), ["kill"], h, random.Random(1), stop, log))
+    thread = threading.Thread(target=nemesis_loop, args=(_Target(), ["sigkill"], h, random.Random(1), stop, log))
     thread.start()
     timer = threading.Timer(8.5, stop.set)
     timer.start()

@@ -30,7 +30,7 @@ _spec.loader.exec_module(real_bugs)
 @pytest.mark.parametrize("row", real_bugs.ROWS, ids=lambda r: f"{r.expect}: {r.setup}")
 def test_each_real_bug_is_found_where_it_lives_and_nowhere_else(row, kafka_dist, tmp_path):
     if "last-replica-standing" in row.args:
-        from fault_injection.netns import unavailable
+        from fault_injection.real.netns import unavailable
         if (problem := unavailable()) is not None:
             pytest.skip(problem)
     out = tmp_path / "run"

@@ -27,7 +27,7 @@ transaction APIs the producer and transaction it belongs to). Two things build o
   so the client retries on a new connection, while the upstream connection stays open. The
   held bytes reach the broker when :meth:`HeldRequest.release` is called, on that old
   connection, and the broker's answer is kept (:attr:`HeldRequest.answer`): a request
-  delivered late, after the client moved on -- a straggler (fault_injection/straggle.py).
+  delivered late, after the client moved on -- a straggler (fault_injection/real/straggle.py).
 
 The proxy runs its own asyncio loop in a daemon thread; the methods are thread-safe.
 """

@@ -1,5 +1,5 @@
 """Nodes in network namespaces of their own, and the faults between them
-(fault_injection/netns.py): who reaches whom under each fault, that clients on the host always
+(fault_injection/real/netns.py): who reaches whom under each fault, that clients on the host always
 get through, and that nothing a run makes outlives it, not even after its kill -9."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fault_injection.netns import STATE_DIR, NodeNetwork, remove_leftovers, unavailable
+from fault_injection.real.netns import STATE_DIR, NodeNetwork, remove_leftovers, unavailable
 
 REASON = unavailable()
 if REASON and os.environ.get("KAFKACHECK_REQUIRE_NETNS"):  # CI: a machine that cannot must not pass by skipping
@@ -78,7 +78,7 @@ def test_the_next_run_removes_what_a_killed_run_left_behind(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(
         "import subprocess, sys, time\n"
-        "from fault_injection.netns import NodeNetwork\n"
+        "from fault_injection.real.netns import NodeNetwork\n"
         "net = NodeNetwork(['x', 'y'])\n"
         "net.create()\n"
         "p = subprocess.Popen(net.exec_prefix('x') + ['sleep', '600'])\n"

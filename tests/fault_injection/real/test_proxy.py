@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fault_injection.proxy import FaultProxy
+from fault_injection.real.proxy import FaultProxy
 
 
 class _Echo(socketserver.BaseRequestHandler):

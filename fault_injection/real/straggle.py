@@ -2,7 +2,7 @@
 
 The simulator's ``straggle`` fault holds random messages back for seconds; against a real
 broker the same window is opened on purpose, one request at a time, through the
-request-aware :class:`~fault_injection.proxy.FaultProxy` in front of every broker:
+request-aware :class:`~fault_injection.real.proxy.FaultProxy` in front of every broker:
 
 1. :meth:`Straggler.hold` arms every proxy of the cluster to hold back the first request of
    one API (EndTxn, Produce, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit). The
@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from fault_injection.proxy import FaultProxy, HeldRequest, HoldClaim
+from fault_injection.real.proxy import FaultProxy, HeldRequest, HoldClaim
 from reference.server.protocol import response_errors
 
 STRAGGLE_APIS = ("EndTxn", "Produce", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit")

@@ -17,8 +17,8 @@ import time
 import pytest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, ProduceRequest
 
-from fault_injection.proxy import FaultProxy, HoldClaim
-from fault_injection.straggle import Straggler
+from fault_injection.real.proxy import FaultProxy, HoldClaim
+from fault_injection.real.straggle import Straggler
 from reference import records as rec
 from reference.server.protocol import build, encode_response, peek_request, response_errors
 
