@@ -88,7 +88,7 @@ def generate(path: Path, n_ops: int, seed: int) -> None:
 
 def measure(path: str) -> None:
     sys.path.insert(0, str(ROOT))
-    from properties.queue import check
+    from properties.checker import check
     from traces.history import iter_history, locate_run
 
     t0 = time.perf_counter()

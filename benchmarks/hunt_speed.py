@@ -48,7 +48,7 @@ try:
 except ImportError:  # a tree before kafkacheck/judge.py
     from kafkacheck.corpus import judge
 from kafkacheck.runner import RunOptions, simulate
-import kafkacheck.cli, properties.queue  # what judging imports: once a process in a hunt's workers
+import kafkacheck.cli, properties.checker  # what judging imports: once a process in a hunt's workers
 workload, seed, ops, judged = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[5] == "1"
 d = Path(tempfile.mkdtemp())
 t0 = time.perf_counter()

@@ -10,7 +10,7 @@ tombstones on a compacted topic), faults (kill, restart, pause, resume, network 
 and heals, message loss, disk faults, clock skew) and the passing of time. After every rule
 the simulator's white-box invariants must hold (they run after every broker step); at
 teardown every fault is healed, the clients finish, a reader reads every partition from the
-beginning, and the history checker of :mod:`properties.queue` must find no violation.
+beginning, and the history checker of :mod:`properties.checker` must find no violation.
 
 The first program that breaks an invariant or makes the checker report a violation is
 shrunk to a short one (:func:`explore`), printed, and saved as JSON (:func:`save`) so that

@@ -1,8 +1,8 @@
 """The verdict on a history: what ``kafkacheck run``, ``check``, ``corpus`` and ``hunt`` give.
 
-The history checker (:func:`properties.queue.check`) judges the client ops; the white-box
+The history checker (:func:`properties.checker.check`) judges the client ops; the white-box
 invariant violations and liveness findings a simulated run recorded in its events are added
-(:func:`properties.queue.with_invariant_violations`). A run directory's ``results.json`` is
+(:func:`properties.checker.with_invariant_violations`). A run directory's ``results.json`` is
 written here too, so a re-check keeps what only the run knew.
 """
 
@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from properties.queue import check, with_invariant_violations
+from properties.checker import check, with_invariant_violations
 from traces.history import HistoryError, RunRecord, loads_line
 
 

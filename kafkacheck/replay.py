@@ -28,7 +28,7 @@ def replay(variant: str, result, bug: str | None, console, seeds: int = 20) -> b
     """Run the counterexample on the engine with and without the bug switch; True when the
     verdicts are the predicted ones (invalid with the switch, valid without)."""
     from kafkacheck.runner import RunOptions, simulate
-    from properties.queue import check
+    from properties.checker import check
     from traces.history import iter_history
 
     if bug is None:

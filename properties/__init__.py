@@ -1,11 +1,11 @@
 """The guarantees: pure checkers over histories, and the formal model (the drivers that
 produce histories, the workloads and their Hypothesis machines, are :mod:`kafkacheck.workloads`).
 
-* :mod:`~properties.queue` -- the history checker (``check``): every family below, with what
+* :mod:`~properties.checker` -- the history checker (``check``): every family below, with what
   Kafka allows and what it does not;
 * :mod:`~properties.analysis` (ops and version orders), :mod:`~properties.jepsen_checks` (Jepsen's
   Kafka anomalies and ours), :mod:`~properties.cycles` (Elle-style dependency cycles),
-  :mod:`~properties.groups` (consumer groups), :mod:`~properties.compaction`,
+  :mod:`~properties.group_checks` (consumer groups), :mod:`~properties.compaction_checks`,
   :mod:`~properties.linearizable` (each partition's log, through :mod:`linearizability`);
 * :mod:`properties.formal` -- the z3 model of replication and transactions.
 """

@@ -46,8 +46,8 @@ def _cycles_of_run(pdf: pd.DataFrame) -> pd.DataFrame:
     import json
 
     from properties.analysis import analyse, compile_ops
+    from properties.checker import ALWAYS_ALLOWED
     from properties.cycles import Budget, check_cycles
-    from properties.queue import ALWAYS_ALLOWED
 
     pdf = pdf.sort_values("index")
     run_id = str(pdf["run_id"].iloc[0])

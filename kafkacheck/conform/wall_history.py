@@ -38,7 +38,7 @@ class History:
     def write_and_judge(self, out_dir: Path, meta: dict, config: dict, broker: str) -> dict:
         """The run directory (run.json with ``meta`` and ``config``, history.jsonl) and the
         checker's verdict, written as results.json too."""
-        from properties.queue import check
+        from properties.checker import check
 
         run_meta = {"format": 1, "run_id": out_dir.name, **meta, "config": config,
                     "started_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

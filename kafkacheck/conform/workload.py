@@ -18,7 +18,7 @@ front of each broker it also cuts clients off (both ways or one), delays or rese
 connections. At the end every fault is healed, the cluster is waited for, group members poll
 until the group settles, and a final reader reads every partition from the beginning up to
 its end offset. The history is written as a run directory and judged by the same checker as
-the simulator's runs (:func:`properties.queue.check`, with the checks the config enables).
+the simulator's runs (:func:`properties.checker.check`, with the checks the config enables).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ application had it, which is at least once. So each member here commits by itsel
   processes nothing, and those records are lost to the group, as the semantics allows;
 * now and then a ``crash`` (rebuilt as a new process) or a clean leave and join.
 
-The checker (:func:`properties.groups.check_at_most_once`, with ``groups.delivery`` set)
+The checker (:func:`properties.group_checks.check_at_most_once`, with ``groups.delivery`` set)
 reports ``processed-twice``: one record processed by two commits, of one member or of
 two. Kafka lets that happen only if a commit it acknowledged was lost, or if it accepted a
 commit from a member it had already replaced; the consumer-group checks of ``groups`` run as

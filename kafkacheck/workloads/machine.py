@@ -31,7 +31,7 @@ from fault_injection.cluster import (
 from fault_injection.nemesis import Nemesis
 from fault_injection.simulation import Simulation
 from kafkacheck.workloads.actors import Actor, Reader
-from properties.queue import check
+from properties.checker import check
 from reference import marks
 from reference.consumer import ConsumerConfig
 from reference.coordinator import partition_for

@@ -154,7 +154,7 @@ def test_the_liveness_phase_reports_what_does_not_converge(tmp_path):
 
 
 def test_a_liveness_violation_makes_the_verdict_invalid():
-    from properties.queue import with_invariant_violations
+    from properties.checker import with_invariant_violations
 
     result = {"valid": True, "anomalies": {}, "anomaly_types": [], "counts": {}}
     out = with_invariant_violations(result, [{"kind": "liveness-violation", "what": "isr-not-full",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from properties.queue import ALWAYS_ALLOWED, check
+from properties.checker import ALWAYS_ALLOWED, check
 
 
 class B:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from properties.queue import check
+from properties.checker import check
 
 KEYS = ("t:0", "t:1")
 WRITERS, READERS = (0, 1, 2), (10, 11)

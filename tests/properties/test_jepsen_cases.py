@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from properties.queue import check
+from properties.checker import check
 from traces.jepsen import convert
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "jepsen_kafka_cases"

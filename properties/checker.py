@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from properties.analysis import CLIENT_TXN_FS, Analysis, analyse, compile_ops, is_tombstone
-from properties.compaction import Compaction
+from properties.compaction_checks import Compaction
 from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S, Budget, check_cycles
-from properties.groups import check_groups
+from properties.group_checks import check_groups
 from properties.jepsen_checks import (
     check_intermediate_reads,
     check_internal,

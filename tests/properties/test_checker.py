@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from properties.queue import check
+from properties.checker import check
 
 
 class H:
