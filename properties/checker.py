@@ -21,13 +21,19 @@ always; ``poll-skip`` and ``nonmonotonic-poll`` with ``subscribe``; ``G1c`` when
 has write-write edges) and ours (read skew ``G-single``/``G2`` and intermediate reads
 ``G1b``, which Kafka does not promise to prevent; skips over records a compacted topic
 removed). ``forbid`` turns any allowed type into a violation.
+
+All of it is one table, :data:`CHECKS`: each :class:`Check` names the anomaly types it
+reports, when it applies (over the typed :class:`RunConfig`), what of it is allowed and when
+(:class:`Allowance`), and runs in table order over one :class:`Judging`. The Spark jobs take
+their anomaly names (:data:`ANOMALY_TYPES`) and allowances (:func:`allowances`) from it, and
+``docs/reference/anomalies.md`` lists the same table (a test keeps them in step).
 """
 
 from __future__ import annotations
 
 import gc
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,16 +52,9 @@ from properties.jepsen_checks import (
     check_version_orders,
     readers_of,
 )
-from properties.linearizable import check_log
+from properties.linearizable import KIND, check_log
 
 MAX_REPORTED = 50  # anomalies listed per type; the count is always complete
-
-SUBSCRIBE_ALLOWED = ("poll-skip", "nonmonotonic-poll", "nonatomic-read")
-# the cleaner removes records: skips over them are expected on a compacted topic
-COMPACTION_ALLOWED = ("poll-skip", "int-poll-skip")
-# what Kafka does not promise: Jepsen's allowances and the read anomalies we add
-ALWAYS_ALLOWED = ("int-send-skip", "G0", "G0-process", "G0-realtime", "G-single", "G2", "G1b",
-                  "compacted-away")
 
 DEFAULT_STALENESS_BOUND_MS = 30_000
 
@@ -77,6 +76,191 @@ class Result:
         self.counts[kind] += 1
         if len(self.anomalies[kind]) < MAX_REPORTED:
             self.anomalies[kind].append(evidence)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What the checker reads of run.json's ``config`` (docs/reference/trace-format.md), typed;
+    ``raw`` is the whole of it, for the checks that read more (the eos, groups and compaction
+    settings, the final read)."""
+
+    acks: str = "all"
+    isolation_level: str | None = None  # read_uncommitted allows a read of one's own open writes
+    subscribe: bool = False  # consumers subscribe (``sub_via``): rebalances move partitions
+    compacted: bool = False
+    eos: bool = False
+    groups: bool = False
+    stalled: bool = False
+    staleness_bound_ms: int = DEFAULT_STALENESS_BOUND_MS
+    ww_deps: bool = True
+    raw: dict = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, config: dict) -> RunConfig:
+        final = config.get("final_read") or {}
+        return cls(acks=str(config.get("acks", "all")), isolation_level=config.get("isolation_level"),
+                   subscribe="subscribe" in (config.get("sub_via") or []),
+                   compacted=bool(config.get("compacted")), eos=bool(config.get("eos")),
+                   groups=bool(config.get("groups")), stalled=bool(config.get("stalled")),
+                   staleness_bound_ms=int(config.get("staleness_bound_ms") or final.get("staleness_bound_ms")
+                                          or DEFAULT_STALENESS_BOUND_MS),
+                   ww_deps=bool(config.get("ww_deps", True)), raw=config)
+
+    @property
+    def weak_acks(self) -> bool:
+        """acks 0 or 1: an acknowledged write may be lost with its leader."""
+        return self.acks in ("0", "1")
+
+    def holds(self, when: str) -> bool:
+        """Whether condition ``when`` of an :class:`Allowance` holds: ``always`` or a flag."""
+        return when == "always" or bool(getattr(self, when))
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """Anomaly types a check reports that are not violations ``when`` (``always``, or a flag of
+    :class:`RunConfig` such as ``subscribe`` or ``compacted``: plain names, so that the Spark
+    jobs can map them to columns), and why."""
+
+    kinds: tuple[str, ...]
+    when: str
+    why: str
+
+
+@dataclass
+class Judging:
+    """One history being judged: its config, ops, analysis, the result so far, and what the
+    checks hand on to later ones (the unread writes, the cycle search's and the
+    linearizability check's statistics)."""
+
+    rc: RunConfig
+    ops: Iterable[dict]
+    compiled: list
+    a: Analysis
+    r: Result
+    budget: Budget
+    linearizable: bool
+    compaction: Compaction | None = None
+    unread: list = field(default_factory=list)
+    cycle_stats: dict = field(default_factory=dict)
+    lin_unknown: str | None = None
+    lin_stats: dict | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of the table: what it reports, when it applies (``when``, for people;
+    ``applies``, for the checker), what of it is allowed, and how it runs."""
+
+    name: str
+    reports: tuple[str, ...]
+    when: str
+    applies: Callable[[Judging], bool]
+    run: Callable[[Judging], None]
+    allows: tuple[Allowance, ...] = ()
+
+
+def _always(_j: Judging) -> bool:
+    return True
+
+
+def _empty(j: Judging) -> None:
+    done = [op for op in j.compiled if op.completed and op.f in CLIENT_TXN_FS and op.type in ("ok", "info")]
+    if not done:
+        j.r.add("empty-history", ops=[],
+                explanation="no send, poll or txn operation completed (ok or info): the history "
+                            "shows nothing about the broker, so it cannot be judged valid")
+
+
+def _compaction_model(j: Judging) -> None:
+    j.compaction = Compaction(j.ops) if j.rc.compacted else None
+
+
+def _superseded(j: Judging):
+    return j.compaction.superseded if j.compaction is not None else None
+
+
+def _lost_writes(j: Judging) -> None:
+    j.unread = check_lost_writes(j.a, j.r.add, _superseded(j))
+
+
+def _cycles(j: Judging) -> None:
+    j.cycle_stats = check_cycles(j.a, j.r.add, j.rc.ww_deps, j.budget)
+
+
+def _compaction(j: Judging) -> None:
+    assert j.compaction is not None
+    j.compaction.check(j.rc.raw, j.r.add, j.r.allowed)
+
+
+def _linearizability(j: Judging) -> None:
+    j.lin_unknown, j.lin_stats = check_log(j.ops, j.rc.raw, j.r.add)
+
+
+JEPSEN = "Jepsen's Kafka checker allows it too"
+CHECKS: tuple[Check, ...] = (
+    Check("empty-history", ("empty-history",), "always", _always, _empty),
+    Check("version-orders", ("inconsistent-offsets", "duplicate"), "always", _always,
+          lambda j: check_version_orders(j.a, j.r.add)),
+    Check("aborted-reads", ("G1a", "precommitted-read"), "always (a read of its own write is allowed with "
+          "read_uncommitted)", _always,
+          lambda j: check_reads(j.a, j.r.add, precommitted_allowed=j.rc.isolation_level == "read_uncommitted")),
+    Check("compaction-model", (), "a compacted topic: what the cleaner may remove", lambda j: j.rc.compacted,
+          _compaction_model),
+    Check("lost-writes", ("lost-write", "compacted-away"), "always", _always, _lost_writes,
+          (Allowance(("compacted-away",), "always", "the cleaner removed a value a newer one of its record key "
+                     "superseded"),)),
+    Check("within-an-op", ("int-poll-skip", "int-nonmonotonic-poll", "int-send-skip", "int-nonmonotonic-send"),
+          "always", _always, lambda j: check_internal(j.a, j.r.add),
+          (Allowance(("int-send-skip",), "always", "transactions do not isolate writes; " + JEPSEN),
+           Allowance(("int-poll-skip",), "compacted", "the cleaner removes records"))),
+    Check("process-order", ("poll-skip", "nonmonotonic-poll", "nonmonotonic-send"), "always", _always,
+          lambda j: check_process_order(j.a, j.r.add),
+          (Allowance(("poll-skip", "nonmonotonic-poll"), "subscribe", "a rebalance moves partitions between "
+                     "members, which start at the committed offsets; " + JEPSEN),
+           Allowance(("poll-skip",), "compacted", "the cleaner removes records"))),
+    Check("intermediate-reads", ("G1b",), "always", _always, lambda j: check_intermediate_reads(j.a, j.r.add),
+          (Allowance(("G1b",), "always", "Kafka does not promise to hide a transaction's intermediate writes"),)),
+    Check("staleness", ("stale-read",), "assigned consumers of a topic that is not compacted",
+          lambda j: not j.rc.compacted and not j.rc.subscribe,
+          lambda j: check_staleness(j.a, j.r.add, j.rc.staleness_bound_ms)),
+    Check("cycles", ("G0", "G0-process", "G0-realtime", "G1c", "G1c-process", "G1c-realtime", "G-single", "G2"),
+          "always (within the search budget)", _always, _cycles,
+          (Allowance(("G0", "G0-process", "G0-realtime"), "always", "write cycles: " + JEPSEN),
+           Allowance(("G-single", "G2"), "always", "read skew: Kafka does not promise to prevent it"))),
+    Check("compaction", ("compaction-lost-latest", "phantom-value"), "a compacted topic",
+          lambda j: j.rc.compacted, _compaction),
+    Check("nonatomic-reads", ("nonatomic-read",), "always", _always, lambda j: _check_nonatomic(j.a, j.r),
+          (Allowance(("nonatomic-read",), "subscribe", "a rebalance may hand a partition over in the middle of "
+                     "a transaction's records"),)),
+    Check("exactly-once", ("eos-duplicate", "eos-lost", "eos-output-beyond-commit"), "config.eos",
+          lambda j: j.rc.eos, lambda j: _check_eos(j.a, j.rc.raw, j.r)),
+    Check("groups", ("double-ownership", "fenced-commit", "cooperative-revoked-unmoved", "unowned-partition",
+                     "processed-twice"), "config.groups", lambda j: j.rc.groups,
+          lambda j: check_groups(j.ops, j.rc.raw, j.r.add)),
+    Check("final-read", ("stale-after-heal", "unread-after-heal"), "always (unseen values are allowed "
+          "without a final read)", _always,
+          lambda j: _check_final_read(j.rc.raw, j.unread, j.r, j.a, _superseded(j))),
+    Check("stall", ("stalled",), "config.stalled", lambda j: j.rc.stalled, lambda j: _check_stall(j.rc.raw, j.r)),
+    Check("linearizability", (KIND,), "asked for (kafkacheck check --lin), a topic that is not compacted",
+          lambda j: j.linearizable and not j.rc.compacted, _linearizability),
+)
+# what the simulator and the liveness phase add to a verdict (with_invariant_violations)
+WHITE_BOX_TYPES = ("invariant-violation", "liveness")
+ANOMALY_TYPES = tuple(dict.fromkeys(k for c in CHECKS for k in c.reports)) + WHITE_BOX_TYPES
+
+
+def allowances() -> list[Allowance]:
+    """Every allowance of the table."""
+    return [a for c in CHECKS for a in c.allows]
+
+
+def allowed_kinds(rc: RunConfig, checks: Iterable[Check] = CHECKS) -> set[str]:
+    """The anomaly types that are not violations under ``rc``."""
+    return {k for c in checks for a in c.allows if rc.holds(a.when) for k in a.kinds}
+
+
+ALWAYS_ALLOWED = tuple(k for a in allowances() if a.when == "always" for k in a.kinds)
 
 
 @contextmanager
@@ -106,41 +290,16 @@ def check(ops: Iterable[dict], config: dict | None = None, *,
 
 def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str, ...],
            linearizable: bool) -> dict:
-    if config.get("groups") or config.get("compacted") or linearizable:
+    rc = RunConfig.of(config)
+    if rc.groups or rc.compacted or linearizable:
         ops = list(ops)
     counted = _Counted(ops)
-    compiled, nemesis = compile_ops(counted, weak_acks=str(config.get("acks", "all")) in ("0", "1"))
-    a = analyse(compiled, nemesis)
-    r = Result()
-    done = [op for op in compiled if op.completed and op.f in CLIENT_TXN_FS and op.type in ("ok", "info")]
-    if not done:
-        r.add("empty-history", ops=[],
-              explanation="no send, poll or txn operation completed (ok or info): the history "
-                          "shows nothing about the broker, so it cannot be judged valid")
-
-    check_version_orders(a, r.add)
-    check_reads(a, r.add, precommitted_allowed=config.get("isolation_level") == "read_uncommitted")
-    compacted = Compaction(ops) if config.get("compacted") else None
-    unread = check_lost_writes(a, r.add, compacted.superseded if compacted is not None else None)
-    check_internal(a, r.add)
-    check_process_order(a, r.add)
-    check_intermediate_reads(a, r.add)
-    sub = "subscribe" in (config.get("sub_via") or [])
-    if compacted is None and not sub:
-        final = config.get("final_read") or {}
-        check_staleness(a, r.add, int(config.get("staleness_bound_ms")
-                                      or final.get("staleness_bound_ms") or DEFAULT_STALENESS_BOUND_MS))
-    cycle_stats = check_cycles(a, r.add, bool(config.get("ww_deps", True)), budget)
-
-    if compacted is not None:
-        compacted.check(config, r.add, r.allowed)
-    _check_nonatomic(a, r)
-    _check_eos(a, config, r)
-    check_groups(ops, config, r.add)
-    _check_final_read(config, unread, r, a, compacted.superseded if compacted is not None else None)
-    _check_stall(config, r)
-    lin_unknown, lin_stats = (check_log(ops, config, r.add) if linearizable and not config.get("compacted")
-                              else (None, None))
+    compiled, nemesis = compile_ops(counted, weak_acks=rc.weak_acks)
+    j = Judging(rc, ops, compiled, analyse(compiled, nemesis), Result(), budget, linearizable)
+    applied = [c for c in CHECKS if c.applies(j)]
+    for c in applied:
+        c.run(j)
+    r = j.r
 
     # ---------------------------------------------------------- verdict
     forbidden = set(forbid)
@@ -149,19 +308,20 @@ def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str,
             for item in r.allowed_items.pop(kind):
                 r.anomalies[kind].append(item)
             r.counts[kind] += r.allowed.pop(kind)
+    allowed = allowed_kinds(rc, applied)
     bad = []
     for kind in sorted(r.counts):
         if kind in forbidden:
             bad.append(kind)
-        elif (kind in ALWAYS_ALLOWED or (kind in SUBSCRIBE_ALLOWED and sub)
-              or (kind in COMPACTION_ALLOWED and compacted is not None)):
+        elif kind in allowed:
             r.allowed[kind] += r.counts[kind]
             r.allowed_items[kind].extend(r.anomalies[kind][:MAX_REPORTED - len(r.allowed_items[kind])])
         else:
             bad.append(kind)
     client_ops = [op for op in compiled if op.completed]
+    cycle_stats = j.cycle_stats
     valid: bool | str = not bad
-    if valid and (cycle_stats.get("budget_exhausted") or lin_unknown):
+    if valid and (cycle_stats.get("budget_exhausted") or j.lin_unknown):
         valid = "unknown"
     return {
         "valid": valid,
@@ -171,17 +331,17 @@ def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str,
         "allowed": dict(sorted(r.allowed.items())),
         "allowed_anomalies": {k: r.allowed_items[k] for k in sorted(r.allowed_items) if r.allowed_items[k]},
         "unknown": ([cycle_stats["budget_reason"]] if cycle_stats.get("budget_exhausted") else [])
-                   + ([lin_unknown] if lin_unknown else []),
+                   + ([j.lin_unknown] if j.lin_unknown else []),
         "stats": {
             "ops": counted.n,
             "client_ops": len(client_ops),
             "ok": sum(1 for op in client_ops if op.type == "ok"),
             "fail": sum(1 for op in client_ops if op.type == "fail"),
             "info": sum(1 for op in client_ops if op.type == "info"),
-            "keys": len(a.orders),
+            "keys": len(j.a.orders),
             "nemesis_ops": len(nemesis),
             "cycles": cycle_stats,
-            **({"linearizability": lin_stats} if lin_stats is not None else {}),
+            **({"linearizability": j.lin_stats} if j.lin_stats is not None else {}),
         },
     }
 

@@ -35,10 +35,20 @@ def anomalies(c: Corpus, detectors: dict[str, DataFrame] | None = None) -> DataF
     found = list((detectors or detect(c)).values())
     df = reduce(DataFrame.unionByName, found)
     facts = F.broadcast(c.runs.select("run_id", "sub_via", "compacted"))
-    sub = F.coalesce(F.col("sub_via").contains("subscribe"), F.lit(False))
-    allowed = (F.col("anomaly").isin("poll-skip", "nonmonotonic-poll") & sub) | (
-        (F.col("anomaly") == "poll-skip") & F.col("compacted"))
-    return df.join(facts, "run_id").withColumn("allowed", allowed).drop("sub_via", "compacted")
+    return df.join(facts, "run_id").withColumn("allowed", allowed_column()).drop("sub_via", "compacted")
+
+
+def allowed_column():
+    """Whether an anomaly row is allowed, by the checker's table (properties/checker.py): each
+    allowance's types, under its condition, as a column of the runs table."""
+    from properties.checker import allowances
+
+    when = {"always": F.lit(True), "subscribe": F.coalesce(F.col("sub_via").contains("subscribe"), F.lit(False)),
+            "compacted": F.coalesce(F.col("compacted"), F.lit(False))}
+    allowed = F.lit(False)
+    for a in allowances():
+        allowed = allowed | (F.col("anomaly").isin(*a.kinds) & when[a.when])
+    return allowed
 
 
 def _cycles_of_run(pdf: pd.DataFrame) -> pd.DataFrame:

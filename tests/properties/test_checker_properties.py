@@ -1,13 +1,19 @@
 """The checker, tested as Hypothesis tests it: histories drawn from a sequential model of a
 partitioned log are judged valid, and each mutation of the model (a lost acknowledged write,
-a duplicated record, a reader skipping or going back, a read of an aborted send, an offset
-given out twice) yields exactly its anomaly.
+a duplicated record, a reader skipping or going back, a read of an aborted send or of an
+aborted transaction, an offset given out twice, a second owner of a partition in one
+generation, a fenced member's commit accepted, the newest value of a record key lost to the
+cleaner) yields exactly its anomaly.
 
 The model: a few partitions, each a list of values (a value's offset is its index); writers
 send one value at a time (acknowledged with its offset, failed and never written, or of
 unknown outcome and written or not, after which the writer continues as a new process, as
 Jepsen's clients do); readers assign every partition and poll the next records of some of
-them, in order. Every op completes before its process starts another."""
+them, in order. Every op completes before its process starts another. Three variants add
+transactions (committed, aborted on purpose, or of unknown outcome, read with
+read_committed), a consumer group (generations that hand every partition to one member, and
+commits in the current generation), and a compacted topic (record keys, tombstones, a
+cleaner that keeps the newest record of each key, and a final read from the beginning)."""
 
 from __future__ import annotations
 
@@ -202,6 +208,276 @@ def test_one_offset_given_out_twice_is_inconsistent_offsets(steps, data):
     m.op(20, "invoke", "poll", [["poll"]])
     m.op(20, "ok", "poll", [["poll", {key: [[offset, v]]}]])
     assert kinds(m) == {"inconsistent-offsets"}
+
+
+# ---------------------------------------------------------------- transactions
+
+
+TXN_CONFIG = {"sub_via": ["assign"], "txn": True, "isolation_level": "read_committed"}
+
+
+def txn(m: Model, writer: int, keys: list[str], outcome: str, written: bool = True) -> list[tuple[str, int]]:
+    """One transaction of a send to each of ``keys``: committed (``ok``), aborted (``fail``:
+    read_committed readers never see it), or of unknown outcome (``info``: committed or not,
+    and the writer goes on as a new process). Returns its (key, value) sends."""
+    p = m.process[writer]
+    sends = []
+    for key in keys:
+        sends.append((key, m.next_value))
+        m.next_value += 1
+    m.op(p, "invoke", "txn", [["send", k, v] for k, v in sends])
+    if outcome == "ok" or (outcome == "info" and written):
+        done = []
+        for k, v in sends:
+            m.logs[k].append(v)
+            if outcome == "ok":
+                m.acked.append((k, len(m.logs[k]) - 1, v))
+            done.append(["send", k, [len(m.logs[k]) - 1, v]])
+        if outcome == "ok":
+            m.op(p, "ok", "txn", done)
+            return sends
+    if outcome == "fail":
+        m.op(p, "fail", "txn", [["send", k, v] for k, v in sends], error="intentional-abort")
+    else:
+        m.op(p, "info", "txn", [["send", k, v] for k, v in sends], error="unknown-outcome")
+        m.process[writer] = p + 100
+    return sends
+
+
+TXN_STEPS = st.lists(st.one_of(
+    st.tuples(st.just("txn"), st.sampled_from(WRITERS), st.lists(st.sampled_from(KEYS), min_size=1, max_size=3),
+              st.sampled_from(["ok", "ok", "ok", "fail", "info"]), st.booleans()),
+    st.tuples(st.just("poll"), st.sampled_from(READERS),
+              st.dictionaries(st.sampled_from(KEYS), st.integers(0, 3), min_size=1))), min_size=4, max_size=30)
+
+
+def play_txn(steps) -> Model:
+    m = Model()
+    for r in READERS:
+        m.assign(r)
+    for step in steps:
+        if step[0] == "txn":
+            _, w, keys, outcome, written = step
+            txn(m, w, keys, outcome, written)
+        else:
+            m.poll(step[1], step[2])
+    for r in READERS:
+        m.poll(r, {k: len(m.logs[k]) for k in KEYS})
+    return m
+
+
+@SETTINGS
+@given(TXN_STEPS)
+def test_a_transactional_history_of_the_model_is_valid(steps):
+    m = play_txn(steps)
+    assert check(m.ops, TXN_CONFIG)["valid"] is True, check(m.ops, TXN_CONFIG)["anomaly_types"]
+
+
+@SETTINGS
+@given(TXN_STEPS, st.data())
+def test_a_read_of_an_aborted_transaction_is_an_aborted_read(steps, data):
+    m = play_txn(steps)
+    keys = data.draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=3))
+    for k, v in txn(m, WRITERS[2], keys, "fail"):
+        m.logs[k].append(v)  # the abort was not honoured: its records are read_committed-visible
+    for r in READERS:
+        m.poll(r, {k: len(m.logs[k]) for k in KEYS})
+    assert set(check(m.ops, TXN_CONFIG)["anomaly_types"]) == {"G1a"}
+
+
+# ---------------------------------------------------------------- a consumer group
+
+
+GKEYS = ("g:0", "g:1", "g:2")
+MEMBERS = (20, 21, 22)
+GROUP_CONFIG = {"sub_via": ["subscribe"],
+                "groups": {"group": "g", "assignor": "range", "keys": list(GKEYS), "final_polls": False}}
+
+
+@dataclass
+class Group:
+    """Members of one consumer group; each generation hands every partition to one member."""
+
+    m: Model = field(default_factory=Model)
+    generation: int = 0
+    held: dict[int, int] = field(default_factory=dict)  # member -> the generation it holds
+    owned: dict[int, list[str]] = field(default_factory=dict)
+
+    def start(self) -> None:
+        m = self.m
+        for p in MEMBERS:
+            m.op(p, "invoke", "subscribe", list(GKEYS))
+            m.op(p, "ok", "subscribe", list(GKEYS))
+        m.assign(READERS[0])  # and something to judge besides the group: a write read back
+        m.send(WRITERS[0], KEYS[0], "ok")
+        m.poll(READERS[0], {KEYS[0]: 1})
+
+    def rebalance(self, owners: list[int], extra: tuple[int, str] | None = None) -> None:
+        """A new generation: partition ``GKEYS[i]`` to member ``owners[i]``; each member's
+        poll reports its assignment (``extra``: one more member given one more partition)."""
+        self.generation += 1
+        for p in MEMBERS:
+            owned = [k for k, o in zip(GKEYS, owners, strict=True) if o == p]
+            if extra is not None and extra[0] == p and extra[1] not in owned:
+                owned.append(extra[1])
+            self.owned[p], self.held[p] = owned, self.generation
+            self.m.op(p, "invoke", "poll", [["poll"]])
+            self.m.op(p, "ok", "poll", [["poll", {}]], rebalance_log=[
+                {"type": "assigned", "generation": self.generation, "owned": owned, "keys": owned}])
+
+    def poll_all(self) -> None:
+        """Every member polls on (a member's claim lasts until its last op)."""
+        for p in MEMBERS:
+            self.m.op(p, "invoke", "poll", [["poll"]])
+            self.m.op(p, "ok", "poll", [["poll", {}]])
+
+    def commit(self, member: int, generation: int | None = None) -> None:
+        value = {k: 1 for k in self.owned.get(member, [])} or {GKEYS[0]: 1}
+        gen = self.held.get(member, 0) if generation is None else generation
+        self.m.op(member, "invoke", "commit", value, generation=gen)
+        self.m.op(member, "ok", "commit", value, generation=gen)
+
+
+GROUP_STEPS = st.lists(st.one_of(
+    st.tuples(st.just("rebalance"), st.lists(st.sampled_from(MEMBERS), min_size=3, max_size=3)),
+    st.tuples(st.just("commit"), st.sampled_from(MEMBERS))), min_size=1, max_size=20)
+
+
+def play_group(steps) -> Group:
+    g = Group()
+    g.start()
+    g.rebalance(list(MEMBERS))
+    for step in steps:
+        if step[0] == "rebalance":
+            g.rebalance(step[1])
+        else:
+            g.commit(step[1])
+    return g
+
+
+@SETTINGS
+@given(GROUP_STEPS)
+def test_a_group_history_of_the_model_is_valid(steps):
+    g = play_group(steps)
+    assert check(g.m.ops, GROUP_CONFIG)["valid"] is True, check(g.m.ops, GROUP_CONFIG)["anomaly_types"]
+
+
+@SETTINGS
+@given(GROUP_STEPS, st.data())
+def test_a_second_owner_in_one_generation_is_double_ownership(steps, data):
+    g = play_group(steps)
+    owners = data.draw(st.lists(st.sampled_from(MEMBERS), min_size=3, max_size=3))
+    key = data.draw(st.sampled_from(GKEYS))
+    second = data.draw(st.sampled_from([p for p in MEMBERS if p != owners[GKEYS.index(key)]]))
+    g.rebalance(owners, extra=(second, key))
+    g.poll_all()
+    assert set(check(g.m.ops, GROUP_CONFIG)["anomaly_types"]) == {"double-ownership"}
+
+
+@SETTINGS
+@given(GROUP_STEPS, st.data())
+def test_a_commit_of_a_replaced_generation_accepted_is_a_fenced_commit(steps, data):
+    g = play_group(steps)
+    stale = g.generation
+    g.rebalance(data.draw(st.lists(st.sampled_from(MEMBERS), min_size=3, max_size=3)))
+    g.commit(data.draw(st.sampled_from(MEMBERS)), generation=stale)
+    assert set(check(g.m.ops, GROUP_CONFIG)["anomaly_types"]) == {"fenced-commit"}
+
+
+# ---------------------------------------------------------------- a compacted topic
+
+
+RECORD_KEYS = ("k0", "k1", "k2")
+
+
+@dataclass
+class Compacted:
+    """One compacted partition: keyed records (None: a tombstone), a cleaner that removes
+    every record a newer one of its record key superseded (a hole keeps its offset), and a
+    final read from the beginning."""
+
+    m: Model = field(default_factory=Model)
+    log: list = field(default_factory=list)  # (value, record key), or None where cleaned
+    acked: list = field(default_factory=list)  # (offset, value, record key)
+
+    def send(self, rk: str, tombstone: bool) -> None:
+        m = self.m
+        v = None if tombstone else m.next_value
+        m.next_value += 0 if tombstone else 1
+        m.op(WRITERS[0], "invoke", "send", [["send", KEYS[0], v, rk]])
+        self.log.append((v, rk))
+        self.acked.append((len(self.log) - 1, v, rk))
+        m.op(WRITERS[0], "ok", "send", [["send", KEYS[0], [len(self.log) - 1, v], rk]])
+
+    def clean(self) -> None:
+        newest = {}
+        for off, rec in enumerate(self.log):
+            if rec is not None:
+                newest[rec[1]] = off
+        self.log = [rec if rec is None or newest[rec[1]] == off else None for off, rec in enumerate(self.log)]
+
+    def read(self, reader: int, start: int, n: int) -> int:
+        """A poll of up to ``n`` records from ``start`` (holes passed over); the next position."""
+        got, off = [], start
+        while off < len(self.log) and len(got) < n:
+            if self.log[off] is not None:
+                got.append([off, self.log[off][0], self.log[off][1]])
+            off += 1
+        self.m.op(reader, "invoke", "poll", [["poll"]])
+        self.m.op(reader, "ok", "poll", [["poll", {KEYS[0]: got} if got else {}]])
+        return off
+
+    def finish(self) -> dict:
+        """The final read from the beginning; the run's config."""
+        m = self.m
+        start = len(m.ops) * 1_000_000
+        m.op(99, "invoke", "assign", [KEYS[0]], seek_to_beginning=True)
+        m.op(99, "ok", "assign", [KEYS[0]], seek_to_beginning=True)
+        self.read(99, 0, len(self.log))
+        return {"sub_via": ["assign"], "compacted": True, "idempotence": True,
+                "final_read": {"performed": True, "reached_end": True, "start_ns": start,
+                               "end_offsets": {KEYS[0]: len(self.log)}}}
+
+
+COMPACTION_STEPS = st.lists(st.one_of(
+    st.tuples(st.just("send"), st.sampled_from(RECORD_KEYS), st.sampled_from([False, False, False, True])),
+    st.tuples(st.just("clean")), st.tuples(st.just("poll"), st.integers(1, 4))), min_size=1, max_size=30)
+
+
+def play_compacted(steps) -> Compacted:
+    c = Compacted()
+    c.m.assign(READERS[0])
+    position = 0
+    for step in steps:
+        if step[0] == "send":
+            c.send(step[1], step[2])
+        elif step[0] == "clean":
+            c.clean()
+        else:
+            position = c.read(READERS[0], position, step[1])
+    return c
+
+
+@SETTINGS
+@given(COMPACTION_STEPS)
+def test_a_compacted_history_of_the_model_is_valid(steps):
+    c = play_compacted(steps)
+    c.send("k0", False)  # a value to judge, whatever the program did
+    config = c.finish()
+    assert check(c.m.ops, config)["valid"] is True, check(c.m.ops, config)["anomaly_types"]
+
+
+@SETTINGS
+@given(COMPACTION_STEPS, st.data())
+def test_the_cleaner_losing_a_record_keys_newest_value_is_compaction_lost_latest(steps, data):
+    c = play_compacted(steps)
+    rk = data.draw(st.sampled_from(RECORD_KEYS))
+    c.send(rk, False)
+    c.clean()
+    c.log[-1] = None  # the cleaner removed the newest record of ``rk`` (as compaction-drops-latest)
+    kinds = set(check(c.m.ops, c.finish())["anomaly_types"])
+    # the newest value is gone, and it is an acknowledged write the final read did not see
+    assert kinds == {"compaction-lost-latest", "unread-after-heal"}, kinds
 
 
 def test_the_properties_find_a_planted_checker_bug(monkeypatch):
