@@ -80,6 +80,7 @@ class Outcome:
     shrunk_ops: int | None = None
     shrunk_client_ops: int | None = None
     command: str = ""
+    run_dir: str | None = None  # the finding's run, saved (kafkacheck run --replay DIR)
     scenario: Scenario | None = None
     false_positives: list[tuple[str, int, list[str]]] = field(default_factory=list)
     machine: str | None = None  # the Hypothesis machine run too (--machines), and what it did
@@ -156,6 +157,11 @@ def command(bug: str | None, sc: Scenario, seed: int, ops: int) -> str:
     """The ``kafkacheck run`` that reproduces a run of the hunt, from its options."""
     from kafkacheck.reproduce import command_line
 
+    return command_line(finding_options(bug, sc, seed, ops))
+
+
+def finding_options(bug: str | None, sc: Scenario, seed: int, ops: int) -> dict:
+    """The options of ``kafkacheck run`` (run.json's) that make a run of the hunt."""
     options: dict = {"seed": seed, "ops": ops}
     if sc.workload != "queue":
         options["workload"] = sc.workload
@@ -165,11 +171,31 @@ def command(bug: str | None, sc: Scenario, seed: int, ops: int) -> str:
         options["faults"] = ",".join(sc.faults)
     if bug:
         options["bug"] = [bug]
-    return command_line(options)
+    return options
+
+
+def save_run(options: dict, out_dir: Path) -> Path:
+    """A finding's run made again, as ``kafkacheck run`` makes it, into a run directory of its
+    own under ``out_dir``, which ``kafkacheck run --replay DIR`` reproduces byte for byte."""
+    import argparse
+    import contextlib
+    import io
+
+    from kafkacheck.commands import run as run_command
+    from kafkacheck.reproduce import run_finding_dir
+
+    out = out_dir / run_finding_dir(options)
+    defaults = vars(run_command.parse([]))
+    args = argparse.Namespace(**{**defaults, **options, "out": str(out), "format": "json", "no_progress": True})
+    with contextlib.redirect_stdout(io.StringIO()):
+        run_command.main(args)
+    return out
 
 
 def hunt(bug: str, runs: int, jobs: int, log=print, shrink: bool = True,
-         time_limit: float = DEFAULT_TIME_LIMIT_S) -> Outcome:
+         time_limit: float = DEFAULT_TIME_LIMIT_S, out_dir: Path | None = None) -> Outcome:
+    """Seeds 0, 1, ... of ``bug``'s scenario until the first invalid verdict; the finding shrunk
+    (``shrink``) and, with ``out_dir``, saved there as a run directory."""
     sc = SCENARIOS[bug]
     out = Outcome(bug, scenario=sc, runs_budget=runs)
     start = time.monotonic()
@@ -218,6 +244,8 @@ def hunt(bug: str, runs: int, jobs: int, log=print, shrink: bool = True,
             out.shrunk_ops, out.shrunk_client_ops = ops, n
             log(f"  {bug}: shrunk to {ops} ops ({','.join(kinds)})")
     out.command = command(bug, sc, out.seed, out.shrunk_ops)
+    if out_dir is not None and out.detected:
+        out.run_dir = str(save_run(finding_options(bug, sc, out.seed, out.shrunk_ops), out_dir))
     return out
 
 
@@ -305,7 +333,8 @@ def print_table(outcomes: list[Outcome], runs: int) -> None:
     Console().print(t)
     for o in outcomes:  # plain lines, so that they can be copied whatever the terminal width
         if o.detected:
-            print(f"{o.bug}: reproduce with: {o.command}")
+            print(f"{o.bug}: reproduce with: {o.command}"
+                  + (f" (saved: kafkacheck run --replay {o.run_dir})" if o.run_dir else ""))
         for workload, seed, kinds in o.false_positives:
             print(f"no switch: {workload} seed {seed} INVALID ({', '.join(kinds)})")
         if machine_missed(o):
@@ -341,7 +370,8 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, qui
          machines: bool = False, time_limit: float = DEFAULT_TIME_LIMIT_S,
          machine_time: float = DEFAULT_MACHINE_TIME_S,
          machine_programs: int = DEFAULT_MACHINE_PROGRAMS, out_dir: Path = Path("runs/hunt")) -> int:
-    """``out_dir``: where a machine's finding is saved. Exit 0: every switch detected (by its
+    """``out_dir``: where findings are saved (runs as run directories, machines' programs).
+    Exit 0: every switch detected (by its
     seeds, and by its machine with ``machines``) and nothing found without one; 1: a switch
     missed within its runs or programs, or a finding without a switch; 2: otherwise undecided
     (a time limit cut a hunt or a machine short)."""
@@ -353,7 +383,7 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, qui
     outcomes = []
     for name in names:
         log(f"hunting {name} ({SCENARIOS[name].workload}, {SCENARIOS[name].ops} ops a run, up to {runs} runs)")
-        outcomes.append(hunt(name, runs, jobs, log, time_limit=time_limit))
+        outcomes.append(hunt(name, runs, jobs, log, time_limit=time_limit, out_dir=out_dir))
         if machines:
             from kafkacheck.explore import MACHINE_FOR_BUG
             hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], machine_programs, machine_time, log,
@@ -390,6 +420,7 @@ class SwarmOutcome:
     unfinished: bool = False  # --runs given and the time limit came first
     ops: int = 0
     shrunk_ops: int | None = None
+    run_dir: str | None = None  # the finding's run, saved (kafkacheck run --replay DIR)
 
 
 def _swarm_run(job: tuple[int, int, str | None]) -> tuple[int, bool | str, list[str], dict[str, int], str, str]:
@@ -459,8 +490,9 @@ class Steering:
 
 
 def swarm(time_limit: float, runs: int | None, jobs: int, with_switch: str | None = None,
-          ops: int | None = None, log=print, shrink: bool = True) -> SwarmOutcome:
-    """Swarm seeds until the time limit (or ``runs`` runs): stop at the first finding."""
+          ops: int | None = None, log=print, shrink: bool = True, out_dir: Path | None = None) -> SwarmOutcome:
+    """Swarm seeds until the time limit (or ``runs`` runs): stop at the first finding, saved
+    with ``out_dir`` as a run directory there."""
     from kafkacheck.swarm import DEFAULT_OPS
 
     ops = ops or DEFAULT_OPS
@@ -516,11 +548,19 @@ def swarm(time_limit: float, runs: int | None, jobs: int, with_switch: str | Non
             o //= 2
             log(f"  swarm seed {seed}: shrunk to {o} ops ({','.join(kinds)})")
         out.shrunk_ops = o
+    if out.found and out_dir is not None:
+        out.run_dir = str(save_run(swarm_options(out.found[0][0], out.shrunk_ops or ops, with_switch), out_dir))
     return out
 
 
 def swarm_command(seed: int, ops: int, bug: str | None) -> str:
     from kafkacheck.reproduce import command_line
+
+    return command_line(swarm_options(seed, ops, bug))
+
+
+def swarm_options(seed: int, ops: int, bug: str | None) -> dict:
+    """The options of ``kafkacheck run`` (run.json's) that make swarm seed ``seed``'s run."""
     from kafkacheck.swarm import DEFAULT_OPS
 
     options: dict = {"swarm": seed}
@@ -528,7 +568,7 @@ def swarm_command(seed: int, ops: int, bug: str | None) -> str:
         options["ops"] = ops
     if bug:
         options["bug"] = [bug]
-    return command_line(options)
+    return options
 
 
 def print_swarm(out: SwarmOutcome) -> None:
@@ -558,6 +598,8 @@ def print_swarm(out: SwarmOutcome) -> None:
               f"{', '.join(kinds)}")
         print(f"  drawn: {drawn}")
         print(f"  reproduce with: {swarm_command(seed, out.shrunk_ops or out.ops, out.with_switch)}")
+        if out.run_dir:
+            print(f"  saved: kafkacheck run --replay {out.run_dir} runs it again, byte for byte")
     else:
         print(f"nothing found on {engine} in {out.runs} swarm runs (seeds drawn by the steering; "
               f"{out.seconds:.0f} s, stopped by the {out.stopped_by})")

@@ -38,6 +38,14 @@ def command_line(options: dict) -> str:
                                              for w in _words(name, options[name]))])
 
 
+def run_finding_dir(options: dict) -> str:
+    """The run directory of a hunt's finding: what it reproduces, and a short hash of it."""
+    what = (f"swarm{options['swarm']}" if "swarm" in options
+            else f"seed{options['seed']}-{options.get('workload', 'queue')}")
+    bugs = "-".join(options.get("bug") or ["correct"])
+    return f"finding-{what}-{bugs}-{hashlib.sha256(command_line(options).encode()).hexdigest()[:8]}"
+
+
 def run_dir_name(run_id: str, options: dict, default_ops: int) -> str:
     """The default run directory: the run id, and when any option besides the seed, workload
     and bug switches differs from its default, a short hash of them, so that runs made with

@@ -60,7 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     hunt.add_argument("--machine-programs", type=int, default=None, metavar="N",
                       help="programs a machine with --machines: the budget that decides (default 2000)")
     hunt.add_argument("--out", metavar="DIR", default="runs/hunt",
-                      help="where a machine's finding is saved, as hunt-SWITCH-MACHINE.json (default runs/hunt)")
+                      help="where findings are saved (default runs/hunt): a run's as a run directory "
+                           "finding-... (kafkacheck run --replay DIR runs it again, byte for byte), a "
+                           "machine's program as hunt-SWITCH-MACHINE.json (kafkacheck explore --replay)")
     hunt.add_argument("--machine-time", type=float, default=None, metavar="S",
                       help="wall seconds a machine at most, a safety net: if it expires first the "
                            "outcome is unknown (default 1200)")
@@ -119,7 +121,7 @@ def _swarm_hunt(args: argparse.Namespace) -> int:
     engine = f"the engine with {args.with_switch} on" if args.with_switch else "the engine"
     log(f"swarm hunt on {engine}: up to {time_limit:g} s" + (f" or {args.runs} runs" if args.runs else "")
         + f", {jobs} at a time")
-    out = hunt.swarm(time_limit, args.runs, jobs, args.with_switch, args.ops, log)
+    out = hunt.swarm(time_limit, args.runs, jobs, args.with_switch, args.ops, log, out_dir=Path(args.out))
     hunt.print_swarm(out)
     if args.with_switch:
         return EXIT_VALID if out.found else (EXIT_UNKNOWN if out.unfinished else EXIT_INVALID)

@@ -151,11 +151,15 @@ def test_bad_edn_and_non_unique_values_are_one_line_errors(tmp_path):
     assert r.returncode == 3 and "unique" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_hunt_finds_a_planted_bug_and_shrinks_it():
-    r = kc("hunt", "--bug", "ack-before-isr", "--time-limit", "120", "--jobs", "1", "--quiet")
+def test_hunt_finds_a_planted_bug_and_shrinks_it(tmp_path):
+    r = kc("hunt", "--bug", "ack-before-isr", "--time-limit", "120", "--jobs", "1", "--quiet", "--out", str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "yes" in r.stdout
     assert "ack-before-isr: reproduce with: kafkacheck run --seed" in r.stdout
+    # the finding is saved as a run directory, which --replay makes again byte for byte
+    [saved] = tmp_path.glob("finding-seed*-queue-ack-before-isr-*")
+    assert f"(saved: kafkacheck run --replay {saved})" in r.stdout
+    assert main(["run", "--replay", str(saved), "--no-progress"]) == 1
 
 
 def test_hunt_machines_are_judged_by_a_budget_of_derandomized_programs(tmp_path):

@@ -47,6 +47,8 @@ def test_conform_kafka_python_client_on_the_reference(tmp_path):
                  "--workload", "txn", "--workload-seconds", "6", "--faults", "sigkill"])
     assert code == 0, _report(out)["entries"]
     ops = _ops(out / "txn")
+    # what the test is named for happened: a broker was killed and restarted under the workload
+    assert "sigkill" in {o["f"] for o in ops if o["process"] == "nemesis" and o["type"] == "info"}
     done = [o for o in ops if o["f"] == "txn" and o["type"] != "invoke"]
     assert any(o["type"] == "ok" for o in done) and any(o.get("error") == "aborted on purpose" for o in done)
     assert main(["check", str(out / "txn")]) == 0
@@ -61,6 +63,8 @@ def test_conform_workloads_on_the_reference(tmp_path, workload):
     assert code == 0 and entry["name"] == workload and entry["status"] == "pass", entry
     config = json.loads((out / workload / "run.json").read_text())["config"]
     ops = _ops(out / workload)
+    faults = {o["f"] for o in ops if o["process"] == "nemesis" and o["type"] == "info"}
+    assert faults & {"sigkill", "client-delay"}, "no fault was injected"
     if workload == "eos":
         # processors committed transactions that carried their input offsets, and the group's
         # final committed offsets were read

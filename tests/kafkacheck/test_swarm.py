@@ -15,6 +15,7 @@ import pytest
 from fault_injection.aimed import AIMED
 from fault_injection.model_shapes import model_templates, template_schedule
 from kafkacheck import hunt
+from kafkacheck.cli import main
 from kafkacheck.runner import RunOptions, simulate
 from kafkacheck.swarm import describe, draw
 from reference import marks
@@ -176,11 +177,14 @@ def test_swarm_seed_97_a_member_whose_coordinator_lookup_failed_rejoins(tmp_path
     assert result["valid"] is True, result["anomaly_types"]
 
 
-def test_the_swarm_finds_a_switch_it_is_not_told_about():
+def test_the_swarm_finds_a_switch_it_is_not_told_about(tmp_path):
     out = hunt.swarm(time_limit=600, runs=12, jobs=2, with_switch="ack-before-isr", ops=800,
-                     log=lambda _m: None, shrink=False)
+                     log=lambda _m: None, shrink=False, out_dir=tmp_path)
     assert out.found, "ack-before-isr not found in 12 swarm runs"
     assert out.mark_runs
+    # the finding, saved as a run directory: --replay makes it again, byte for byte
+    assert out.run_dir and Path(out.run_dir).parent == tmp_path
+    assert main(["run", "--replay", out.run_dir, "--no-progress"]) == 1
 
 
 def test_run_swarm_reproduces_and_refuses_what_the_seed_draws(tmp_path):
