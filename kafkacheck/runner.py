@@ -29,7 +29,7 @@ from fault_injection.cluster import broker_config as make_broker_config
 from fault_injection.nemesis import Nemesis, random_schedule
 from fault_injection.simulation import Simulation, young_collections_only
 from kafkacheck.workloads import WORKLOADS, Setup
-from kafkacheck.workloads.client import Budget, FinalReader
+from kafkacheck.workloads.client import Budget, FinalReader, consumer_config, producer_config
 from reference import marks
 from reference.consumer import ConsumerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
@@ -228,16 +228,10 @@ class _Run:
         sim.run_until(2_000 * MS)
 
     def _producer_config(self) -> ProducerConfig:
-        t, idempotent = self.timings, self.kind.idempotent
-        return ProducerConfig(
-            acks=acks_value(self.options.acks), linger_ms=2, retry_backoff_ms=50,
-            request_timeout_ms=t["request_timeout_ms"], delivery_timeout_ms=t["delivery_timeout_ms"],
-            max_in_flight=5 if idempotent else 1, retry_unknown_outcomes=idempotent,
-            enable_idempotence=idempotent)
+        return producer_config(self.timings, acks_value(self.options.acks), self.kind.idempotent)
 
     def _consumer_config(self) -> ConsumerConfig:
-        return ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=self.timings["request_timeout_ms"],
-                              isolation_level=1 if self.kind.transactional else 0)
+        return consumer_config(self.timings, self.kind.transactional)
 
     def start_clients(self) -> None:
         sim = self.sim

@@ -36,7 +36,20 @@ from reference.messages import (
     TxnOffsetCommitResponse,
 )
 from reference.node import Node
-from reference.producer import Producer
+from reference.producer import Producer, ProducerConfig
+
+
+def producer_config(timings: dict[str, int], acks: int = -1, idempotent: bool = True) -> ProducerConfig:
+    """A simulated client's producer, as every harness (runs, hunts, the machines) builds it."""
+    return ProducerConfig(acks=acks, linger_ms=2, retry_backoff_ms=50, request_timeout_ms=timings["request_timeout_ms"],
+                          delivery_timeout_ms=timings["delivery_timeout_ms"], max_in_flight=5 if idempotent else 1,
+                          retry_unknown_outcomes=idempotent, enable_idempotence=idempotent)
+
+
+def consumer_config(timings: dict[str, int], read_committed: bool = False) -> ConsumerConfig:
+    """A simulated client's consumer (read_committed for the transactional workloads)."""
+    return ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=timings["request_timeout_ms"],
+                          isolation_level=1 if read_committed else 0)
 
 
 @dataclass(slots=True)

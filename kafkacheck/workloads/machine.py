@@ -31,6 +31,7 @@ from fault_injection.cluster import (
 from fault_injection.nemesis import Nemesis
 from fault_injection.simulation import Simulation
 from kafkacheck.workloads.actors import Actor, Reader
+from kafkacheck.workloads.client import consumer_config, producer_config
 from properties.checker import check
 from reference import marks
 from reference.consumer import ConsumerConfig
@@ -141,16 +142,10 @@ class ClusterMachine(RuleBasedStateMachine):
         self.actors.append(make(ACTOR_BASE + i, i))
 
     def producer_config(self, acks: int = -1, idempotent: bool = True) -> ProducerConfig:
-        t = CLUSTER_TIMINGS
-        return ProducerConfig(acks=acks, linger_ms=2, retry_backoff_ms=50,
-                              request_timeout_ms=t["request_timeout_ms"],
-                              delivery_timeout_ms=t["delivery_timeout_ms"],
-                              max_in_flight=5 if idempotent else 1, retry_unknown_outcomes=idempotent,
-                              enable_idempotence=idempotent)
+        return producer_config(CLUSTER_TIMINGS, acks, idempotent)  # as kafkacheck run's clients
 
     def consumer_config(self, read_committed: bool = False) -> ConsumerConfig:
-        return ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=CLUSTER_TIMINGS["request_timeout_ms"],
-                              isolation_level=1 if read_committed else 0)
+        return consumer_config(CLUSTER_TIMINGS, read_committed)
 
     def value(self, tp: TopicPartition) -> int:
         n = self.counters[tp.key] = self.counters.get(tp.key, 0) + 1
