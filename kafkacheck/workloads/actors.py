@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
+from kafkacheck.workloads.rules import commit_completion, send_completion, txn_completion
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.group_consumer import GroupConsumer
@@ -25,8 +26,6 @@ from reference.txn_producer import TransactionalProducer
 
 PROCESS_STRIDE = 100  # a process that continues after an info op is process + stride
 POLL_MS = 150
-FENCED = frozenset({Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
-                    Errors.REBALANCE_IN_PROGRESS, Errors.FENCED_INSTANCE_ID})
 
 
 def _int(raw: bytes | None) -> int | None:
@@ -147,21 +146,12 @@ class Writer(Actor):
             op["results"][r.send_id] = r
         if len(op["results"]) < len(op["ids"]):
             return
-        value, errors, all_failed, maybe = [], set(), True, False
-        for (tp, v, k), i in zip(op["sends"], op["ids"], strict=True):
-            r = op["results"][i]
-            tail = [k] if k is not None else []
-            if r.error is Errors.NONE:
-                all_failed = False
-                value.append(["send", tp.key, [r.offset if r.offset >= 0 else None, v], *tail])
-                if self.client.config.acks == -1 and r.offset >= 0:
-                    self.event("acked", key=tp.key, offset=r.offset)  # watched by the invariants
-            else:
-                errors.add(r.error.name)
-                maybe = maybe or r.maybe_appended
-                value.append(["send", tp.key, v, *tail])
-        type_ = "ok" if not errors else ("fail" if all_failed and not maybe else "info")
-        self.complete(type_, "send", value, error=",".join(sorted(errors)) or None)
+        type_, value, error, acknowledged = send_completion(
+            [(tp.key, v, k) for tp, v, k in op["sends"]], [op["results"][i] for i in op["ids"]])
+        if self.client.config.acks == -1:
+            for key, offset in acknowledged:
+                self.event("acked", key=key, offset=offset)  # watched by the invariants
+        self.complete(type_, "send", value, error=error)
 
 
 class TxnWriter(Actor):
@@ -216,13 +206,8 @@ class TxnWriter(Actor):
                 value.append(["send", tp.key, [r.offset, v]])
             else:
                 value.append(["send", tp.key, v])
-        if outcome == "committed":
-            self.complete("ok", "txn", value)
-        elif outcome == "aborted":
-            self.complete("fail", "txn", value, error="intentional-abort" if op["abort"] and op["error"] is None
-                          else (op["error"] or error or "aborted"))
-        else:
-            self.complete("info", "txn", value, error=error or "unknown-outcome")
+        type_, error = txn_completion(outcome, error, op["abort"], op["error"])
+        self.complete(type_, "txn", value, error=error)
 
 
 class Reader(Actor):
@@ -341,12 +326,7 @@ class Member(Actor):
         if op is None or op["f"] != "commit" or self.client.commit_result is None:
             return
         result = self.client.commit_result
-        if result is Errors.NONE:
-            type_ = "ok"
-        elif result in FENCED or result is Errors.COORDINATOR_NOT_AVAILABLE:
-            type_ = "fail"  # refused, or never sent: certainly not applied
-        else:
-            type_ = "info"
+        type_ = commit_completion(result)
         self.complete(type_, "commit", op["value"], generation=op["generation"],
                       error=None if type_ == "ok" else result.name)
 

@@ -27,8 +27,8 @@ from kafkacheck.workloads.client import Budget, decode_value, encode_value
 from kafkacheck.workloads.machine import BROKERS, COMPACTED, PARTITIONS, ClusterMachine
 from kafkacheck.workloads.machine import RECORD_KEYS as MACHINE_RECORD_KEYS
 from kafkacheck.workloads.queue import QueueClient
+from kafkacheck.workloads.rules import send_completion
 from reference.consumer import ConsumerConfig
-from reference.errors import Errors
 from reference.messages import TopicPartition
 from reference.producer import ProducerConfig
 
@@ -87,21 +87,9 @@ class CompactionClient(QueueClient):
                 self.results[i] = r
         if self.op is None or self.op["f"] != "send" or self.pending:
             return
-        value = []
-        errors = set()
-        all_failed = True
-        maybe = False
-        for (_, key, v, record_key), r in zip(self.op["value"], self.results, strict=True):
-            if r.error is Errors.NONE:
-                all_failed = False
-                value.append(["send", key, [r.offset if r.offset >= 0 else None, v], record_key])
-            else:
-                errors.add(r.error.name)
-                maybe = maybe or r.maybe_appended
-                value.append(["send", key, v, record_key])
-        type_ = "ok" if not errors else ("fail" if all_failed and not maybe else "info")
-        self.record(process=self.process, type=type_, f="send", value=value,
-                    error=",".join(sorted(errors)) if errors else None)
+        type_, value, error, _acknowledged = send_completion(
+            [(key, v, record_key) for _, key, v, record_key in self.op["value"]], self.results)
+        self.record(process=self.process, type=type_, f="send", value=value, error=error)
         self._finish_op(now_ms, type_)
 
     def _finish_poll(self, now_ms: int) -> None:

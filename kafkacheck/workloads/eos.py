@@ -31,6 +31,7 @@ from kafkacheck.conform.real_run import RealRun
 from kafkacheck.workloads.base import Setup, Workload
 from kafkacheck.workloads.client import Budget, ClientBase, FinalReader, decode_value, encode_value
 from kafkacheck.workloads.queue import QueueClient
+from kafkacheck.workloads.rules import txn_completion
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.messages import TopicPartition
@@ -165,14 +166,7 @@ class EosProcessor(ClientBase):
         assert op is not None and self.txp.outcome is not None
         outcome, error = self.txp.outcome
         value = [["poll", op["poll"]], *op["sends"]]
-        if outcome == "committed":
-            type_, error = "ok", None
-        elif outcome == "aborted":
-            type_ = "fail"
-            error = "intentional-abort" if op["abort"] and op["error"] is None else (
-                op["error"] or error or "aborted")
-        else:
-            type_, error = "info", error or "unknown-outcome"
+        type_, error = txn_completion(outcome, error, op["abort"], op["error"])
         self.record(process=self.process, type=type_, f="txn", value=value, error=error,
                     offsets=op["offsets"])
         self.op = None

@@ -39,14 +39,12 @@ from kafkacheck.workloads.client import Budget, ClientBase, decode_value
 from kafkacheck.workloads.machine import BROKERS, PARTITIONS, TOPIC, ClusterMachine
 from kafkacheck.workloads.machine import GROUP as MACHINE_GROUP
 from kafkacheck.workloads.queue import QueueClient
+from kafkacheck.workloads.rules import commit_completion
 from reference.consumer import ConsumerConfig
-from reference.errors import Errors
 from reference.group_consumer import GroupConsumer
 from reference.topics import OFFSETS_TOPIC
 
 GROUP = "workers"
-FENCED = frozenset({Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
-                    Errors.REBALANCE_IN_PROGRESS, Errors.FENCED_INSTANCE_ID})
 
 
 class GroupMemberClient(ClientBase):
@@ -166,12 +164,7 @@ class GroupMemberClient(ClientBase):
         result = self.consumer.commit_result
         if op is None or op["f"] != "commit" or result is None:
             return
-        if result is Errors.NONE:
-            type_ = "ok"
-        elif result in FENCED or result is Errors.COORDINATOR_NOT_AVAILABLE:
-            type_ = "fail"  # refused (or never sent): certainly not applied
-        else:
-            type_ = "info"
+        type_ = commit_completion(result)
         self.record(process=self.process, type=type_, f="commit", value=op["value"],
                     generation=op["generation"], error=None if type_ == "ok" else result.name)
         self._end_op(now_ms, type_)

@@ -21,8 +21,8 @@ from kafkacheck.workloads.actors import Reader, Writer
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value
 from kafkacheck.workloads.machine import BROKERS, MODEL_SHAPES, PARTITIONS, ClusterMachine
+from kafkacheck.workloads.rules import send_completion
 from reference.consumer import Consumer, ConsumerConfig
-from reference.errors import Errors
 from reference.messages import (
     TopicPartition,
 )
@@ -109,29 +109,12 @@ class QueueClient(ClientBase):
                 self.results[i] = r
         if self.op is None or self.op["f"] != "send" or self.pending:
             return
-        sends = self.op["value"]
-        value = []
-        errors = set()
-        all_failed = True
-        maybe = False
-        for (_, key, v), r in zip(sends, self.results, strict=True):
-            if r.error is Errors.NONE:
-                all_failed = False
-                value.append(["send", key, [r.offset if r.offset >= 0 else None, v]])
-                if self.acks == -1 and r.offset >= 0:
-                    self.event("acked", key=key, offset=r.offset)
-            else:
-                errors.add(r.error.name)
-                maybe = maybe or r.maybe_appended
-                value.append(["send", key, v])
-        if not errors:
-            type_ = "ok"
-        elif all_failed and not maybe:
-            type_ = "fail"
-        else:
-            type_ = "info"
-        self.record(process=self.process, type=type_, f="send", value=value,
-                    error=",".join(sorted(errors)) if errors else None)
+        type_, value, error, acknowledged = send_completion(
+            [(key, v, None) for _, key, v in self.op["value"]], self.results)
+        if self.acks == -1:
+            for key, offset in acknowledged:
+                self.event("acked", key=key, offset=offset)
+        self.record(process=self.process, type=type_, f="send", value=value, error=error)
         self._finish_op(now_ms, type_)
 
     def _finish_poll(self, now_ms: int) -> None:

@@ -29,6 +29,7 @@ from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value
 from kafkacheck.workloads.machine import BROKERS, PARTITIONS, ClusterMachine
 from kafkacheck.workloads.queue import QueueClient
+from kafkacheck.workloads.rules import txn_completion
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.messages import TopicPartition
@@ -155,16 +156,7 @@ class TxnClient(ClientBase):
         outcome, error = self.txp.outcome
         # micro-ops that never ran are left out of the completion
         value = op["results"]
-        if outcome == "committed":
-            type_ = "ok"
-            error = None
-        elif outcome == "aborted":
-            type_ = "fail"
-            error = "intentional-abort" if op["abort"] and op["error"] is None else (
-                op["error"] or error or "aborted")
-        else:
-            type_ = "info"
-            error = error or "unknown-outcome"
+        type_, error = txn_completion(outcome, error, op["abort"], op["error"])
         self.record(process=self.process, type=type_, f="txn", value=value, error=error)
         if type_ == "fail":
             self._rewind(value)
