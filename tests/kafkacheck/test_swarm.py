@@ -181,7 +181,8 @@ def test_the_swarm_finds_a_switch_it_is_not_told_about(tmp_path):
     out = hunt.swarm(time_limit=600, runs=12, jobs=2, with_switch="ack-before-isr", ops=800,
                      log=lambda _m: None, shrink=False, out_dir=tmp_path)
     assert out.found, "ack-before-isr not found in 12 swarm runs"
-    assert out.mark_runs
+    # (no assertion on the marks reached: with two jobs, which run ends first depends on the
+    # machine's load, and a run the switch stops at once reaches none)
     # the finding, saved as a run directory: --replay makes it again, byte for byte
     assert out.run_dir and Path(out.run_dir).parent == tmp_path
     assert main(["run", "--replay", out.run_dir, "--no-progress"]) == 1
