@@ -140,7 +140,7 @@ class Judging:
     r: Result
     budget: Budget
     linearizable: bool
-    compaction: Compaction | None = None
+    compaction: Compaction | None = None  # what the cleaner may remove, on a compacted topic
     unread: list = field(default_factory=list)
     cycle_stats: dict = field(default_factory=dict)
     lin_unknown: str | None = None
@@ -172,10 +172,6 @@ def _empty(j: Judging) -> None:
                             "shows nothing about the broker, so it cannot be judged valid")
 
 
-def _compaction_model(j: Judging) -> None:
-    j.compaction = Compaction(j.ops) if j.rc.compacted else None
-
-
 def _superseded(j: Judging):
     return j.compaction.superseded if j.compaction is not None else None
 
@@ -205,8 +201,6 @@ CHECKS: tuple[Check, ...] = (
     Check("aborted-reads", ("G1a", "precommitted-read"), "always (a read of its own write is allowed with "
           "read_uncommitted)", _always,
           lambda j: check_reads(j.a, j.r.add, precommitted_allowed=j.rc.isolation_level == "read_uncommitted")),
-    Check("compaction-model", (), "a compacted topic: what the cleaner may remove", lambda j: j.rc.compacted,
-          _compaction_model),
     Check("lost-writes", ("lost-write", "compacted-away"), "always", _always, _lost_writes,
           (Allowance(("compacted-away",), "always", "the cleaner removed a value a newer one of its record key "
                      "superseded"),)),
@@ -295,7 +289,8 @@ def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str,
         ops = list(ops)
     counted = _Counted(ops)
     compiled, nemesis = compile_ops(counted, weak_acks=rc.weak_acks)
-    j = Judging(rc, ops, compiled, analyse(compiled, nemesis), Result(), budget, linearizable)
+    j = Judging(rc, ops, compiled, analyse(compiled, nemesis), Result(), budget, linearizable,
+                Compaction(ops) if rc.compacted else None)
     applied = [c for c in CHECKS if c.applies(j)]
     for c in applied:
         c.run(j)
@@ -536,42 +531,27 @@ def _check_stall(config: dict, r: Result) -> None:
                       f"stopped with {stalled.get('ops_completed')} of {config.get('ops')} ops done")
 
 
-def _with_liveness_violations(result: dict, events: list[dict]) -> dict:
-    """The liveness phase's findings (kafkacheck.liveness): the healed cluster did not
-    converge within its bound."""
-    found = [e for e in events if e.get("kind") == "liveness-violation"]
+def _with_events(result: dict, events: list[dict], event_kind: str, anomaly: str, item) -> dict:
+    """``result`` with the events of ``event_kind`` added as anomaly ``anomaly`` (``item``
+    makes one event its evidence), which makes the verdict invalid."""
+    found = [e for e in events if e.get("kind") == event_kind]
     if not found:
         return result
     result = dict(result)
-    result["anomalies"] = dict(result["anomalies"])
-    result["anomalies"]["liveness"] = [
-        {"key": e.get("key"), "what": e.get("what"), "time": e.get("time"), "ops": [],
-         "explanation": f"{e.get('bound_ms')} ms after every fault was healed: {e.get('what')} "
-                        f"({e.get('detail')})"}
-        for e in found[:MAX_REPORTED]
-    ]
-    result["counts"] = {**result.get("counts", {}), "liveness": len(found)}
-    result["anomaly_types"] = sorted({*result["anomaly_types"], "liveness"})
+    result["anomalies"] = {**result["anomalies"], anomaly: [item(e) for e in found[:MAX_REPORTED]]}
+    result["counts"] = {**result.get("counts", {}), anomaly: len(found)}
+    result["anomaly_types"] = sorted({*result["anomaly_types"], anomaly})
     result["valid"] = False
     return result
 
 
 def with_invariant_violations(result: dict, events: list[dict]) -> dict:
-    """Add the simulator's white-box invariant violations (events.jsonl) to a verdict."""
-    result = _with_liveness_violations(result, events)
-    found = [e for e in events if e.get("kind") == "invariant-violation"]
-    if not found:
-        return result
-    result = dict(result)
-    result["anomalies"] = dict(result["anomalies"])
-    result["anomalies"]["invariant-violation"] = [
-        {"key": e.get("key"), "node": e.get("node"), "invariant": e.get("invariant"),
-         "time": e.get("time"), "ops": [],
-         "explanation": f"broker state broke '{e.get('invariant')}' on node {e.get('node')}: "
-                        f"{e.get('detail')}"}
-        for e in found[:MAX_REPORTED]
-    ]
-    result["counts"] = {**result.get("counts", {}), "invariant-violation": len(found)}
-    result["anomaly_types"] = sorted({*result["anomaly_types"], "invariant-violation"})
-    result["valid"] = False
-    return result
+    """Add the simulator's white-box invariant violations (events.jsonl) to a verdict, and the
+    liveness phase's findings (kafkacheck.liveness: the healed cluster did not converge within
+    its bound)."""
+    result = _with_events(result, events, "liveness-violation", "liveness", lambda e: {
+        "key": e.get("key"), "what": e.get("what"), "time": e.get("time"), "ops": [],
+        "explanation": f"{e.get('bound_ms')} ms after every fault was healed: {e.get('what')} ({e.get('detail')})"})
+    return _with_events(result, events, "invariant-violation", "invariant-violation", lambda e: {
+        "key": e.get("key"), "node": e.get("node"), "invariant": e.get("invariant"), "time": e.get("time"), "ops": [],
+        "explanation": f"broker state broke '{e.get('invariant')}' on node {e.get('node')}: {e.get('detail')}"})

@@ -22,7 +22,7 @@ def table() -> str:
 
     rows = ["| check | reports | applies | allowed |", "| --- | --- | --- | --- |"]
     for c in CHECKS:
-        reports = ", ".join(f"`{k}`" for k in c.reports) or "(prepares the compaction checks)"
+        reports = ", ".join(f"`{k}`" for k in c.reports)
         allowed = "; ".join(", ".join(f"`{k}`" for k in a.kinds) + f" {_when(a.when)}: {a.why}"
                             for a in c.allows) or "-"
         rows.append(f"| {c.name} | {reports} | {c.when} | {allowed} |")

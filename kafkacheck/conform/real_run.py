@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from kafkacheck.conform.handles import GroupMember, Poller, TxnSender
-from kafkacheck.conform.kinds import make_poller, make_sender, make_txn_sender
+from kafkacheck.conform.kinds import make_member, make_poller, make_sender, make_txn_sender
 from kafkacheck.conform.wall_history import History
 
 if TYPE_CHECKING:
@@ -225,3 +225,86 @@ class RealRun:
         gens = {g for _p, g, _o in states}
         owned = set().union(*(o for _p, _g, o in states)) if states else set()
         return len(gens) == 1 and min(gens) >= 0 and owned == set(self.keys())
+
+
+class RealMember:
+    """Member ``i`` of a run's consumer group, as the group workloads' threads drive it: each
+    step recorded as ops (subscribe, poll with its rebalance log, commit with its generation),
+    and a client whose outcome is unknown given up on, the member going on as a new process.
+    ``m`` is the client handle, None while it has to join again."""
+
+    def __init__(self, run: RealRun, i: int) -> None:
+        self.run, self.i, self.keys = run, i, run.keys()
+        self.process = run.h.new_process()
+        self.m: GroupMember | None = None
+        self.join()
+
+    def join(self) -> None:
+        """A new client subscribes (after a failed try, a pause: the brokers may be down)."""
+        run = self.run
+        try:
+            self.m = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, run.group, run.timeout_s))
+        except Exception:
+            time.sleep(0.5)
+            return
+        run.h.op(self.process, "invoke", "subscribe", self.keys)
+        run.h.op(self.process, "ok", "subscribe", self.keys)
+
+    def rejoin(self) -> None:
+        """Leave cleanly and join again."""
+        h, m = self.run.h, self.m
+        assert m is not None
+        h.op(self.process, "invoke", "subscribe", self.keys)
+        self.run.closed(m)
+        log = m.take_log()
+        h.op(self.process, "ok", "subscribe", self.keys, **({"rebalance_log": log} if log else {}))
+        self.m = None
+        self.join()
+
+    def poll(self) -> dict | None:
+        """One poll: what it returned, or None when the client failed (and was given up on)."""
+        run, h, m = self.run, self.run.h, self.m
+        assert m is not None
+        h.op(self.process, "invoke", "poll", [["poll"]])
+        try:
+            got = m.poll()
+        except Exception as e:
+            h.op(self.process, "info", "poll", [["poll", {}]], error=type(e).__name__)
+            self._give_up()
+            return None
+        log = m.take_log()
+        h.op(self.process, "ok", "poll", [["poll", got]], **({"rebalance_log": log} if log else {}))
+        with run.lock:
+            run.member_state[self.i] = (self.process, m.generation, frozenset(m.owned))
+        return got
+
+    def commit(self, offsets: dict[str, int]) -> None:
+        """Commit ``offsets`` in the generation the client holds: ``ok``, ``fail`` when
+        certainly refused, ``info`` (and the client given up on) when unknown."""
+        h, m = self.run.h, self.m
+        assert m is not None
+        generation = m._current_generation()
+        h.op(self.process, "invoke", "commit", offsets, generation=generation)
+        err, definite = m.commit(offsets)
+        log = m.take_log()
+        extra = {"rebalance_log": log} if log else {}
+        if err is None:
+            h.op(self.process, "ok", "commit", offsets, generation=generation, **extra)
+            return
+        h.op(self.process, "fail" if definite else "info", "commit", offsets, generation=generation, error=err,
+             **extra)
+        if not definite:
+            self._give_up()
+
+    def _give_up(self) -> None:
+        assert self.m is not None
+        self.run.closed(self.m)
+        self.process = self.run.abandon(self.process)
+        self.m = None
+
+    def stop(self) -> None:
+        """The run is over: the client is closed once every member stopped (a leave now would
+        start a rebalance that the members still polling would report)."""
+        if self.m is not None:
+            with self.run.lock:
+                self.run.stopped_members.append(self.m)

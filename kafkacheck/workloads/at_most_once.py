@@ -27,15 +27,12 @@ The same workload everywhere: :class:`AtMostOnceMember` for ``run`` and ``hunt``
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from kafkacheck.conform.handles import GroupMember
-from kafkacheck.conform.kinds import make_member
-from kafkacheck.conform.real_run import RealRun
+from kafkacheck.conform.real_run import RealMember, RealRun
 from kafkacheck.workloads.groups import GroupMemberClient, GroupsMachine, GroupsWorkload
 from reference.messages import TopicPartition
 
@@ -112,64 +109,23 @@ class AtMostOnceMachine(GroupsMachine):
 def real_member_loop(run: RealRun, i: int) -> None:
     """Member ``i``: poll, commit what the poll returned, now and then leave and join again;
     after healing it only polls, until the group settles."""
-    h, rng, keys = run.h, run.rng, run.keys()
-    process = h.new_process()
-
-    def join() -> GroupMember | None:
-        try:
-            member = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, run.group, run.timeout_s))
-        except Exception:
-            time.sleep(0.5)
-            return None
-        h.op(process, "invoke", "subscribe", keys)
-        h.op(process, "ok", "subscribe", keys)
-        return member
-
-    m = join()
+    member = RealMember(run, i)
     while not run.done.is_set():
-        if m is None:
-            m = join()
+        if member.m is None:
+            member.join()
             continue
         healed = run.healed.is_set()
-        if not healed and rng.random() < LEAVE_P:  # leave cleanly and join again
-            h.op(process, "invoke", "subscribe", keys)
-            run.closed(m)
-            log = m.take_log()
-            h.op(process, "ok", "subscribe", keys, **({"rebalance_log": log} if log else {}))
-            m = join()
+        if not healed and run.rng.random() < LEAVE_P:  # leave cleanly and join again
+            member.rejoin()
             continue
-        h.op(process, "invoke", "poll", [["poll"]])
-        try:
-            got = m.poll()
-        except Exception as e:
-            h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
-            run.closed(m)
-            process = run.abandon(process)
-            m = None
+        got = member.poll()
+        if got is None:
             continue
-        log = m.take_log()
-        h.op(process, "ok", "poll", [["poll", got]], **({"rebalance_log": log} if log else {}))
-        with run.lock:
-            run.member_state[i] = (process, m.generation, frozenset(m.owned))
-        offsets = {key: records[-1][0] + 1 for key, records in sorted(got.items()) if records and key in m.owned}
-        if healed or not offsets:
-            continue
-        generation = m._current_generation()
-        h.op(process, "invoke", "commit", offsets, generation=generation)
-        err, definite = m.commit(offsets)
-        log = m.take_log()
-        extra = {"rebalance_log": log} if log else {}
-        if err is None:
-            h.op(process, "ok", "commit", offsets, generation=generation, **extra)
-            continue
-        h.op(process, "fail" if definite else "info", "commit", offsets, generation=generation, error=err, **extra)
-        if not definite:  # unknown outcome: a new member under a new process
-            run.closed(m)
-            process = run.abandon(process)
-            m = None
-    if m is not None:  # closed once every member stopped (see the groups workload)
-        with run.lock:
-            run.stopped_members.append(m)
+        owned = member.m.owned
+        offsets = {key: records[-1][0] + 1 for key, records in sorted(got.items()) if records and key in owned}
+        if not healed and offsets:
+            member.commit(offsets)
+    member.stop()
 
 
 class AtMostOnceWorkload(GroupsWorkload):

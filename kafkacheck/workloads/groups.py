@@ -22,7 +22,6 @@ that its final assignment is in the history.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -30,9 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
 from fault_injection.cluster import CLUSTER_TIMINGS, MS
-from kafkacheck.conform.handles import GroupMember
-from kafkacheck.conform.kinds import make_member
-from kafkacheck.conform.real_run import RealRun
+from kafkacheck.conform.real_run import RealMember, RealRun
 from kafkacheck.workloads.actors import Member, Writer, member_config
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value
@@ -321,67 +318,22 @@ class GroupsMachine(ClusterMachine):
 
 def real_member_loop(run: RealRun, i: int) -> None:
     """Member ``i`` polls, commits what it reached, sometimes leaves and joins again."""
-    h, rng, keys = run.h, run.rng, run.keys()
-    process = h.new_process()
-
-    def join() -> GroupMember | None:
-        try:
-            member = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, run.group,
-                                             run.timeout_s))
-        except Exception:
-            time.sleep(0.5)
-            return None
-        h.op(process, "invoke", "subscribe", keys)
-        h.op(process, "ok", "subscribe", keys)
-        return member
-
-    m = join()
+    member = RealMember(run, i)
     while not run.done.is_set():
-        if m is None:
-            m = join()
+        if member.m is None:
+            member.join()
             continue
         healed = run.healed.is_set()
-        r = rng.random()
+        r = run.rng.random()
         if not healed and r < 0.02:  # leave cleanly and join again
-            h.op(process, "invoke", "subscribe", keys)
-            run.closed(m)
-            log = m.take_log()
-            h.op(process, "ok", "subscribe", keys, **({"rebalance_log": log} if log else {}))
-            m = join()
+            member.rejoin()
             continue
-        offsets = m.reached()
+        offsets = member.m.reached()
         if not healed and r < 0.2 and offsets:
-            generation = m._current_generation()
-            h.op(process, "invoke", "commit", offsets, generation=generation)
-            err, definite = m.commit(offsets)
-            log = m.take_log()
-            extra = {"rebalance_log": log} if log else {}
-            if err is None:
-                h.op(process, "ok", "commit", offsets, generation=generation, **extra)
-                continue
-            h.op(process, "fail" if definite else "info", "commit", offsets, generation=generation,
-                 error=err, **extra)
-            if not definite:  # unknown outcome: a new member under a new process
-                run.closed(m)
-                process = run.abandon(process)
-                m = None
+            member.commit(offsets)
             continue
-        h.op(process, "invoke", "poll", [["poll"]])
-        try:
-            got = m.poll()
-        except Exception as e:
-            h.op(process, "info", "poll", [["poll", {}]], error=type(e).__name__)
-            run.closed(m)
-            process = run.abandon(process)
-            m = None
-            continue
-        log = m.take_log()
-        h.op(process, "ok", "poll", [["poll", got]], **({"rebalance_log": log} if log else {}))
-        with run.lock:
-            run.member_state[i] = (process, m.generation, frozenset(m.owned))
-    if m is not None:  # closed once every member stopped: a leave now would start a
-        with run.lock:   # rebalance that the members still polling would report
-            run.stopped_members.append(m)
+        member.poll()
+    member.stop()
 
 
 class GroupsWorkload(Workload):

@@ -94,6 +94,9 @@ def play(steps) -> Model:
         if step[0] == "send":
             _, w, key, outcome, written = step
             m.send(w, key, outcome, written)
+        elif step[0] == "txn":
+            _, w, keys, outcome, written = step
+            txn(m, w, keys, outcome, written)
         else:
             m.poll(step[1], step[2])
     for r in READERS:  # each reader reads on to the end
@@ -251,32 +254,17 @@ TXN_STEPS = st.lists(st.one_of(
               st.dictionaries(st.sampled_from(KEYS), st.integers(0, 3), min_size=1))), min_size=4, max_size=30)
 
 
-def play_txn(steps) -> Model:
-    m = Model()
-    for r in READERS:
-        m.assign(r)
-    for step in steps:
-        if step[0] == "txn":
-            _, w, keys, outcome, written = step
-            txn(m, w, keys, outcome, written)
-        else:
-            m.poll(step[1], step[2])
-    for r in READERS:
-        m.poll(r, {k: len(m.logs[k]) for k in KEYS})
-    return m
-
-
 @SETTINGS
 @given(TXN_STEPS)
 def test_a_transactional_history_of_the_model_is_valid(steps):
-    m = play_txn(steps)
+    m = play(steps)
     assert check(m.ops, TXN_CONFIG)["valid"] is True, check(m.ops, TXN_CONFIG)["anomaly_types"]
 
 
 @SETTINGS
 @given(TXN_STEPS, st.data())
 def test_a_read_of_an_aborted_transaction_is_an_aborted_read(steps, data):
-    m = play_txn(steps)
+    m = play(steps)
     keys = data.draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=3))
     for k, v in txn(m, WRITERS[2], keys, "fail"):
         m.logs[k].append(v)  # the abort was not honoured: its records are read_committed-visible
