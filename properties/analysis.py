@@ -53,6 +53,7 @@ class Op:
     completed: bool = True
     raw_value: Any = None  # the completion's value, for ops other than send, poll and txn
     weak: bool = False  # an ok send with acks 0 or 1, counted as info
+    error: str | None = None  # what a send or txn that did not succeed was told
 
     def reads(self) -> dict[str, list]:
         """key -> values read, in read order, over all poll micro-ops."""
@@ -186,7 +187,8 @@ def _fold(inv: dict | None, comp: dict | None, end_time: int) -> Op:
         time=comp["time"] if comp is not None else end_time,
         sends=sends, polls=_parse_polls(value) if comp is not None else [],
         keys=keys, seek_to_beginning=bool(src.get("seek_to_beginning")), touched=touched,
-        completed=comp is not None, raw_value=None if f in CLIENT_TXN_FS else value)
+        completed=comp is not None, raw_value=None if f in CLIENT_TXN_FS else value,
+        error=comp.get("error") if comp is not None and comp["type"] != "ok" and f in ("send", "txn") else None)
 
 
 # ---------------------------------------------------------------------------- analysis

@@ -222,19 +222,23 @@ CHECKS: tuple[Check, ...] = (
           "always (within the search budget)", _always, _cycles,
           (Allowance(("G0", "G0-process", "G0-realtime"), "always", "write cycles: " + JEPSEN),
            Allowance(("G-single", "G2"), "always", "read skew: Kafka does not promise to prevent it"))),
-    Check("compaction", ("compaction-lost-latest", "phantom-value"), "a compacted topic",
+    Check("compaction", ("compaction-lost-latest", "phantom-value", "scan-missed-latest", "tombstone-missing"),
+          "a compacted topic",
           lambda j: j.rc.compacted, _compaction),
     Check("nonatomic-reads", ("nonatomic-read",), "always", _always, lambda j: _check_nonatomic(j.a, j.r),
           (Allowance(("nonatomic-read",), "subscribe", "a rebalance may hand a partition over in the middle of "
                      "a transaction's records"),)),
     Check("exactly-once", ("eos-duplicate", "eos-lost", "eos-output-beyond-commit"), "config.eos",
           lambda j: j.rc.eos, lambda j: _check_eos(j.a, j.rc.raw, j.r)),
-    Check("groups", ("double-ownership", "fenced-commit", "cooperative-revoked-unmoved", "unowned-partition",
-                     "processed-twice"), "config.groups", lambda j: j.rc.groups,
+    Check("groups", ("double-ownership", "fenced-commit", "cooperative-revoked-unmoved", "reassigned-before-revoked",
+                     "expired-member-commit", "committed-offset-regressed", "unowned-partition", "processed-twice"), "config.groups", lambda j: j.rc.groups,
           lambda j: check_groups(j.ops, j.rc.raw, j.r.add)),
     Check("final-read", ("stale-after-heal", "unread-after-heal"), "always (unseen values are allowed "
           "without a final read)", _always,
           lambda j: _check_final_read(j.rc.raw, j.unread, j.r, j.a, _superseded(j))),
+    Check("idempotence", ("idempotence-error",), "an idempotent producer without transactions (config.idempotence)",
+          lambda j: bool(j.rc.raw.get("idempotence")) and not j.rc.raw.get("txn") and not j.rc.raw.get("eos"),
+          lambda j: _check_idempotence(j.a, j.rc, j.r)),
     Check("stall", ("stalled",), "config.stalled", lambda j: j.rc.stalled, lambda j: _check_stall(j.rc.raw, j.r)),
     Check("linearizability", (KIND,), "asked for (kafkacheck check --lin), a topic that is not compacted",
           lambda j: j.linearizable and not j.rc.compacted, _linearizability),
@@ -519,6 +523,32 @@ def _check_final_read(config: dict, unread: list, r: Result, a: Analysis | None 
                   explanation=f"value {v} was acknowledged at offset {off} of {key} (op {op.index}) and read "
                               f"by op {readers[(key, v)]}, but the final read after healing read {key} to its "
                               f"end ({ends[key]}) without it: the write is lost")
+
+
+# what an idempotent producer must never be told while none of its records was lost: a gap in
+# its sequence (the broker lost a batch it had acknowledged) or that it was fenced (only a
+# transactional producer has a rival instance); the real clients' names for them too
+IDEMPOTENCE_ERRORS = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "OutOfOrderSequence", "INVALID_PRODUCER_EPOCH",
+                      "InvalidProducerEpoch", "PRODUCER_FENCED", "ProducerFenced")
+
+
+def _check_idempotence(a: Analysis, rc: RunConfig, r: Result) -> None:
+    """With retries and up to five batches in flight, an idempotent producer whose records
+    were not lost is never told OUT_OF_ORDER_SEQUENCE_NUMBER or that it was fenced. Not judged
+    where records may be lost without a violation (acks 0 or 1, unclean elections, a crash
+    that lost an unflushed tail) or where the checker found them lost (that is the violation)."""
+    if rc.weak_acks or rc.raw.get("unclean_leader_election_enable") or any(
+            r.counts.get(k) or r.allowed.get(k) for k in ("lost-write", "unread-after-heal")):
+        return
+    for op in a.ops:
+        if op.f != "send" or op.type == "ok" or not op.error:
+            continue
+        told = [e for e in IDEMPOTENCE_ERRORS if e in op.error]
+        if told:
+            r.add("idempotence-error", key=op.sends[0][0] if op.sends else None, error=op.error, ops=[op.index],
+                  explanation=f"process {op.process}'s idempotent producer was told {told[0]} (op {op.index}), "
+                              f"though no record of the run was lost: its sequence had no gap and nobody "
+                              f"could fence it")
 
 
 def _check_stall(config: dict, r: Result) -> None:

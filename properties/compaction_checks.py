@@ -10,6 +10,19 @@ the value null) and so do poll results (``[offset, value, record_key]``).
   gone (after ``delete.retention.ms``); a value from a send whose outcome was unknown may
   stand in for the newest only if it sits at a later offset.
 
+* ``scan-missed-latest``: a reader that went back to the beginning (an ``assign`` with
+  ``seek_to_beginning``) read past a value that was then the newest record of its key
+  (acknowledged before that poll began, and no other send of the key that could have landed
+  after it begun before the poll ended), without returning it: the cleaner removes only
+  records a newer one of their record key replaced;
+* ``tombstone-missing``: the same, for a delete marker (a tombstone) less than
+  ``delete.retention.ms`` after it was sent: a consumer reading from the beginning sees every
+  delete marker younger than that (the cleaner keeps a marker at least that long after it
+  first cleans past it); an older marker may be gone. Not judged under clock faults.
+
+Neither is judged with acks 0 or 1 or unclean elections, where an acknowledged record may be
+lost and its offset reused.
+
 Offsets of kept records never change: a value read at another offset than it was written
 at is ``duplicate`` or ``inconsistent-offsets`` in the queue checker. Acknowledged values
 nobody read because a newer write of the same record key replaced them are counted under
@@ -20,6 +33,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
+
+
+INF = float("inf")
 
 
 def _hashable(v: Any) -> Any:
@@ -84,12 +100,108 @@ class Compaction:
         return (any(off > offset for off, _v, _op in self.acked[key][rk])
                 or self.newest_read.get((key, rk), -1) > offset)
 
+    def scans(self) -> list[dict[str, list[tuple[int, Any, str | None, dict]]]]:
+        """Each reading from the beginning: per partition, what its polls returned in order
+        (offset, value, record key, poll op), from a seek to the beginning to the reader's next
+        seek or its last poll."""
+        out: list[dict[str, list]] = []
+        current: dict[Any, dict[str, list]] = {}
+        for o in self.ops:
+            p = o["process"]
+            if p == "nemesis" or o["type"] != "ok":
+                continue
+            if o["f"] == "assign":
+                current[p] = defaultdict(list)
+                if o.get("seek_to_beginning"):
+                    out.append(current[p])
+                else:
+                    current.pop(p)
+            elif o["f"] == "poll" and p in current:
+                for mop in o.get("value") or []:
+                    if not (isinstance(mop, list) and len(mop) == 2 and isinstance(mop[1], dict)):
+                        continue
+                    for key, pairs in mop[1].items():
+                        for r in pairs:
+                            if isinstance(r, list) and len(r) >= 2 and isinstance(r[0], int):
+                                rk = str(r[2]) if len(r) >= 3 and r[2] is not None else None
+                                current[p][str(key)].append((r[0], _hashable(r[1]), rk, o))
+        return out
+
+    def _check_scans(self, config: dict, add) -> None:
+        """``scan-missed-latest`` and ``tombstone-missing`` (see the module's docstring): a
+        reading from the beginning passes a record, acknowledged before the poll that passed
+        it began, that no other send of its record key could have replaced by the time that
+        poll ended (none was sent by then, or it landed at an earlier offset); such a record
+        was the newest of its key while the poll read, so the cleaner could not remove it,
+        unless it is a delete marker older than ``delete.retention.ms``."""
+        if str(config.get("acks", "all")) in ("0", "1") or config.get("unclean_leader_election_enable"):
+            return  # an acknowledged record may be lost and its offset reused
+        retention_ms = int((config.get("topic_configs") or {}).get("delete.retention.ms", 86_400_000))
+        skewed = any(o["process"] == "nemesis" and o["f"] == "clock-skew" for o in self.ops)
+        invoked: dict[int, float] = {}  # op -> the time it was invoked
+        open_invoke: dict[Any, dict] = {}
+        # (partition, record key) -> its records sent: (invoked, offset or None when unknown, (op, position))
+        sends: dict[tuple[str, str], list[tuple[float, int | None, tuple[int, int]]]] = defaultdict(list)
+        record: dict[tuple[str, int], tuple[Any, str, int, float]] = {}  # (partition, offset) -> (value, rk, op, acked)
+        for o in self.ops:
+            if o["process"] == "nemesis":
+                continue
+            if o["type"] == "invoke":
+                open_invoke[o["process"]] = o
+                continue
+            inv = open_invoke.pop(o["process"], o)
+            invoked[o["index"]] = inv["time"]
+            if o["f"] != "send" or o["type"] == "fail" or not isinstance(o.get("value"), list):
+                continue
+            for i, mop in enumerate(o["value"]):
+                if not isinstance(mop, list) or len(mop) < 4 or mop[0] != "send":
+                    continue
+                key, v, rk = str(mop[1]), mop[2], str(mop[3])
+                off = v[0] if o["type"] == "ok" and isinstance(v, list) and len(v) == 2 else None
+                sends[(key, rk)].append((inv["time"], off, (o["index"], i)))
+                if off is not None:
+                    record[(key, off)] = (_hashable(v[1]), rk, o["index"], o["time"])
+        for o in open_invoke.values():  # never completed: unknown
+            if o["f"] == "send" and isinstance(o.get("value"), list):
+                for i, mop in enumerate(o["value"]):
+                    if isinstance(mop, list) and len(mop) >= 4:
+                        sends[(str(mop[1]), str(mop[3]))].append((o["time"], None, (o["index"], i)))
+        for scan in self.scans():
+            for key, records in scan.items():
+                returned = {r[0] for r in records}
+                top = max(returned, default=-1)
+                for (k, off), (v, rk, op, acked) in record.items():
+                    if k != key or off >= top or off in returned:
+                        continue
+                    by = next(o for roff, _v, _rk, o in records if roff > off)
+                    began, ended = invoked.get(by["index"], by["time"]), by["time"]
+                    if acked >= began or any(t < ended and (s_off is None or s_off > off)
+                                             for t, s_off, _rec in sends[(key, rk)] if s_off != off):
+                        continue  # not yet acknowledged, or maybe replaced, when that poll read
+                    if v is not None:
+                        add("scan-missed-latest", key=key, record_key=rk, value=v, offset=off,
+                            ops=[op, by["index"]],
+                            explanation=f"op {by['index']} read {key} from the beginning past offset {off} "
+                                        f"without returning {v}, the newest record of key {rk} (acknowledged "
+                                        f"by op {op} before that poll; nothing of {rk} sent by its end could "
+                                        f"have replaced it)")
+                        continue
+                    age_ms = (ended - invoked.get(op, acked)) / 1e6
+                    if skewed or age_ms >= retention_ms:
+                        continue  # older than delete.retention.ms: it may be gone
+                    add("tombstone-missing", key=key, record_key=rk, offset=off, ops=[op, by["index"]],
+                        explanation=f"op {by['index']} read {key} from the beginning past offset {off} without "
+                                    f"the delete marker of key {rk} there (op {op}; nothing of {rk} sent by then "
+                                    f"could have replaced it), {age_ms:.0f} ms after it was sent, within "
+                                    f"delete.retention.ms ({retention_ms} ms)")
+
     def check(self, config: dict, add, allowed) -> None:
         for key, off, v, _rk, o in self.reads:
             if v is not None and v not in self.sent_values[key]:
                 add("phantom-value", key=key, value=v, offset=off, ops=[o["index"]],
                     explanation=f"op {o['index']} read {v} at offset {off} of {key}, a value "
                                 f"nobody ever sent there")
+        self._check_scans(config, add)
         final = config.get("final_read") or {}
         if not final.get("performed") or not final.get("reached_end"):
             return

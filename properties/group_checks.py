@@ -13,6 +13,20 @@ until P reports k revoked, reports a newer assignment, or crashes.
 * ``cooperative-revoked-unmoved``: with cooperative-sticky, a member revoked a partition
   before it knew the next assignment (eager-style, in an older generation), and the next
   assignment gave that partition straight back to it;
+* ``reassigned-before-revoked``: a member of generation g was given a partition that
+  another member of g still held until g (it revoked the partition only in g, as a
+  cooperative member does, or its assignment in g simply left it out): the partition may go
+  to a new owner only in a generation after the one its previous owner revoked it in
+  (KIP-429's two phases; with the eager protocol every revocation comes before the join);
+* ``expired-member-commit``: a member paused for longer than its session timeout
+  (``session.timeout.ms``; the nemesis op names its ``processes``) committed with the
+  generation it held before the pause, and the commit was accepted, although the coordinator
+  must have removed the member meanwhile (static members too, KIP-345); judged only where no
+  other fault could have delayed the expiry;
+* ``committed-offset-regressed``: an accepted commit set a partition's offset below one
+  another commit had set before it was sent (neither was an explicit seek): a committed
+  offset never goes backwards, unless a commit whose outcome was unknown may have set the
+  lower one;
 * ``processed-twice``: with at-most-once delivery (``groups.delivery``), a record processed
   by two commits (:func:`check_at_most_once`);
 * ``unowned-partition``: after every fault healed, the members' final assignments in the
@@ -53,6 +67,7 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
     members_at: dict[int, set] = defaultdict(set)
     owned_at: dict[tuple[Any, int], set] = {}
     revocations: list[tuple[Any, str, int, int]] = []  # (process, key, generation, op)
+    timeline: dict[Any, list[tuple[str, int, set, bool, int]]] = defaultdict(list)
     pending_revoked: dict[Any, list[tuple[str, int]]] = defaultdict(list)  # process -> (key, op)
     next_assignment: dict[tuple[Any, int, str], tuple[int, set, int]] = {}
     final_state: dict[Any, tuple[int, set, int]] = {}
@@ -74,6 +89,7 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
             gen = e.get("generation", -1)
             keys = [str(k) for k in e.get("keys", [])]
             if e.get("type") == "revoked":
+                timeline[p].append(("revoked", gen, set(keys), bool(e.get("lost")), o["index"]))
                 for k in keys:
                     close(p, k, t)
                     if not e.get("lost"):
@@ -81,6 +97,7 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
                         pending_revoked[p].append((k, o["index"]))
             elif e.get("type") == "assigned":
                 owned = {str(k) for k in e.get("owned", keys)}
+                timeline[p].append(("assigned", gen, owned, False, o["index"]))
                 for k, rop in pending_revoked.pop(p, []):
                     next_assignment[(p, rop, k)] = (gen, owned, o["index"])
                 for k in list(current[p]):
@@ -102,6 +119,9 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
         c["end"] = min(c["end"], last_seen.get(c["process"], INF))
     _double_ownership(claims, add)
     _fenced_commits(completions, invokes, assigned_at, add)
+    _reassigned_before_revoked(timeline, add)
+    _expired_member_commits(ops, config, completions, invokes, timeline, add)
+    _committed_offset_regressed(completions, invokes, add)
     if groups.get("assignor") == "cooperative-sticky":
         _cooperative(revocations, next_assignment, add)
     if groups.get("final_polls"):
@@ -180,6 +200,162 @@ def _fenced_commits(completions, invokes, assigned_at, add) -> None:
                                 f"assigned generation {g} (op {op}): a fenced member's commit "
                                 f"was accepted")
                 break
+
+
+def _reassigned_before_revoked(timeline: dict[Any, list], add) -> None:
+    """A partition moves to a new owner in a generation after the one its previous owner
+    revoked it in. Each member's log says, for every generation it joined, which partitions it
+    held until that generation (revoked in it, as cooperative members do, or left out of its
+    assignment); no other member may be given one of them in that same generation. A
+    revocation because the member was dropped (``lost``) releases at once."""
+    released: dict[tuple[int, str], list[tuple[Any, int]]] = defaultdict(list)  # (gen, key) -> (process, op)
+    owners: dict[tuple[int, str], list[tuple[Any, int]]] = defaultdict(list)
+    for p, entries in timeline.items():
+        held: set[str] = set()
+        revoked: dict[str, tuple[int, bool, int]] = {}  # since the last assignment: key -> (gen, lost, op)
+        for kind, gen, keys, lost, op in entries:
+            if kind == "revoked":
+                for k in keys & held:
+                    held.discard(k)
+                    revoked[k] = (gen, lost, op)
+                continue
+            if gen < 0:
+                continue
+            for k in keys:
+                owners[(gen, k)].append((p, op))
+            for k, (rgen, rlost, rop) in revoked.items():
+                if not rlost and rgen >= gen:
+                    released[(gen, k)].append((p, rop))
+            for k in held - keys:
+                released[(gen, k)].append((p, op))
+            held, revoked = set(keys), {}
+    for (gen, k), gone in sorted(released.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        for q, qop in owners.get((gen, k), ()):
+            for p, rop in gone:
+                if p != q:
+                    add("reassigned-before-revoked", key=k, generation=gen, ops=[rop, qop],
+                        explanation=f"process {p} held {k} until generation {gen} (op {rop}), in "
+                                    f"which process {q} was given it (op {qop}): a partition goes to "
+                                    f"a new owner only in a generation after its previous owner "
+                                    f"revoked it")
+
+
+# how long after a fault the group coordinator may still be moving or reloading the group
+# (a reloaded group's members get a fresh session): the expiry check wants this much calm
+EXPIRY_CALM_MS = 10_000
+EXPIRY_SLACK_MS = 1_000  # a heartbeat in flight when the pause began
+
+
+def _disturbed(ops: list[dict]) -> list[tuple[float, float]]:
+    """The intervals in which some fault other than a pause of group members was on: a
+    network fault until the next heal, a crash until its node restarts, a broker pause until
+    it resumes, a disk fault until it heals, a clock skew until it is zero; anything else
+    (an election, an unknown fault) at its instant."""
+    out: list[tuple[float, float]] = []
+    network: float | None = None
+    down: dict[Any, float] = {}
+    for o in ops:
+        if o["process"] != "nemesis" or o["type"] != "info":
+            continue
+        f, t, v = o["f"], o["time"], o.get("value")
+        v = v if isinstance(v, dict) else {}
+        if v.get("processes"):
+            continue  # a member paused or resumed: what the expiry check looks at
+        nodes = v.get("nodes") or ([v["node"]] if "node" in v else [])
+        if f in ("partition", "loss", "duplicate", "reorder", "straggle", "delay"):
+            network = t if network is None else network
+        elif f == "heal":
+            if network is not None:
+                out.append((network, t))
+                network = None
+            for n in [n for n in down if n[0] == "heal"]:
+                out.append((down.pop(n), t))
+        elif f in ("kill", "pause", "disk-fault", "clock-skew") and not (f == "clock-skew" and not v.get("skew_ms")):
+            for n in nodes:
+                undo = {"pause": "resume", "clock-skew": "clock-skew",
+                        "disk-fault": "disk-heal" if v.get("kind") in ("full", "slow-flush") else "restart"}.get(f, "restart")
+                down.setdefault((undo, str(n)), t)
+        elif f in ("restart", "resume", "disk-heal", "clock-skew"):
+            for n in nodes:
+                start = down.pop((f, str(n)), None)
+                if start is not None:
+                    out.append((start, t))
+        elif f == "hold-back":
+            out.append((t, t + v.get("ms", 0) * 1e6))
+        else:
+            out.append((t, t))
+    out.extend((t, INF) for t in down.values())
+    if network is not None:
+        out.append((network, INF))
+    return out
+
+
+def _expired_member_commits(ops, config, completions, invokes, timeline, add) -> None:
+    session_ms = (config.get("timings_ms") or {}).get("member_session_timeout_ms")
+    if not session_ms:
+        return
+    paused: dict[Any, float] = {}
+    pauses: dict[Any, list[tuple[float, float]]] = defaultdict(list)
+    for o in ops:
+        v = o.get("value")
+        if o["process"] != "nemesis" or o["type"] != "info" or not isinstance(v, dict):
+            continue
+        for p in v.get("processes") or ():
+            if o["f"] == "pause":
+                paused[p] = o["time"]
+            elif o["f"] == "resume" and p in paused:
+                pauses[p].append((paused.pop(p), o["time"]))
+    if not pauses:
+        return
+    disturbed = _disturbed(ops)
+    op_time = {o["index"]: o["time"] for o in completions}
+    for o in completions:
+        p = o["process"]
+        if o["f"] != "commit" or o["type"] != "ok" or p not in pauses or not isinstance(o.get("generation"), int):
+            continue
+        sent = invokes.get(o["index"], o)["time"]
+        for start, end in pauses[p]:
+            if end > sent or (end - start) / 1e6 <= session_ms + EXPIRY_SLACK_MS:
+                continue
+            held = [(gen, op) for kind, gen, _k, _l, op in timeline.get(p, ())
+                    if kind == "assigned" and op_time.get(op, INF) <= start]
+            if not held or held[-1][0] != o["generation"] or held[-1][0] < 0:
+                continue
+            if any(a <= o["time"] and b + EXPIRY_CALM_MS * 1e6 >= start for a, b in disturbed):
+                continue
+            add("expired-member-commit", key=None, generation=o["generation"], ops=[held[-1][1], o["index"]],
+                explanation=f"process {p} was paused for {(end - start) / 1e6:.0f} ms, longer than its "
+                            f"session timeout ({session_ms} ms), and then committed {o['value']} with the "
+                            f"generation {o['generation']} it held before (op {o['index']}); the commit was "
+                            f"accepted, though the coordinator must have removed the member meanwhile")
+            break
+
+
+def _committed_offset_regressed(completions, invokes, add) -> None:
+    """Accepted commits, in the order they were sent: one sent after another was answered
+    may not set a lower offset, unless a commit whose outcome is unknown could have."""
+    acked: dict[str, list[tuple[float, int, int]]] = defaultdict(list)  # key -> (answered, offset, op)
+    unknown: dict[str, list[int]] = defaultdict(list)
+    commits = [o for o in completions if o["f"] == "commit" and isinstance(o.get("value"), dict)]
+    for o in commits:
+        if o["type"] == "info":
+            for k, off in o["value"].items():
+                if isinstance(off, int):
+                    unknown[str(k)].append(off)
+    for o in sorted((o for o in commits if o["type"] == "ok"), key=lambda o: invokes.get(o["index"], o)["time"]):
+        sent = invokes.get(o["index"], o)["time"]
+        for k, off in sorted(o["value"].items()):
+            k = str(k)
+            if not isinstance(off, int):
+                continue
+            before = [(t, hi, op) for t, hi, op in acked[k] if t < sent and hi > off]
+            if before and not any(u <= off for u in unknown[k]):
+                t, hi, op = max(before, key=lambda x: x[1])
+                add("committed-offset-regressed", key=k, offsets=[hi, off], ops=[op, o["index"]],
+                    explanation=f"commit op {op} set the committed offset of {k} to {hi}; commit op "
+                                f"{o['index']}, sent after it was answered, set it back to {off} and was "
+                                f"accepted")
+            acked[k].append((o["time"], off, o["index"]))
 
 
 def _cooperative(revocations, next_assignment, add) -> None:

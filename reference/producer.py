@@ -176,7 +176,9 @@ class Producer(ClientNode):
             keep: deque[_Batch] = deque()
             for b in q:
                 if b.attempts > 0:
-                    self._finish(b, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
+                    # given up, as after a timeout (the broker never said its sequence was
+                    # out of order: an idempotent producer is told that only after a loss)
+                    self._finish(b, Errors.REQUEST_TIMED_OUT, -1)
                 else:
                     keep.append(b)
             self.queues[tp] = keep

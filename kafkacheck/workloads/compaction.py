@@ -163,9 +163,11 @@ class CompactionWorkload(Workload):
     machine = CompactionMachine
     record_keys, tombstone_p = RECORD_KEYS, TOMBSTONE_P
     # with real clients: segments roll by time (Kafka 4.0 refuses segment.bytes below 1 MiB,
-    # KIP-1030) and the cleaner runs as soon as anything is dirty
+    # KIP-1030) and the cleaner runs as soon as anything is dirty; delete markers are kept 5 s,
+    # so that readers going back to the beginning read both within that window (every marker
+    # must be there, tombstone-missing) and beyond it (a marker may be gone)
     real_topic_configs = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "100",
-                          "delete.retention.ms": "600000"}
+                          "delete.retention.ms": "5000"}
 
     def client(self, i: int, node_id: int, rng: random.Random) -> CompactionClient:
         s = self.setup

@@ -126,7 +126,7 @@ class GroupMemberClient(ClientBase):
             self._leave_and_rejoin(now_ms)
 
     def _start_poll(self, now_ms: int, final: bool = False) -> None:
-        self.op = {"f": "poll", "final": final}
+        self.op = {"f": "poll", "final": final, "start_ms": now_ms}
         self.record(process=self.process, type="invoke", f="poll", value=[["poll"]])
         self.consumer.poll(now_ms)
         self.set_timer(self.poll_ms, ("poll-done", self.op_seq))
@@ -139,7 +139,11 @@ class GroupMemberClient(ClientBase):
         extra = {"rebalance_log": log} if log else {}
         self.record(process=self.process, type="ok", f="poll", value=[["poll", got]], **extra)
         self.last_read = got
-        self._end_op(now_ms, "ok")
+        # a poll that took longer than the session (the member was paused, as by a long GC
+        # pause): the application commits what it processed at once, as a real one would,
+        # in the generation it still believes it holds
+        stalled = self.op is not None and now_ms - self.op["start_ms"] > self.config.session_timeout_ms
+        self._end_op(now_ms, "ok", commit_next=stalled)
 
     def _start_commit(self, now_ms: int, offsets: dict | None = None) -> None:
         """Commit ``offsets`` (default: the positions after everything read of the partitions
@@ -189,7 +193,7 @@ class GroupMemberClient(ClientBase):
         self.budget.completed += 1
         self.set_timer(self.rng.randint(0, self.think_ms), "next")
 
-    def _end_op(self, now_ms: int, type_: str) -> None:
+    def _end_op(self, now_ms: int, type_: str, commit_next: bool = False) -> None:
         final = self.op is not None and self.op.get("final")
         self.op = None
         if final:
@@ -199,6 +203,11 @@ class GroupMemberClient(ClientBase):
         if type_ == "info":
             self.process += self.n_clients
             self._subscribe(now_ms)
+        elif commit_next and self.budget.remaining > 0 and not self.consumer.fenced:
+            self.budget.remaining -= 1
+            self.op_seq += 1
+            self._start_commit(now_ms)
+            return
         self.set_timer(self.rng.randint(0, self.think_ms), "next")
 
     def final_poll(self, now_ms: int) -> None:

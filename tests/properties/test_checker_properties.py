@@ -39,10 +39,11 @@ class Model:
     process: dict[int, int] = field(default_factory=lambda: {w: w for w in WRITERS})
     next_value: int = 1
     acked: list[tuple[str, int, int]] = field(default_factory=list)  # (key, offset, value)
+    slept_ms: int = 0  # time passed besides one millisecond an op
 
     def op(self, process, type_, f, value, **extra) -> dict:
-        o = {"index": len(self.ops), "time": len(self.ops) * 1_000_000, "process": process, "type": type_, "f": f,
-             "value": value, **extra}
+        o = {"index": len(self.ops), "time": (len(self.ops) + self.slept_ms) * 1_000_000, "process": process,
+             "type": type_, "f": f, "value": value, **extra}
         self.ops.append(o)
         return o
 
@@ -118,6 +119,22 @@ def test_a_history_of_the_model_is_valid(steps):
     m = play(steps)
     result = check(m.ops, CONFIG)
     assert result["valid"] is True, result["anomaly_types"]
+
+
+@SETTINGS
+@given(STEPS, st.data())
+def test_an_idempotent_producer_told_its_sequence_is_out_of_order_without_a_loss_is_reported(steps, data):
+    m = play(steps)
+    config = {**CONFIG, "idempotence": True}
+    assert check(m.ops, config)["valid"] is True  # refused and unanswered sends are fine
+    error = data.draw(st.sampled_from(["OUT_OF_ORDER_SEQUENCE_NUMBER", "PRODUCER_FENCED",
+                                       "REQUEST_TIMED_OUT,OUT_OF_ORDER_SEQUENCE_NUMBER"]))
+    key = data.draw(st.sampled_from(KEYS))
+    p = m.process[WRITERS[1]]
+    m.op(p, "invoke", "send", [["send", key, m.next_value]])
+    m.op(p, data.draw(st.sampled_from(["fail", "info"])), "send", [["send", key, m.next_value]], error=error)
+    assert set(check(m.ops, config)["anomaly_types"]) == {"idempotence-error"}
+    assert check(m.ops, CONFIG)["valid"] is True  # not idempotent: no promise
 
 
 @SETTINGS
@@ -278,7 +295,8 @@ def test_a_read_of_an_aborted_transaction_is_an_aborted_read(steps, data):
 
 GKEYS = ("g:0", "g:1", "g:2")
 MEMBERS = (20, 21, 22)
-GROUP_CONFIG = {"sub_via": ["subscribe"],
+SESSION_MS = 3_000
+GROUP_CONFIG = {"sub_via": ["subscribe"], "timings_ms": {"member_session_timeout_ms": SESSION_MS},
                 "groups": {"group": "g", "assignor": "range", "keys": list(GKEYS), "final_polls": False}}
 
 
@@ -290,6 +308,7 @@ class Group:
     generation: int = 0
     held: dict[int, int] = field(default_factory=dict)  # member -> the generation it holds
     owned: dict[int, list[str]] = field(default_factory=dict)
+    offset: int = 0  # the offset the next commit sets (committed offsets only go forward)
 
     def start(self) -> None:
         m = self.m
@@ -300,18 +319,41 @@ class Group:
         m.send(WRITERS[0], KEYS[0], "ok")
         m.poll(READERS[0], {KEYS[0]: 1})
 
-    def rebalance(self, owners: list[int], extra: tuple[int, str] | None = None) -> None:
+    def rebalance(self, owners: list[int], extra: tuple[int, str] | None = None,
+                  cooperative: bool = False) -> None:
         """A new generation: partition ``GKEYS[i]`` to member ``owners[i]``; each member's
-        poll reports its assignment (``extra``: one more member given one more partition)."""
+        poll reports its revocations (eager: everything, in the generation it held) and its
+        assignment (``extra``: one more member given one more partition; ``cooperative``:
+        members revoke only what moved, in the new generation, and keep the rest)."""
         self.generation += 1
         for p in MEMBERS:
             owned = [k for k, o in zip(GKEYS, owners, strict=True) if o == p]
             if extra is not None and extra[0] == p and extra[1] not in owned:
                 owned.append(extra[1])
+            before = self.owned.get(p, [])
+            revoked = [k for k in before if k not in owned] if cooperative else before
+            log = [{"type": "revoked", "generation": self.generation if cooperative else self.held[p],
+                    "keys": revoked}] if revoked else []
             self.owned[p], self.held[p] = owned, self.generation
             self.m.op(p, "invoke", "poll", [["poll"]])
-            self.m.op(p, "ok", "poll", [["poll", {}]], rebalance_log=[
+            self.m.op(p, "ok", "poll", [["poll", {}]], rebalance_log=log + [
                 {"type": "assigned", "generation": self.generation, "owned": owned, "keys": owned}])
+
+    def move(self, owners: list[int]) -> None:
+        """A cooperative rebalance in KIP-429's two phases: the partitions that change owner
+        are revoked in one generation (nobody gets them) and handed over in the next."""
+        now = {k: p for p in MEMBERS for k in self.owned.get(p, [])}
+        self.rebalance([o if now.get(k) == o else None for k, o in zip(GKEYS, owners, strict=True)],
+                       cooperative=True)
+        self.rebalance(owners, cooperative=True)
+
+    def pause(self, member: int, ms: int) -> None:
+        """The member's process stops for ``ms`` (the nemesis ops name its process)."""
+        for f in ("pause", "resume"):
+            self.m.op("nemesis", "invoke", f, {"nodes": [100 + member], "processes": [member]})
+            self.m.op("nemesis", "info", f, {"nodes": [100 + member], "processes": [member]})
+            if f == "pause":
+                self.m.slept_ms += ms
 
     def poll_all(self) -> None:
         """Every member polls on (a member's claim lasts until its last op)."""
@@ -319,16 +361,22 @@ class Group:
             self.m.op(p, "invoke", "poll", [["poll"]])
             self.m.op(p, "ok", "poll", [["poll", {}]])
 
-    def commit(self, member: int, generation: int | None = None) -> None:
-        value = {k: 1 for k in self.owned.get(member, [])} or {GKEYS[0]: 1}
+    def commit(self, member: int, generation: int | None = None, offset: int | None = None) -> None:
+        if offset is None:
+            self.offset += 1
+        value = {k: self.offset if offset is None else offset for k in self.owned.get(member, [])} or {
+            GKEYS[0]: self.offset if offset is None else offset}
         gen = self.held.get(member, 0) if generation is None else generation
         self.m.op(member, "invoke", "commit", value, generation=gen)
         self.m.op(member, "ok", "commit", value, generation=gen)
 
 
+OWNERS = st.lists(st.sampled_from(MEMBERS), min_size=3, max_size=3)
 GROUP_STEPS = st.lists(st.one_of(
-    st.tuples(st.just("rebalance"), st.lists(st.sampled_from(MEMBERS), min_size=3, max_size=3)),
-    st.tuples(st.just("commit"), st.sampled_from(MEMBERS))), min_size=1, max_size=20)
+    st.tuples(st.just("rebalance"), OWNERS), st.tuples(st.just("move"), OWNERS),
+    st.tuples(st.just("commit"), st.sampled_from(MEMBERS)),
+    # a member paused for less than its session timeout keeps its membership
+    st.tuples(st.just("pause"), st.sampled_from(MEMBERS), st.integers(0, SESSION_MS))), min_size=1, max_size=20)
 
 
 def play_group(steps) -> Group:
@@ -338,6 +386,10 @@ def play_group(steps) -> Group:
     for step in steps:
         if step[0] == "rebalance":
             g.rebalance(step[1])
+        elif step[0] == "move":
+            g.move(step[1])
+        elif step[0] == "pause":
+            g.pause(step[1], step[2])
         else:
             g.commit(step[1])
     return g
@@ -370,6 +422,44 @@ def test_a_commit_of_a_replaced_generation_accepted_is_a_fenced_commit(steps, da
     g.rebalance(data.draw(st.lists(st.sampled_from(MEMBERS), min_size=3, max_size=3)))
     g.commit(data.draw(st.sampled_from(MEMBERS)), generation=stale)
     assert set(check(g.m.ops, GROUP_CONFIG)["anomaly_types"]) == {"fenced-commit"}
+
+
+@SETTINGS
+@given(GROUP_STEPS, OWNERS, st.data())
+def test_a_partition_handed_over_in_the_generation_it_was_revoked_in_is_reassigned_before_revoked(
+        steps, owners, data):
+    """A cooperative rebalance in one phase: the new owner gets the partition in the very
+    generation its previous owner revokes it in."""
+    g = play_group(steps)
+    now = {k: p for p in MEMBERS for k in g.owned.get(p, [])}
+    key = data.draw(st.sampled_from(sorted(now)))
+    owners[GKEYS.index(key)] = data.draw(st.sampled_from([p for p in MEMBERS if p != now[key]]))
+    g.rebalance(owners, cooperative=True)
+    assert set(check(g.m.ops, GROUP_CONFIG)["anomaly_types"]) == {"reassigned-before-revoked"}
+
+
+@SETTINGS
+@given(GROUP_STEPS, st.sampled_from(MEMBERS), st.integers(SESSION_MS + 1_001, 5 * SESSION_MS))
+def test_a_commit_accepted_after_a_pause_past_the_session_timeout_is_an_expired_member_commit(
+        steps, member, ms):
+    g = play_group(steps)
+    g.pause(member, ms)
+    g.commit(member)
+    assert set(check(g.m.ops, GROUP_CONFIG)["anomaly_types"]) == {"expired-member-commit"}
+
+
+@SETTINGS
+@given(GROUP_STEPS, st.sampled_from(MEMBERS), st.data())
+def test_an_accepted_commit_below_an_earlier_one_is_a_committed_offset_regressed(steps, member, data):
+    g = play_group(steps)
+    g.commit(member)
+    assume(g.owned.get(member))
+    key = g.owned[member][0]
+    behind = data.draw(st.integers(0, g.offset - 1))
+    other = data.draw(st.sampled_from(MEMBERS))
+    g.m.op(other, "invoke", "commit", {key: behind}, generation=g.held[other])
+    g.m.op(other, "ok", "commit", {key: behind}, generation=g.held[other])
+    assert set(check(g.m.ops, GROUP_CONFIG)["anomaly_types"]) == {"committed-offset-regressed"}
 
 
 # ---------------------------------------------------------------- a compacted topic
@@ -466,6 +556,24 @@ def test_the_cleaner_losing_a_record_keys_newest_value_is_compaction_lost_latest
     kinds = set(check(c.m.ops, c.finish())["anomaly_types"])
     # the newest value is gone, and it is an acknowledged write the final read did not see
     assert kinds == {"compaction-lost-latest", "unread-after-heal"}, kinds
+
+
+@SETTINGS
+@given(COMPACTION_STEPS, st.data())
+def test_a_reader_from_the_beginning_missing_a_newest_record_is_reported(steps, data):
+    """The cleaner removes the newest record of a key (a value, or a delete marker well within
+    delete.retention.ms) while a reader goes back to the beginning and reads past it."""
+    c = play_compacted(steps)
+    rk = data.draw(st.sampled_from(RECORD_KEYS))
+    tombstone = data.draw(st.booleans())
+    c.send(rk, tombstone)
+    c.send(next(k for k in RECORD_KEYS if k != rk), False)  # something after it to read
+    c.log[-2] = None
+    c.m.op(READERS[1], "invoke", "assign", [KEYS[0]], seek_to_beginning=True)
+    c.m.op(READERS[1], "ok", "assign", [KEYS[0]], seek_to_beginning=True)
+    c.read(READERS[1], 0, len(c.log))
+    kinds = set(check(c.m.ops, c.finish())["anomaly_types"])
+    assert ("tombstone-missing" if tombstone else "scan-missed-latest") in kinds, kinds
 
 
 def test_the_properties_find_a_planted_checker_bug(monkeypatch):
