@@ -50,6 +50,12 @@ def print_verdict(result: dict, run_dir: Path, meta: dict) -> None:
         table.add_row("final read", ("reached the end" if final.get("reached_end") else
                                      "did NOT reach the end") + f" in {final.get('took_ms')} ms "
                       f"(bound {final.get('staleness_bound_ms')} ms)")
+    live = cfg.get("liveness") or {}
+    if live:
+        # what the liveness phase demanded of the healed cluster, and within what bound
+        table.add_row("liveness", (f"converged in {live.get('took_ms')} ms" if live.get("converged") else
+                                   "did NOT converge") + f" (bound {live.get('bound_ms')} ms: every partition "
+                      "led with a full ISR, every transaction ended, every group settled)")
     lin = stats.get("linearizability")
     if lin and lin.get("checked"):
         table.add_row("linearizability", f"{lin['verdict']}: {lin['partitions']} partition logs, "

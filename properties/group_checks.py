@@ -111,6 +111,10 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
                 members_at[gen].add(p)
                 owned_at[(p, gen)] = owned
                 final_state[p] = (gen, owned, o["index"])
+        if o["f"] == "subscribe" and o["type"] == "ok":
+            # a (re)join: a member that left the group released everything it held, whether
+            # or not its client reported the revocation (a closing client may not)
+            timeline[p].append(("left", -1, set(), True, o["index"]))
     # a process ends with its last op (after an info op the client goes on as a new process)
     last_seen: dict[Any, float] = {}
     for o in completions:
@@ -214,6 +218,9 @@ def _reassigned_before_revoked(timeline: dict[Any, list], add) -> None:
         held: set[str] = set()
         revoked: dict[str, tuple[int, bool, int]] = {}  # since the last assignment: key -> (gen, lost, op)
         for kind, gen, keys, lost, op in entries:
+            if kind == "left":
+                held, revoked = set(), {}
+                continue
             if kind == "revoked":
                 for k in keys & held:
                     held.discard(k)

@@ -44,3 +44,18 @@ def test_a_run_without_a_directory_writes_nothing_and_keeps_its_history(tmp_path
     assert list(tmp_path.iterdir()) == []
     assert outcome.ops and outcome.ops[0]["index"] == 0
     assert judge(outcome.record())["valid"] is True
+
+
+def test_a_paused_group_member_is_named_by_its_process():
+    """The nemesis op that pauses a group member names the history process it runs, so that
+    the checker knows whose session stopped (expired-member-commit); a member whose poll
+    outlasted its session commits next, in the generation it held."""
+    outcome = simulate(RunOptions(seed=3, ops=600, workload="groups", faults=["pause"]), None)
+    pauses = [o for o in outcome.ops if o["process"] == "nemesis" and o["f"] == "pause"
+              and o["type"] == "info" and "processes" in o["value"]]
+    assert pauses
+    members = {o["process"] for o in outcome.ops if o["f"] == "subscribe"}
+    for o in pauses:
+        assert set(o["value"]["processes"]) <= members
+        later = [x for x in outcome.ops if x["process"] in o["value"]["processes"] and x["time"] > o["time"]]
+        assert later, "the paused member goes on as the same process"

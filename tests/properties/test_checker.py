@@ -375,6 +375,16 @@ def test_a_partition_given_away_in_the_generation_its_owner_revoked_it_in_is_rep
     h = history(2, 2)
     h.ops[5]["rebalance_log"][0]["lost"] = "fenced"  # dropped from the group: released at once
     assert check(h.ops, config)["valid"] is True
+    # a member that left the group (and joined again: a subscribe op) released everything, even
+    # where its closing client reported no revocation (Kafka's Java client, found on Kafka 4.3.1)
+    h = history(2, 2)
+    left = h.ops[5]
+    del h.ops[4:6]
+    h._op(1, "invoke", "subscribe", ["k:0", "k:1"])
+    h._op(1, "ok", "subscribe", ["k:0", "k:1"])
+    member_poll(h, 1, [assigned(2, ["k:0"])])
+    assert left["rebalance_log"][0]["type"] == "revoked"
+    assert check(h.ops, config)["valid"] is True
 
 
 def pause_then_commit(pause_ms, commit_type="ok", other_fault=None):
