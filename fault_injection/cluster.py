@@ -60,6 +60,7 @@ def add_cluster(sim: Simulation, brokers: int, bconfig: BrokerConfig, cconfig: C
     time; with invariants on, every acks=all acknowledgement is watched until the end."""
     bugs = frozenset(bugs)
     broker_ids = list(range(1, brokers + 1))
+    sim.network.set_roles(CONTROLLER_ID, broker_ids)
     sim.add_process(CONTROLLER_ID, lambda inc, disk: Controller(CONTROLLER_ID, disk, cconfig, bugs))
     for b in broker_ids:
         sim.add_process(b, lambda inc, disk, b=b: Broker(b, disk, bconfig, CONTROLLER_ID, inc, bugs))

@@ -14,6 +14,14 @@ Fault names (``--faults``, :data:`fault_injection.vocabulary.SIMULATED`): ``part
 restart), ``pause`` (then resume), ``disk`` (torn write or corruption at a crash, disk full,
 slow flush), ``clock-skew``, ``loss``, ``duplicate``, ``reorder``, ``delay``, ``straggle``.
 
+A random schedule given ``links`` (the swarm draws them) aims each network fault at one kind
+of link (:mod:`fault_injection.network`): ``client`` (a broker cut off from the clients, a
+client from the brokers, one way or both; loss, delay... on the clients' links only),
+``replication`` (between brokers only), ``controller`` (between the brokers and the
+controller only), or ``all`` (as without ``links``). A confined link fault's step says so
+(``"links": ["replication"]``); a confined partition's kind is named ``client:...``,
+``replication:...`` or ``controller:...``.
+
 A ``hold-back`` step (``{"requests": [request type names], "ms": M}``) delays the next request
 of one of those kinds by M ms beyond the network's own delay (a request stuck in a broker's
 queue, processed after the client gave up on it and went on): the aimed nemeses use it.
@@ -75,17 +83,71 @@ def _partition_grudge(rng: random.Random, nodes: list[int]) -> tuple[str, dict[i
     return kind, {k: sorted(v) for k, v in sorted(grudge.items()) if v}
 
 
+def _scoped_grudge(rng: random.Random, links: str, controller: int, brokers: list[int],
+                   clients: list[int]) -> tuple[str, dict[int, list[int]]]:
+    """A partition of one kind of link only (``client``, ``replication`` or ``controller``):
+    the other links of the nodes it cuts stay up (a broker its clients cannot reach that
+    still replicates; a broker cut off from the controller that still serves its clients)."""
+    if links == "client":
+        kind = rng.choice(["broker-from-clients", "client-from-brokers", "clients-one-way"])
+        if kind == "broker-from-clients":
+            b = rng.choice(brokers)
+            grudge = {b: clients, **{c: [b] for c in clients}}
+        elif kind == "client-from-brokers":
+            c = rng.choice(clients)
+            grudge = {c: brokers, **{b: [c] for b in brokers}}
+        else:  # one broker deaf to the clients, or the clients deaf to it
+            b = rng.choice(brokers)
+            grudge = {b: clients} if rng.random() < 0.5 else {c: [b] for c in clients}
+    elif links == "replication":
+        kind = rng.choice(["broker-from-brokers", "brokers-one-way"])
+        b = rng.choice(brokers)
+        others = [m for m in brokers if m != b]
+        if kind == "broker-from-brokers":
+            grudge = {b: others, **{m: [b] for m in others}}
+        else:
+            grudge = {b: [rng.choice(others)]} if others else {}
+    else:
+        kind = rng.choice(["controller-from-brokers", "broker-from-controller", "controller-one-way"])
+        if kind == "controller-from-brokers":
+            grudge = {controller: brokers, **{b: [controller] for b in brokers}}
+        elif kind == "broker-from-controller":
+            b = rng.choice(brokers)
+            grudge = {b: [controller], controller: [b]}
+        else:  # a broker's heartbeats lost, or the controller's answers to it
+            b = rng.choice(brokers)
+            grudge = {controller: [b]} if rng.random() < 0.5 else {b: [controller]}
+    return f"{links}:{kind}", {k: sorted(v) for k, v in sorted(grudge.items()) if v}
+
+
+NETWORK_FAULTS = frozenset({"partition", "loss", "duplicate", "reorder", "delay", "straggle"})
+
+
 def random_schedule(rng: random.Random, faults: list[str], nodes: list[int], start_ms: int,
                     end_ms: int, stable_ms: tuple[int, int] = (1_000, 4_000),
-                    fault_ms: tuple[int, int] = (1_000, 6_000)) -> list[dict]:
-    """Faults one at a time between start and end; each fault is followed by its healing."""
+                    fault_ms: tuple[int, int] = (1_000, 6_000), links: list[str] | None = None,
+                    clients: list[int] | None = None) -> list[dict]:
+    """Faults one at a time between start and end; each fault is followed by its healing.
+
+    ``links`` (None: the schedule of old, every network fault on every link, partitions
+    between the controller and brokers ``nodes``, the first of them the controller): the link
+    kinds a network fault is drawn to hit, ``all`` or one of
+    :data:`fault_injection.network.LINK_KINDS` (``client`` needs ``clients``)."""
     steps: list[dict] = []
     t = start_ms + rng.randint(*stable_ms)
     while faults and t < end_ms:
         f = rng.choice(faults)
         d = rng.randint(*fault_ms)
         n = rng.choice(nodes)
-        begin, heal = _fault_steps(rng, f, n, nodes)
+        scope = rng.choice(links) if links and f in NETWORK_FAULTS else "all"
+        if scope != "all" and f == "partition":
+            kind, grudge = _scoped_grudge(rng, scope, nodes[0], nodes[1:], clients or [])
+            begin, heal = ({"f": "partition", "value": {"kind": kind, "grudge": {
+                str(k): v for k, v in grudge.items()}}}, {"f": "heal", "value": None})
+        else:
+            begin, heal = _fault_steps(rng, f, n, nodes)
+            if scope != "all":
+                begin["value"] = {**begin["value"], "links": [scope]}
         steps.append({"at_ms": t, **begin})
         steps.append({"at_ms": t + d, **heal})
         t += d + rng.randint(*stable_ms)
@@ -198,17 +260,21 @@ class Nemesis:
             disk.complete_slow_flushes()
         elif f == "clock-skew":
             sim.processes[v["node"]].skew_ms = v["skew_ms"]
-        elif f == "loss":
-            sim.network.faults.loss = v["p"]
-        elif f == "duplicate":
-            sim.network.faults.duplicate = v["p"]
-        elif f == "reorder":
-            sim.network.faults.reorder = True
-        elif f == "straggle":
-            sim.network.faults.straggle = v["p"]
-            sim.network.faults.straggle_ms = v["ms"]
-        elif f == "delay":
-            sim.network.faults.extra_delay_us = v["ms"] * 1000
+        elif f in ("loss", "duplicate", "reorder", "straggle", "delay"):
+            faults = sim.network.faults
+            if f == "loss":
+                faults.loss = v["p"]
+            elif f == "duplicate":
+                faults.duplicate = v["p"]
+            elif f == "reorder":
+                faults.reorder = True
+            elif f == "straggle":
+                faults.straggle = v["p"]
+                faults.straggle_ms = v["ms"]
+            else:
+                faults.extra_delay_us = v["ms"] * 1000
+            if v.get("links"):  # confined to these kinds of link (fault_injection.network)
+                faults.links = frozenset(v["links"])
         elif f == "elect":
             return self._elect(v)
         elif f == "hold-back":

@@ -9,6 +9,12 @@ messages back for seconds (longer than request timeouts) so that retries overtak
 ``loss`` drops, ``duplicate`` delivers twice, ``delay`` adds latency. A partition is a
 set of blocked directed links (``grudge``: node -> nodes it cannot hear from), so one-way
 and ring partitions are as easy as symmetric ones. All choices come from the run's single seeded RNG.
+
+Links are of three kinds (:meth:`Network.link_kind`), once the cluster's roles are known
+(:meth:`Network.set_roles`): ``client`` (a client and a broker or the controller),
+``replication`` (two brokers: replica fetches) and ``controller`` (a broker and the
+controller: heartbeats, metadata, AlterPartition). A fault's ``links`` confines it to some
+kinds (None: every link).
 """
 
 from __future__ import annotations
@@ -25,6 +31,11 @@ class LinkFaults:
     extra_delay_us: int = 0
     straggle: float = 0.0  # fraction of messages held back for seconds, overtaken by later ones
     straggle_ms: int = 0
+    links: frozenset[str] | None = None  # the link kinds these faults hit (None: every link)
+
+
+LINK_KINDS = ("client", "replication", "controller")
+_NO_FAULTS = LinkFaults()
 
 
 class Network:
@@ -40,6 +51,24 @@ class Network:
         self._last_delivery: dict[tuple[int, int], int] = {}
         self.sent = 0
         self.dropped = 0
+        self.controller: int | None = None
+        self.brokers: frozenset[int] = frozenset()
+
+    def set_roles(self, controller: int, brokers: list[int]) -> None:
+        """Which nodes are the controller and the brokers (every other node is a client)."""
+        self.controller = controller
+        self.brokers = frozenset(brokers)
+
+    def link_kind(self, src: int, dst: int) -> str:
+        """``replication`` between brokers, ``controller`` between a broker and the
+        controller, ``client`` for any link of another node."""
+        servers = self.brokers
+        if src in servers and dst in servers:
+            return "replication"
+        c = self.controller
+        if (src == c and dst in servers) or (dst == c and src in servers):
+            return "controller"
+        return "client"
 
     def deliveries(self, src: int, dst: int, now_ns: int) -> list[int]:
         """The times (ns) at which a message sent now arrives; [] when it is lost."""
@@ -49,6 +78,8 @@ class Network:
             self.dropped += 1
             return []
         f = self.faults
+        if f.links is not None and self.link_kind(src, dst) not in f.links:
+            f = _NO_FAULTS
         rng = self.rng
         if f.loss and rng.random() < f.loss:
             self.dropped += 1

@@ -5,9 +5,9 @@ Phases, in virtual time (:class:`_Run` has a method for each):
 
 1. start the controller (node 0) and brokers (1..N); create the topics; start the clients;
 2. the workload runs its ``ops`` while the nemesis applies its schedule;
-3. every fault is healed, then the cluster gets ``quiet_ms`` with no faults, and the workload
-   does what it does after healing (group members poll once more);
-4. with ``liveness_ms`` (the swarm), the healed cluster must converge within it;
+3. every fault is healed, then the cluster gets ``quiet_ms`` with no faults;
+4. with ``liveness_ms`` (the swarm), the healed cluster must converge within it; then the
+   workload does what it does after healing (group members poll once more);
 5. a final reader reads every partition to its end within ``staleness_bound_ms``.
 
 Timings of the simulated cluster are Kafka's defaults scaled down (``CLUSTER_TIMINGS``) so
@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import kafkacheck
@@ -86,6 +86,17 @@ class RunOptions:
     aimed: list[str] = field(default_factory=list)  # aimed nemesis strategies (fault_injection.aimed)
     liveness_ms: int | None = None  # after healing, demand convergence within this time
     swarm: dict | None = None  # the swarm draw this run came from (recorded in run.json)
+    # settings of the clients and brokers besides timings: fields of ProducerConfig
+    # (max_in_flight, batch_size, linger_ms; more than one batch in flight without idempotence
+    # may reorder a partition's records on a retry, which Kafka permits), ConsumerConfig
+    # (max_partition_fetch_bytes, fetch_max_bytes, max_poll_records) and BrokerConfig
+    # (replica_fetch_max_bytes, replica_fetch_response_max_bytes) over the harness's
+    producer_settings: dict[str, int] | None = None
+    consumer_settings: dict[str, int] | None = None
+    broker_settings: dict[str, int] | None = None
+    # the kinds of link (fault_injection.network) the random schedule's network faults hit,
+    # one drawn for each fault: "all", "client", "replication", "controller" (None: all)
+    fault_links: list[str] | None = None
 
 
 
@@ -156,6 +167,7 @@ def _simulate(options: RunOptions, out_dir: Path | None,
     heal_ns = run.heal()
     liveness = _liveness_phase(run.sim, options.liveness_ms) if (
         not run.sim.stopped and options.liveness_ms is not None) else None
+    run.after_heal()
     final_read = run.final_read(heal_ns)
     sim = run.sim
     violations = [{"time": at, **v.to_dict()} for at, v in sim.violations]
@@ -189,6 +201,8 @@ class _Run:
         marks.reset()
         self.broker_config = make_broker_config(options.min_insync_replicas, options.flush_messages,
                                                 options.flush_ms, options.transaction_version, t)
+        if options.broker_settings:
+            self.broker_config = replace(self.broker_config, **options.broker_settings)
         self.kind = WORKLOADS[options.workload]
         self.budget = Budget(options.ops)
         self.keys = [TopicPartition(options.topic, i) for i in range(options.partitions)]
@@ -228,10 +242,16 @@ class _Run:
         sim.run_until(2_000 * MS)
 
     def _producer_config(self) -> ProducerConfig:
-        return producer_config(self.timings, acks_value(self.options.acks), self.kind.idempotent)
+        config = producer_config(self.timings, acks_value(self.options.acks), self.kind.idempotent)
+        if self.options.producer_settings:
+            config = replace(config, **self.options.producer_settings)
+        return config
 
     def _consumer_config(self) -> ConsumerConfig:
-        return consumer_config(self.timings, self.kind.transactional)
+        config = consumer_config(self.timings, self.kind.transactional)
+        if self.options.consumer_settings:
+            config = replace(config, **self.options.consumer_settings)
+        return config
 
     def start_clients(self) -> None:
         sim = self.sim
@@ -256,7 +276,8 @@ class _Run:
         self.nemesis = nemesis = Nemesis(sim, nodes + members)
         schedule = o.schedule if o.schedule is not None else random_schedule(
             sim.child_rng(), o.faults, nodes, 2_000, self.expected_ms * 2,
-            stable_ms=o.fault_stable_ms, fault_ms=o.fault_ms)
+            stable_ms=o.fault_stable_ms, fault_ms=o.fault_ms, links=o.fault_links,
+            clients=[CLIENT_BASE + i for i in range(o.clients)])
         if o.schedule is None and members and "pause" in o.faults:
             # members paused past their session timeout miss rebalances and wake up stale
             schedule = sorted(schedule + random_schedule(
@@ -295,7 +316,7 @@ class _Run:
 
     def heal(self) -> int:
         """Every fault healed (steps left in the schedule are not applied), then a quiet
-        period and what the workload does after healing; the time healing began."""
+        period; the time healing began."""
         sim = self.sim
         heal_ns = sim.now_ns
         assert self.nemesis is not None
@@ -303,8 +324,14 @@ class _Run:
         if not sim.stopped:
             self.nemesis.heal_all()
             sim.run_until(sim.now_ns + self.options.quiet_ms * MS)
-            self.workload.after_heal(sim, self.clients)
         return heal_ns
+
+    def after_heal(self) -> None:
+        """What the workload does after healing (group members poll once more): after the
+        liveness phase, when there is one, so that it sees the cluster converged (a crashed
+        member's session may outlast the quiet period: up to 30 s in a swarm run)."""
+        if not self.sim.stopped:
+            self.workload.after_heal(self.sim, self.clients)
 
     def final_read(self, heal_ns: int) -> dict:
         """A reader reads every partition from the beginning to its end, within the
@@ -368,6 +395,12 @@ class _Run:
         }
         if liveness is not None:
             config["liveness"] = liveness
+        settings = {"producer": o.producer_settings, "consumer": o.consumer_settings,
+                    "broker": o.broker_settings}
+        if any(settings.values()):
+            config["settings"] = {k: v for k, v in settings.items() if v}
+        if o.fault_links is not None:
+            config["fault_links"] = list(o.fault_links)
         if o.swarm is not None:
             config["swarm"] = o.swarm
         return {

@@ -27,6 +27,10 @@ from reference.partition import Partition
 from reference.purgatory import Purgatory
 from reference.storage import Storage
 
+# Kafka's defaults of replica.fetch.max.bytes and replica.fetch.response.max.bytes
+REPLICA_FETCH_MAX_BYTES = 1 << 20
+REPLICA_FETCH_RESPONSE_MAX_BYTES = 10 << 20
+
 
 @frozen
 class BrokerConfig:
@@ -49,6 +53,10 @@ class BrokerConfig:
     # than this long after sending a heartbeat cannot have been fenced and replaced since
     coordinator_lease_ms: int = 9_000
     log_cleaner_backoff_ms: int = 15_000  # how often the cleaner and retention run
+    # a follower's fetch: each partition's limit, and the response's over all of them; below
+    # the defaults the fetcher rotates its partitions' order, as Kafka's does
+    replica_fetch_max_bytes: int = REPLICA_FETCH_MAX_BYTES
+    replica_fetch_response_max_bytes: int = REPLICA_FETCH_RESPONSE_MAX_BYTES
 
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, flush_messages=self.flush_messages)
@@ -89,6 +97,7 @@ class Fetcher:
     # answer applies to a partition only while both are still what they were (as Kafka's
     # AbstractFetcherThread compares the fetch offset and the partition's fetch state)
     asked: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    rounds: int = 0  # fetches sent: where the next one starts when the order rotates
 
 
 class BrokerState(Node):

@@ -40,6 +40,9 @@ from reference.messages import (
 )
 
 ERRORS_KEPT_MAX = 100
+# Kafka's defaults of max.partition.fetch.bytes and fetch.max.bytes
+MAX_PARTITION_FETCH_BYTES = 1 << 20
+FETCH_MAX_BYTES = 52_428_800
 
 
 @frozen
@@ -48,7 +51,11 @@ class ConsumerConfig:
     fetch_max_wait_ms: int = 500
     request_timeout_ms: int = 30_000
     isolation_level: int = 0  # 1: read_committed (up to the last stable offset, aborted dropped)
-    max_partition_fetch_bytes: int = 1 << 20
+    max_partition_fetch_bytes: int = MAX_PARTITION_FETCH_BYTES
+    fetch_max_bytes: int = FETCH_MAX_BYTES  # a fetch response's limit over all its partitions
+    # records one take_records returns; the rest stay buffered, and a partition with buffered
+    # records is not fetched again until they are taken (Kafka's default is 500; None: all)
+    max_poll_records: int | None = None
     metadata_timeout_ms: int = 1_000
     retry_backoff_ms: int = 100
     group_id: str | None = None  # a partition without a position starts at the group's commit
@@ -87,6 +94,11 @@ class Consumer(ClientNode):
         self._fetch_offsets: dict[int, dict[TopicPartition, int]] = {}  # corr -> fetch offsets
         self._last_asked: dict[TopicPartition, int] = {}
         self._busy_leaders: set[int] = set()
+        # fetch sizes below Kafka's defaults can cut a response short: then each fetch starts
+        # at the next partition, so that none starves (KIP-74: the consumer rotates the order)
+        self._rotate = (config.fetch_max_bytes < FETCH_MAX_BYTES
+                        or config.max_partition_fetch_bytes < MAX_PARTITION_FETCH_BYTES)
+        self._fetch_round = 0
         self._list_in_flight: dict[int, TopicPartition] = {}
         self._listing: set[TopicPartition] = set()
         self._list_for_end: set[int] = set()
@@ -130,7 +142,13 @@ class Consumer(ClientNode):
         """Start fetches for every assigned partition that is not being fetched."""
         self._now_ms = now_ms
         by_leader: dict[int, list[FetchPartition]] = {}
-        for tp in self.assignment:
+        tps = self.assignment
+        if self._rotate and len(tps) > 1:
+            k = self._fetch_round % len(tps)
+            self._fetch_round += 1
+            tps = tps[k:] + tps[:k]
+        buffered = {r.tp for r in self.records} if self.config.max_poll_records is not None else ()
+        for tp in tps:
             leader, epoch = self._leaders.get(tp, (-1, -1))
             if leader < 0:
                 self._refresh_metadata()
@@ -141,7 +159,7 @@ class Consumer(ClientNode):
                 else:
                     self._list_offsets(tp, leader, epoch)
                 continue
-            if leader in self._busy_leaders:
+            if leader in self._busy_leaders or tp in buffered:
                 continue
             by_leader.setdefault(leader, []).append(FetchPartition(
                 tp, epoch, self.positions[tp], -1, self.config.max_partition_fetch_bytes))
@@ -151,7 +169,8 @@ class Consumer(ClientNode):
             self._fetch_offsets[corr] = {p.tp: p.fetch_offset for p in parts}
             self._busy_leaders.add(leader)
             self.send(leader, FetchRequest(corr, -1, -1, self.config.fetch_max_wait_ms,
-                                           self.config.isolation_level, tuple(parts)))
+                                           self.config.isolation_level, tuple(parts),
+                                           self.config.fetch_max_bytes))
             self.set_timer(self.config.fetch_max_wait_ms + self.config.request_timeout_ms,
                            ("fetch", corr))
 
@@ -200,7 +219,12 @@ class Consumer(ClientNode):
         self.set_timer(self.config.request_timeout_ms, ("report-fetch", self._report_fetch))
 
     def take_records(self) -> list[ConsumedRecord]:
-        out, self.records = self.records, []
+        """The records fetched so far, at most ``max_poll_records`` of them (the oldest)."""
+        n = self.config.max_poll_records
+        if n is None or len(self.records) <= n:
+            out, self.records = self.records, []
+        else:
+            out, self.records = self.records[:n], self.records[n:]
         return out
 
     # ------------------------------------------------------------ machinery

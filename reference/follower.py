@@ -19,7 +19,7 @@ Rules (docs/explanation/protocol-notes.md section 1):
 from __future__ import annotations
 
 from reference import records as rec
-from reference.broker_state import BrokerState, Fetcher
+from reference.broker_state import REPLICA_FETCH_MAX_BYTES, REPLICA_FETCH_RESPONSE_MAX_BYTES, BrokerState, Fetcher
 from reference.bugs import Bug
 from reference.errors import Errors
 from reference.marks import mark
@@ -48,15 +48,24 @@ def send_fetch(b: BrokerState, now_ms: int, f: Fetcher) -> None:
         if p.role is not Role.FOLLOWER or p.leader != f.leader:
             continue
         last_epoch = -1 if Bug.TRUNCATE_TO_HIGH_WATERMARK in b.bugs else p.log.latest_epoch
-        parts.append(FetchPartition(tp, p.leader_epoch, p.log.log_end_offset, last_epoch))
+        parts.append(FetchPartition(tp, p.leader_epoch, p.log.log_end_offset, last_epoch,
+                                    b.config.replica_fetch_max_bytes))
     if not parts:
         f.in_flight = False
         return
+    if len(parts) > 1 and (b.config.replica_fetch_max_bytes < REPLICA_FETCH_MAX_BYTES
+                           or b.config.replica_fetch_response_max_bytes < REPLICA_FETCH_RESPONSE_MAX_BYTES):
+        # a limited response: each fetch starts at the next partition, so none starves
+        # (Kafka's fetcher moves a partition to the end of its order once fetched)
+        k = f.rounds % len(parts)
+        f.rounds += 1
+        parts = parts[k:] + parts[:k]
     f.correlation_id = b.corr()
     f.in_flight = True
     f.asked = {fp.tp: (fp.current_leader_epoch, fp.fetch_offset) for fp in parts}
     b.send(f.leader, FetchRequest(f.correlation_id, b.node_id, b.broker_epoch,
-                                  b.config.replica_fetch_wait_max_ms, 0, tuple(parts)))
+                                  b.config.replica_fetch_wait_max_ms, 0, tuple(parts),
+                                  b.config.replica_fetch_response_max_bytes))
     timeout = b.config.replica_fetch_wait_max_ms + b.config.replica_fetch_timeout_ms
     b.set_timer(timeout, ("fetcher", f.leader, f.correlation_id))
 

@@ -77,17 +77,27 @@ def on_fetch(b: BrokerState, now_ms: int, src: int, req: FetchRequest) -> None:
 
 
 def _read_fetch(b: BrokerState, now_ms: int, req: FetchRequest) -> tuple[list[FetchedPartition], bool]:
+    """Each partition read in the request's order within what is left of the response's
+    ``max_bytes``; as Kafka's ReplicaManager.readFromLog, only the first partition that returns
+    records may exceed its limit (by its first batch), so that a fetch always makes progress."""
     results = []
     has_data = False
+    left = req.max_bytes
+    min_one = True
     for fp in req.partitions:
-        r = _read_partition(b, now_ms, req, fp)
+        r = _read_partition(b, now_ms, req, fp, left, min_one)
+        if r.records:
+            size = sum(len(x) for x in r.records)
+            left = max(0, left - size)
+            min_one = False
         if r.records or r.error is not Errors.NONE or r.diverging_epoch is not None:
             has_data = True
         results.append(r)
     return results, has_data
 
 
-def _read_partition(b: BrokerState, now_ms: int, req: FetchRequest, fp: FetchPartition) -> FetchedPartition:
+def _read_partition(b: BrokerState, now_ms: int, req: FetchRequest, fp: FetchPartition,
+                    left: int = 0x7FFFFFFF, min_one: bool = True) -> FetchedPartition:
     p = b.partitions.get(fp.tp)
     if b.broker_epoch < 0 or p is None or not p.is_leader:
         return FetchedPartition(fp.tp, b.not_led_here(fp.tp))
@@ -117,16 +127,16 @@ def _read_partition(b: BrokerState, now_ms: int, req: FetchRequest, fp: FetchPar
         if expanded is not None:
             mark("isr-expand")
             propose_isr(b, p, expanded)
-        batches = log.read(fp.fetch_offset, fp.max_bytes, log.log_end_offset)
+        batches = log.read(fp.fetch_offset, min(fp.max_bytes, left), log.log_end_offset, min_one)
         return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark, log.log_start_offset,
                                 tuple(batches), None, log.log_end_offset)
     lso = p.last_stable_offset()
     if req.isolation_level == 1:
-        batches = log.read(fp.fetch_offset, fp.max_bytes, lso)
+        batches = log.read(fp.fetch_offset, min(fp.max_bytes, left), lso, min_one)
         end = rec.last_offset_of(batches[-1]) + 1 if batches else fp.fetch_offset
         aborted = tuple(log.producer_state.aborted_between(fp.fetch_offset, end))
     else:
-        batches = log.read(fp.fetch_offset, fp.max_bytes, log.high_watermark)
+        batches = log.read(fp.fetch_offset, min(fp.max_bytes, left), log.high_watermark, min_one)
         aborted = ()
     return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark, log.log_start_offset,
                             tuple(batches), None, -1, lso, aborted)

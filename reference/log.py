@@ -307,10 +307,12 @@ class PartitionLog:
 
     # ------------------------------------------------------------ reads
 
-    def read(self, fetch_offset: int, max_bytes: int, upper_bound: int) -> list[bytes]:
+    def read(self, fetch_offset: int, max_bytes: int, upper_bound: int, min_one: bool = True) -> list[bytes]:
         """Whole batches from the one holding ``fetch_offset``, ending below ``upper_bound``.
 
-        The first batch is returned even when larger than ``max_bytes`` (as Kafka does).
+        The first batch is returned even when larger than ``max_bytes`` (as Kafka does), unless
+        ``min_one`` is false (Kafka's minOneMessage: only the first partition of a fetch that
+        returns anything may exceed its limit).
         """
         if fetch_offset >= upper_bound or not self._entries:
             return []
@@ -325,7 +327,7 @@ class PartitionLog:
             if e.last_offset >= upper_bound:
                 break
             if e.last_offset >= fetch_offset:
-                if out and size + len(e.data) > max_bytes:
+                if (out or not min_one) and size + len(e.data) > max_bytes:
                     break
                 out.append(e.data)
                 size += len(e.data)

@@ -203,6 +203,9 @@ class FetchRequest:
     max_wait_ms: int
     isolation_level: int  # 0 read_uncommitted, 1 read_committed
     partitions: tuple[FetchPartition, ...]
+    # the response's limit over all its partitions (fetch.max.bytes, replica.fetch.response.max.bytes);
+    # the first batch of the first partition that returns any is returned even when larger
+    max_bytes: int = 0x7FFFFFFF
 
 
 @frozen

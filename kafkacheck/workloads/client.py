@@ -13,9 +13,9 @@ staleness bound runs out. Its ops are ordinary ``assign``/``poll`` ops of its ow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from reference.consumer import Consumer, ConsumerConfig
+from reference.consumer import FETCH_MAX_BYTES, MAX_PARTITION_FETCH_BYTES, Consumer, ConsumerConfig
 from reference.messages import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -160,6 +160,11 @@ class FinalReader(ClientBase):
         self.producer = None
         self.process = process
         self.keys = keys
+        # the harness's reader, not the system under test: Kafka's default fetch sizes and
+        # every buffered record a poll, so that reading to the end within the staleness bound
+        # does not depend on the sizes a run drew for its clients
+        consumer_config = replace(consumer_config, max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES,
+                                  fetch_max_bytes=FETCH_MAX_BYTES, max_poll_records=None)
         self.consumer = Consumer(node_id, bootstrap, consumer_config)
         self.deadline_ms = deadline_ms
         self.poll_ms = poll_ms

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from fault_injection.aimed import AIMED
+from fault_injection.cluster import CLUSTER_TIMINGS
 from fault_injection.model_shapes import model_templates, template_schedule
 from kafkacheck import hunt
 from kafkacheck.cli import main
 from kafkacheck.runner import RunOptions, simulate
-from kafkacheck.swarm import describe, draw
+from kafkacheck.swarm import describe, draw, features
 from reference import marks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +79,97 @@ def test_a_template_keeps_the_counterexamples_shape_under_its_random_parameters(
     drawn = template_schedule("kip279-hole", random.Random(3), 2)
     assert [s["f"] for s in drawn] == [s["f"] for s in plain]
     assert all(b["at_ms"] <= a["at_ms"] for b, a in itertools.pairwise(drawn))
+
+
+def test_the_swarm_draws_each_setting_over_its_range_extremes_included():
+    draws = [draw(s) for s in range(300)]
+    t = [{**CLUSTER_TIMINGS, **(o.timings or {})} for o in draws]
+    for o, tt in zip(draws, t, strict=True):
+        # Kafka's constraints between settings hold in every draw
+        assert tt["heartbeat_interval_ms"] <= tt["session_timeout_ms"] // 3, describe(o)
+        assert tt["member_heartbeat_interval_ms"] <= tt["member_session_timeout_ms"] // 3, describe(o)
+        assert tt["member_rebalance_timeout_ms"] >= 3 * tt["member_heartbeat_interval_ms"], describe(o)
+        assert tt["replica_lag_time_max_ms"] >= 2 * tt["replica_fetch_wait_max_ms"], describe(o)
+        assert tt["delivery_timeout_ms"] >= tt["request_timeout_ms"] + o.producer_settings.get("linger_ms", 2), describe(o)
+        if o.workload == "queue":  # no idempotence: one batch in flight, as the checker expects
+            assert "max_in_flight" not in o.producer_settings
+    assert {o.producer_settings.get("max_in_flight") for o in draws} >= {1, 2, 3, 4, 5}
+    sessions = {tt["member_session_timeout_ms"] for tt in t}
+    assert {400, 30_000} <= sessions and len(sessions) > 50
+    assert {600, 20_000} <= {tt["session_timeout_ms"] for tt in t}
+    assert {1, 1 << 20} <= {o.consumer_settings["max_partition_fetch_bytes"] for o in draws}
+    assert {1, 52_428_800} <= {o.consumer_settings["fetch_max_bytes"] for o in draws}
+    assert {1, 1_000} <= {o.consumer_settings["max_poll_records"] for o in draws}
+    assert {1, 1 << 20} <= {o.broker_settings["replica_fetch_max_bytes"] for o in draws}
+    compacted = [dict(o.topic_configs) for o in draws if o.topic_configs]
+    assert {"0", "120000"} <= {c["delete.retention.ms"] for c in compacted}
+    assert {"0", "1"} <= {c["min.cleanable.dirty.ratio"] for c in compacted}
+    flushes = {(o.flush_messages is not None, o.flush_messages == 1, o.flush_ms is not None) for o in draws}
+    assert flushes >= {(False, False, False), (True, True, False), (True, False, False),
+                       (False, False, True), (True, False, True)}
+    assert {o.static_members for o in draws if o.workload == "groups"} == {True, False}
+    for o in draws[:40]:
+        text, feats = describe(o), features(o)
+        assert "max_poll_records=" in text and "flush " in text
+        assert any(f.startswith("fetch_max_bytes=") for f in feats)
+
+
+def test_network_faults_land_on_every_kind_of_link():
+    from fault_injection.network import LINK_KINDS
+
+    drawn = [draw(s) for s in range(200)]
+    assert {k for o in drawn for k in o.fault_links or ()} == {"all", *LINK_KINDS}
+    # partitions of one kind of link cut only links of that kind
+    import random
+
+    from fault_injection.nemesis import random_schedule
+    from fault_injection.network import Network
+
+    net = Network(random.Random(0))
+    net.set_roles(0, [1, 2, 3])
+    clients = [100, 101, 102]
+    for kind in LINK_KINDS:
+        steps = random_schedule(random.Random(kind), ["partition", "loss"], [0, 1, 2, 3], 0, 200_000,
+                                links=[kind], clients=clients)
+        cut = [step for step in steps if step["f"] == "partition"]
+        lossy = [step for step in steps if step["f"] == "loss"]
+        assert cut and lossy
+        for step in cut:
+            assert step["value"]["kind"].startswith(kind + ":")
+            links = {net.link_kind(src, int(dst)) for dst, srcs in step["value"]["grudge"].items()
+                     for src in srcs}
+            assert links == {kind}, step
+        assert all(step["value"]["links"] == [kind] for step in lossy)
+
+
+def test_a_fault_confined_to_one_kind_of_link_spares_the_others():
+    import random
+
+    from fault_injection.network import LinkFaults, Network
+
+    net = Network(random.Random(0))
+    net.set_roles(0, [1, 2, 3])
+    net.faults = LinkFaults(loss=1.0, links=frozenset({"replication"}))
+    assert net.deliveries(1, 2, 0) == []  # between brokers: lost
+    assert net.deliveries(1, 0, 0) and net.deliveries(100, 1, 0)  # controller and client links: not
+
+
+def test_runs_with_the_extremes_of_fetch_sizes_and_batches_stay_valid(tmp_path):
+    from kafkacheck.judge import judge_record as judge
+
+    for workload in ("queue", "idempotent"):
+        o = RunOptions(seed=3, ops=600, workload=workload, faults=["partition", "kill"],
+                       producer_settings={"batch_size": 1, "linger_ms": 0,
+                                          **({"max_in_flight": 5} if workload == "idempotent" else {})},
+                       consumer_settings={"max_partition_fetch_bytes": 1, "fetch_max_bytes": 1,
+                                          "max_poll_records": 1},
+                       broker_settings={"replica_fetch_max_bytes": 1, "replica_fetch_response_max_bytes": 1},
+                       fault_links=["client", "replication", "controller"], liveness_ms=20_000)
+        outcome = simulate(o, None)
+        result = judge(outcome.record())
+        assert result["valid"] is True, (workload, result["anomaly_types"])
+        polled = [op for op in outcome.ops if op["f"] == "poll" and op["type"] == "ok" and op["process"] != 5000]
+        assert polled and all(sum(len(v) for v in op["value"][0][1].values()) <= 1 for op in polled)
 
 
 def test_runs_collect_marks_and_the_same_seed_gives_the_same_marks(tmp_path):
@@ -171,8 +263,15 @@ def test_swarm_seed_97_a_member_whose_coordinator_lookup_failed_rejoins(tmp_path
     from kafkacheck.judge import judge_record as judge
     from traces.parquet import load_run_dir
 
-    # the draw of seed 97 before crashing runs kept min.insync.replicas 2
-    simulate(replace(draw(97), min_insync_replicas=1), tmp_path)
+    # the draw of seed 97 then (before crashing runs kept min.insync.replicas 2, and before
+    # the swarm drew every setting over its range, which gave seed 97 another run)
+    simulate(RunOptions(seed=97, ops=2000, workload="groups", partitions=1, replication_factor=2,
+                        min_insync_replicas=1, faults=["disk"], aimed=["clock-jump-at-boundary"],
+                        timings={"replica_lag_time_max_ms": 1000, "request_timeout_ms": 1000,
+                                 "transaction_timeout_ms": 20000, "member_session_timeout_ms": 1500,
+                                 "member_rebalance_timeout_ms": 2500, "member_max_poll_interval_ms": 3000},
+                        fault_stable_ms=(200, 1000), fault_ms=(4000, 15000), liveness_ms=35000,
+                        swarm={"seed": 97}), tmp_path)
     result = judge(load_run_dir(tmp_path))
     assert result["valid"] is True, result["anomaly_types"]
 
