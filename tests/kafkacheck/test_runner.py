@@ -59,3 +59,37 @@ def test_a_paused_group_member_is_named_by_its_process():
         assert set(o["value"]["processes"]) <= members
         later = [x for x in outcome.ops if x["process"] in o["value"]["processes"] and x["time"] > o["time"]]
         assert later, "the paused member goes on as the same process"
+
+
+def test_a_cooperative_assignor_that_hands_partitions_over_in_one_phase_is_found(monkeypatch):
+    """The groups workload with the cooperative protocol, against a leader whose assignor hands
+    a moved partition to its new owner at once (the sticky target in one phase, skipping
+    KIP-429's revocation round): the members report it, and the checker finds it
+    (reassigned-before-revoked); the correct assignor's run is valid."""
+    import reference.assignors
+    import reference.group_consumer
+
+    options = RunOptions(seed=1, ops=800, workload="groups", assignor="cooperative-sticky")
+    assert judge(simulate(options, None).record())["valid"] is True
+    real = reference.assignors.assign
+
+    def one_phase(name, subscriptions, partitions, owned=None):
+        if name == "cooperative-sticky":
+            return reference.assignors.sticky_assign(subscriptions, partitions, owned)
+        return real(name, subscriptions, partitions, owned)
+
+    monkeypatch.setattr(reference.group_consumer, "assign", one_phase)
+    result = judge(simulate(options, None).record())
+    assert result["anomaly_types"] == ["reassigned-before-revoked"]
+
+
+def test_a_cleaner_that_removes_delete_markers_too_early_is_found():
+    """The compaction workload against a cleaner that keeps delete markers for 0 ms, judged as
+    if the topic promised 5 s (its readers go back to the beginning within that window):
+    tombstone-missing. Judged by what it did promise (0 ms), the same run is valid."""
+    configs = (("cleanup.policy", "compact"), ("segment.bytes", "2048"), ("min.cleanable.dirty.ratio", "0.2"),
+               ("delete.retention.ms", "0"))
+    record = simulate(RunOptions(seed=1, ops=1500, workload="compaction", topic_configs=configs), None).record()
+    assert judge(record)["valid"] is True
+    record.meta["config"]["topic_configs"]["delete.retention.ms"] = "5000"
+    assert judge(record)["anomaly_types"] == ["tombstone-missing"]
