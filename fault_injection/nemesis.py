@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
 from fault_injection.cluster import CONTROLLER_ID
@@ -214,10 +215,14 @@ def load_schedule(path: str) -> list[dict]:
 class Nemesis:
     """Applies schedule steps to a simulation and records them as nemesis ops."""
 
-    def __init__(self, sim: Simulation, nodes: list[int]) -> None:
+    def __init__(self, sim: Simulation, nodes: list[int],
+                 processes_of: Callable[[int], list[Any]] | None = None) -> None:
         self.sim = sim
         self.nodes = nodes
         self.enabled = True
+        # the history processes a client node runs (group members): a pause or resume of
+        # such a node names them, so that the checker knows whose session it stopped
+        self.processes_of = processes_of
 
     def schedule(self, steps: list[dict]) -> None:
         for step in steps:
@@ -230,6 +235,10 @@ class Nemesis:
     def apply(self, step: dict) -> None:
         sim = self.sim
         f, value = step["f"], step.get("value")
+        if f in ("pause", "resume") and self.processes_of is not None:
+            processes = [p for n in value["nodes"] for p in self.processes_of(n)]
+            if processes:
+                value = {**value, "processes": processes}
         sim.recorder.op(sim.now_ns, "nemesis", "invoke", f, value)
         result: Any = self._do(f, value)
         sim.recorder.op(sim.now_ns, "nemesis", "info", f, value if result is None else result)

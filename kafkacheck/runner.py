@@ -267,13 +267,17 @@ class _Run:
             sim.add_process(node_id, make)
             sim.start(node_id)
 
+    def _processes_of(self, node_id: int) -> list:
+        """The history process a client node runs now (none for a broker)."""
+        return [c.process for c in self.clients if c.node_id == node_id and hasattr(c, "process")]
+
     def schedule_faults(self) -> list[dict]:
         """The nemesis and its schedule: scripted, or random over the time the workload is
         expected to need; group members may be paused too; aimed strategies watch the run."""
         o, sim, t = self.options, self.sim, self.timings
         nodes = [CONTROLLER_ID, *self.broker_ids]
         members = self.workload.members([CLIENT_BASE + i for i in range(o.clients)])
-        self.nemesis = nemesis = Nemesis(sim, nodes + members)
+        self.nemesis = nemesis = Nemesis(sim, nodes + members, self._processes_of)
         schedule = o.schedule if o.schedule is not None else random_schedule(
             sim.child_rng(), o.faults, nodes, 2_000, self.expected_ms * 2,
             stable_ms=o.fault_stable_ms, fault_ms=o.fault_ms, links=o.fault_links,
