@@ -192,6 +192,7 @@ class Simulation:
     def _deliver(self, dst: int, src: int, message: Any) -> None:
         proc = self.processes.get(dst)
         if proc is None or proc.node is None:
+            self._connection_lost(src, dst, message)
             return  # nobody listens: the connection is refused
         if proc.paused:
             proc.backlog.append((_DELIVER, (dst, src, message)))
@@ -240,9 +241,13 @@ class Simulation:
             if kind is Send:
                 dst = out.dst
                 extra = self._held(node_id, dst, out.message) if self.holds else 0
-                for at in deliveries(node_id, dst, now):
+                ats = deliveries(node_id, dst, now)
+                for at in ats:
                     self._seq += 1
                     push(heap, (at + extra, self._seq, _DELIVER, (dst, node_id, out.message)))
+                if not ats:
+                    self._connection_lost(node_id, dst, out.message)
+                    self._connection_lost(dst, node_id, out.message)
             elif kind is Timer:
                 self._seq += 1
                 push(heap, (now + int(out.delay_ms * 1_000_000), self._seq, _TIMER,
@@ -255,6 +260,23 @@ class Simulation:
                     hook(node_id, out.fields)
                 else:
                     self.recorder.event(now, node_id, out.kind, out.fields)
+
+    def _connection_lost(self, node_id: int, peer: int, message: Any = None) -> None:
+        """``message`` between ``node_id`` and ``peer`` was lost, or ``peer`` crashed (no
+        message): where TCP would tell the client (a connection closed by a crash) or deliver
+        late (a retransmission), a node that models its connections (one with
+        ``connection_lost(now_ms, peer, message)``: the group members) hears of it as an
+        input; every other node relies on its timeouts, as before."""
+        proc = self.processes.get(node_id)
+        if proc is None or proc.node is None or not hasattr(proc.node, "connection_lost"):
+            return
+        incarnation = proc.incarnation
+
+        def tell() -> None:
+            if proc.node is not None and not proc.paused and proc.incarnation == incarnation:
+                self._invoke(proc, "connection_lost", (peer, message))
+
+        self._push(self.now_ns, _CALL, (tell,))
 
     def _held(self, src: int, dst: int, message: Any) -> int:
         for i, (matches, extra) in enumerate(self.holds):
@@ -315,6 +337,8 @@ class Simulation:
         proc.disk.slow_flush = False
         lost = proc.disk.crash(self.rng, torn=torn, corrupt=corrupt)
         self.recorder.event(self.now_ns, node_id, "crash", lost)
+        for other in sorted(self.processes):  # its connections close with it
+            self._connection_lost(other, node_id)
         return lost
 
     def pause(self, node_id: int) -> None:

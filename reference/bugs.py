@@ -21,6 +21,7 @@ class Bug(StrEnum):
     ACK_BEFORE_ISR = "ack-before-isr"
     TXN_UNFENCED_REQUESTS = "txn-unfenced-requests"
     GROUP_GENERATION_UNFENCED = "group-generation-unfenced"
+    GROUP_UNLOAD_STRANDS_JOINS = "group-unload-strands-joins"
     COMPACTION_DROPS_LATEST = "compaction-drops-latest"
     LSO_OFF_BY_ONE = "lso-off-by-one"
 
@@ -64,6 +65,14 @@ BUGS: dict[Bug, str] = {
         "the group coordinator answers heartbeats and offset commits without checking the "
         "member id and generation, so a member that missed a rebalance never learns of it: it "
         "keeps consuming and committing partitions the group gave to another member"
+    ),
+    Bug.GROUP_UNLOAD_STRANDS_JOINS: (
+        "the gap KAFKA-16148 closed: a group coordinator that unloads a group (its "
+        "__consumer_offsets partition moved to another broker, or loaded again in a new leader "
+        "epoch) drops the JoinGroup and SyncGroup requests waiting for the rebalance without "
+        "answering them (Kafka answers NOT_COORDINATOR), so their members wait for the answer "
+        "until their join times out (kafka-python and Java: max.poll.interval.ms + 5 s) and "
+        "own nothing meanwhile"
     ),
     Bug.COMPACTION_DROPS_LATEST: (
         "the cleaner's offset map misses the newest batch of the range it cleans, so a key "

@@ -56,7 +56,8 @@ def _keys(tps) -> list[str]:
 
 
 class GroupConsumer(Consumer):
-    def __init__(self, node_id: int, bootstrap: list[int], config: ConsumerConfig) -> None:
+    def __init__(self, node_id: int, bootstrap: list[int], config: ConsumerConfig,
+                 join_timeout_ms: int | None = None) -> None:
         if config.group_id is None:
             raise ValueError("a group consumer needs a group_id")
         if not config.assignors:
@@ -81,6 +82,10 @@ class GroupConsumer(Consumer):
         # the leader: the partition counts of the subscribed topics its last assignment used
         # (Kafka's assignmentSnapshot); metadata that differs later asks for a rebalance
         self._assignment_snapshot: dict[str, int] | None = None
+        # how long a JoinGroup may wait for its answer (default: the rebalance timeout and a
+        # request timeout); kafka-python waits max.poll.interval.ms + 5 s, five minutes by default
+        self.join_timeout_ms = (join_timeout_ms if join_timeout_ms is not None
+                                else config.rebalance_timeout_ms + config.request_timeout_ms)
 
     # ------------------------------------------------------------ API
 
@@ -178,8 +183,7 @@ class GroupConsumer(Consumer):
             self._group_corr, self.config.group_id, self.member_id, self.config.group_instance_id,
             self.config.session_timeout_ms, self.config.rebalance_timeout_ms,
             tuple((name, metadata) for name in self.config.assignors)))
-        self.set_timer(self.config.rebalance_timeout_ms + self.config.request_timeout_ms,
-                       ("group-request", self._group_corr))
+        self.set_timer(self.join_timeout_ms, ("group-request", self._group_corr))
 
     def _revoke(self, tps: set[TopicPartition]) -> None:
         if not tps:
@@ -316,6 +320,26 @@ class GroupConsumer(Consumer):
             self._lose_all("unknown member")
         elif error is Errors.ILLEGAL_GENERATION:
             self._lose_all("illegal generation")
+        self.state = "unjoined"
+        self._rejoin_wanted = True
+        self.set_timer(self.config.retry_backoff_ms, "group-again")
+
+    def connection_lost(self, now_ms: int, node: int, message: object = None) -> None:
+        """The network lost ``message`` between this member and ``node``, or ``node`` crashed
+        (no message). When that ends the join or sync in flight to the coordinator (the
+        coordinator crashed with it, or the request or its answer was lost), the member looks
+        the coordinator up again and joins there, as kafka-python does when its connection
+        closes (TCP would have delivered a lost message late; either way the member is not
+        left waiting on a request nobody holds). Anything else keeps its timeout."""
+        self._now_ms = now_ms
+        if node != self.coordinator or self._group_corr < 0:
+            return
+        if message is not None and not (
+                isinstance(message, (JoinGroupRequest, SyncGroupRequest, JoinGroupResponse, SyncGroupResponse))
+                and message.correlation_id == self._group_corr):
+            return
+        self._group_corr = -1
+        self.coordinator = -1
         self.state = "unjoined"
         self._rejoin_wanted = True
         self.set_timer(self.config.retry_backoff_ms, "group-again")

@@ -142,13 +142,39 @@ class GroupCoordinator(Coordinator):
 
     def _forget(self, partition: int) -> None:
         for g in [g for g in self.groups if self.partition_of(g) == partition]:
-            del self.groups[g]
+            self._unload_group(g, self.groups.pop(g))
         for pid in list(self.pending_txn):
             groups = self.pending_txn[pid]
             for g in [g for g in groups if self.partition_of(g) == partition]:
                 del groups[g]
             if not groups:
                 del self.pending_txn[pid]
+
+    def _unload_group(self, group: str, g: GroupState) -> None:
+        """The group leaves this coordinator (its partition moved to another broker, or is
+        loaded again in a new leader epoch): every join and sync still waiting for its
+        rebalance is answered NOT_COORDINATOR, as Kafka's coordinator does when it unloads a
+        group (GroupMetadataManager.onUnloaded, KAFKA-16148), so that the member looks the
+        coordinator up again and joins there. A join never answered holds its member out of
+        the group until the client gives up on it: kafka-python and the Java client wait
+        max.poll.interval.ms + 5 s (five minutes by default), owning nothing, while the
+        group settles without it. The bug switch ``group-unload-strands-joins`` drops them
+        unanswered."""
+        waiting = [m for m in g.members.values() if m.join is not None or m.sync is not None]
+        if not waiting:
+            return
+        mark("group-unloaded-with-waiters")
+        self.host.event("group-unloaded", group=group, generation=g.generation,
+                        waiting=sorted(m.member_id for m in waiting))
+        if Bug.GROUP_UNLOAD_STRANDS_JOINS in self.host.bugs:
+            return
+        for m in waiting:
+            if m.join is not None:
+                self.host.send(m.join[0], JoinGroupResponse(m.join[1], Errors.NOT_COORDINATOR))
+                m.join = None
+            if m.sync is not None:
+                self.host.send(m.sync[0], SyncGroupResponse(m.sync[1], Errors.NOT_COORDINATOR))
+                m.sync = None
 
     def _write_then(self, now_ms: int, group: str, batch: bytes, apply, on_done) -> None:
         """Write ``batch`` to the group's partition; once committed, ``apply()`` its effect

@@ -69,6 +69,7 @@ MARKS: dict[str, str] = {
     "group-unknown-member": "a request from a member the group does not know was refused",
     "group-rebalance-in-progress": "a heartbeat or commit told that a rebalance is under way",
     "group-static-member-replaced": "a static member's instance id taken over by a new member id",
+    "group-unloaded-with-waiters": "a group coordinator unloaded a group while joins or syncs waited for its rebalance",
     # compaction
     "cleaner-removed-records": "the cleaner removed superseded records",
     "cleaner-removed-tombstone": "the cleaner removed a tombstone past delete.retention.ms",

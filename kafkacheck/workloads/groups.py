@@ -42,6 +42,9 @@ from reference.group_consumer import GroupConsumer
 from reference.topics import OFFSETS_TOPIC
 
 GROUP = "workers"
+# kafka-python's JoinGroup timeout: max(request.timeout.ms, max.poll.interval.ms + 5 s), with
+# Kafka's default max.poll.interval.ms (300 s), which the conformance members keep
+KAFKA_PYTHON_JOIN_TIMEOUT_MS = 300_000 + 5_000
 
 
 class GroupMemberClient(ClientBase):
@@ -73,8 +76,11 @@ class GroupMemberClient(ClientBase):
 
     def _new_consumer(self) -> GroupConsumer:
         instance = f"member-{self.index}" if self.static else None
+        # a JoinGroup waits for its answer as kafka-python's does in the conformance workload
+        # (max.poll.interval.ms, Kafka's default, + 5 s), ended early only by a broken connection
         c = GroupConsumer(self.node_id, self.bootstrap,
-                          replace(self.config, group_id=GROUP, group_instance_id=instance))
+                          replace(self.config, group_id=GROUP, group_instance_id=instance),
+                          join_timeout_ms=KAFKA_PYTHON_JOIN_TIMEOUT_MS)
         # a rebuilt member is a new process: answers to its predecessor's requests (new
         # correlation ids) and its predecessor's timers (tagged) never reach it
         c._corr += self.incarnation * 10**9
@@ -221,6 +227,11 @@ class GroupMemberClient(ClientBase):
     def receive(self, now_ms: int, src: int, message: object) -> None:
         self._route_message(now_ms, src, message)
         self._check_commit(now_ms)
+
+    def connection_lost(self, now_ms: int, peer: int, message: object = None) -> None:
+        """The simulation lost a message of the member's, or a peer crashed (where TCP would
+        close the connection or retransmit)."""
+        self.consumer.connection_lost(now_ms, peer, message)
 
     def timer(self, now_ms: int, key: object) -> None:
         if self._route_timer(now_ms, key):

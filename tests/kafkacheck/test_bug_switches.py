@@ -103,3 +103,16 @@ def test_a_cleaner_that_drops_the_newest_record_of_a_key_is_caught(tmp_path, cap
     code, result = run(tmp_path, "keeps", args)
     capsys.readouterr()
     assert code == 0, result["anomaly_types"]
+
+
+def test_a_coordinator_that_strands_waiting_joins_when_it_unloads_is_caught(tmp_path, capsys):
+    """group-unload-strands-joins: the members whose joins the old coordinator dropped wait
+    for an answer as kafka-python does (max.poll.interval.ms + 5 s), so after healing they
+    are still behind the generation the others settled in."""
+    args = ["--workload", "groups", "--seed", "5", "--ops", "2000"]
+    code, result = run(tmp_path, "stranded", [*args, "--bug", "group-unload-strands-joins"])
+    capsys.readouterr()
+    assert code == 1 and "unowned-partition" in result["anomaly_types"]
+    code, result = run(tmp_path, "answered", args)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]

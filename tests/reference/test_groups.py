@@ -288,3 +288,28 @@ def test_a_new_group_coordinator_loads_generation_members_and_assignment():
     assert g.state == STABLE and g.generation == old.generation
     assert {m: x.assignment for m, x in g.members.items()} == {
         m: x.assignment for m, x in old.members.items()}
+
+
+def test_joins_waiting_when_the_coordinator_unloads_the_group_are_answered_not_coordinator():
+    """A group's coordinator that stops leading its __consumer_offsets partition answers the
+    joins waiting for its rebalance (NOT_COORDINATOR, as Kafka's onUnloaded), so that their
+    members find the new coordinator; the bug switch group-unload-strands-joins drops them
+    unanswered (kafka-python then waits max.poll.interval.ms + 5 s for an answer)."""
+    from reference.bugs import Bug
+    from reference.coordinator import partition_for
+    from reference.messages import JoinGroupResponse
+
+    for bugs, answered in ((frozenset(), True), (frozenset({Bug.GROUP_UNLOAD_STRANDS_JOINS}), False)):
+        r = group_router(bugs)
+        c = coordinator_of(r)
+        [first] = join(r, c)  # alone: generation 1 at once
+        assert first.error is Errors.NONE
+        assert join(r, c) == []  # a second member: the rebalance waits for the first to rejoin
+        r.nodes[c].groups.on_not_leader(partition_for(GROUP, 3))  # the partition moves away
+        r._collect(r.nodes[c])
+        r.run()
+        waiting = r.replies(JoinGroupResponse)
+        if answered:
+            assert [a.error for a in waiting] == [Errors.NOT_COORDINATOR]
+        else:
+            assert waiting == []
