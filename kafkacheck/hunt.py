@@ -61,6 +61,7 @@ SCENARIOS: dict[str, Scenario] = {
     Bug.LSO_OFF_BY_ONE: Scenario(workload="txn", ops=1000),
     Bug.TXN_UNFENCED_REQUESTS: Scenario(workload="txn", ops=3000, faults=("straggle",)),
     Bug.GROUP_GENERATION_UNFENCED: Scenario(workload="groups", ops=2000),
+    Bug.GROUP_UNLOAD_STRANDS_JOINS: Scenario(workload="groups", ops=2000),
     Bug.COMPACTION_DROPS_LATEST: Scenario(workload="compaction", ops=2000),
 }
 # without a switch: every workload of the registry, at its own length
