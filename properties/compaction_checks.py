@@ -34,7 +34,6 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-
 INF = float("inf")
 
 

@@ -278,9 +278,9 @@ def _disturbed(ops: list[dict]) -> list[tuple[float, float]]:
             for n in [n for n in down if n[0] == "heal"]:
                 out.append((down.pop(n), t))
         elif f in ("kill", "pause", "disk-fault", "clock-skew") and not (f == "clock-skew" and not v.get("skew_ms")):
+            disk_undo = "disk-heal" if v.get("kind") in ("full", "slow-flush") else "restart"
+            undo = {"pause": "resume", "clock-skew": "clock-skew", "disk-fault": disk_undo}.get(f, "restart")
             for n in nodes:
-                undo = {"pause": "resume", "clock-skew": "clock-skew",
-                        "disk-fault": "disk-heal" if v.get("kind") in ("full", "slow-flush") else "restart"}.get(f, "restart")
                 down.setdefault((undo, str(n)), t)
         elif f in ("restart", "resume", "disk-heal", "clock-skew"):
             for n in nodes:
@@ -357,7 +357,7 @@ def _committed_offset_regressed(completions, invokes, add) -> None:
                 continue
             before = [(t, hi, op) for t, hi, op in acked[k] if t < sent and hi > off]
             if before and not any(u <= off for u in unknown[k]):
-                t, hi, op = max(before, key=lambda x: x[1])
+                _t, hi, op = max(before, key=lambda x: x[1])
                 add("committed-offset-regressed", key=k, offsets=[hi, off], ops=[op, o["index"]],
                     explanation=f"commit op {op} set the committed offset of {k} to {hi}; commit op "
                                 f"{o['index']}, sent after it was answered, set it back to {off} and was "

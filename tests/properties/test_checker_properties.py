@@ -336,8 +336,8 @@ class Group:
                     "keys": revoked}] if revoked else []
             self.owned[p], self.held[p] = owned, self.generation
             self.m.op(p, "invoke", "poll", [["poll"]])
-            self.m.op(p, "ok", "poll", [["poll", {}]], rebalance_log=log + [
-                {"type": "assigned", "generation": self.generation, "owned": owned, "keys": owned}])
+            self.m.op(p, "ok", "poll", [["poll", {}]], rebalance_log=[
+                *log, {"type": "assigned", "generation": self.generation, "owned": owned, "keys": owned}])
 
     def move(self, owners: list[int]) -> None:
         """A cooperative rebalance in KIP-429's two phases: the partitions that change owner
