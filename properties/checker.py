@@ -145,6 +145,7 @@ class Judging:
     cycle_stats: dict = field(default_factory=dict)
     lin_unknown: str | None = None
     lin_stats: dict | None = None
+    faults: frozenset = frozenset()  # the nemesis ops' kinds (f)
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ CHECKS: tuple[Check, ...] = (
           lambda j: _check_final_read(j.rc.raw, j.unread, j.r, j.a, _superseded(j))),
     Check("idempotence", ("idempotence-error",), "an idempotent producer without transactions (config.idempotence)",
           lambda j: bool(j.rc.raw.get("idempotence")) and not j.rc.raw.get("txn") and not j.rc.raw.get("eos"),
-          lambda j: _check_idempotence(j.a, j.rc, j.r)),
+          lambda j: _check_idempotence(j.a, j.rc, j.r, j.faults)),
     Check("stall", ("stalled",), "config.stalled", lambda j: j.rc.stalled, lambda j: _check_stall(j.rc.raw, j.r)),
     Check("linearizability", (KIND,), "asked for (kafkacheck check --lin), a topic that is not compacted",
           lambda j: j.linearizable and not j.rc.compacted, _linearizability),
@@ -295,7 +296,7 @@ def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str,
     counted = _Counted(ops)
     compiled, nemesis = compile_ops(counted, weak_acks=rc.weak_acks)
     j = Judging(rc, ops, compiled, analyse(compiled, nemesis), Result(), budget, linearizable,
-                Compaction(ops) if rc.compacted else None)
+                Compaction(ops) if rc.compacted else None, faults=frozenset(counted.nemesis_fs))
     applied = [c for c in CHECKS if c.applies(j)]
     for c in applied:
         c.run(j)
@@ -350,10 +351,13 @@ class _Counted:
     def __init__(self, ops: Iterable[dict]) -> None:
         self.ops = ops
         self.n = 0
+        self.nemesis_fs: set[str] = set()
 
     def __iter__(self) -> Iterator[dict]:
         for op in self.ops:
             self.n += 1
+            if op["process"] == "nemesis":
+                self.nemesis_fs.add(op["f"])
             yield op
 
 
@@ -533,12 +537,19 @@ IDEMPOTENCE_ERRORS = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "OutOfOrderSequence", "INV
                       "InvalidProducerEpoch", "PRODUCER_FENCED", "ProducerFenced")
 
 
-def _check_idempotence(a: Analysis, rc: RunConfig, r: Result) -> None:
+# faults under which TCP's promise (each connection delivers in order, once) no longer holds:
+# a batch may reach the broker before the one ahead of it in its producer's sequence
+TCP_BREAKING_FAULTS = frozenset({"duplicate", "reorder"})
+
+
+def _check_idempotence(a: Analysis, rc: RunConfig, r: Result, faults: frozenset = frozenset()) -> None:
     """With retries and up to five batches in flight, an idempotent producer whose records
     were not lost is never told OUT_OF_ORDER_SEQUENCE_NUMBER or that it was fenced. Not judged
     where records may be lost without a violation (acks 0 or 1, unclean elections, a crash
-    that lost an unflushed tail) or where the checker found them lost (that is the violation)."""
-    if rc.weak_acks or rc.raw.get("unclean_leader_election_enable") or any(
+    that lost an unflushed tail), where the checker found them lost (that is the violation),
+    or where the network delivered out of order or twice on one connection, which TCP never
+    does (a batch then reaches its broker ahead of the one before it, and is refused)."""
+    if faults & TCP_BREAKING_FAULTS or rc.weak_acks or rc.raw.get("unclean_leader_election_enable") or any(
             r.counts.get(k) or r.allowed.get(k) for k in ("lost-write", "unread-after-heal")):
         return
     for op in a.ops:
