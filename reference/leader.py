@@ -4,7 +4,8 @@ Rules (docs/explanation/protocol-notes.md section 1; :mod:`reference.partition` 
 
 * A replica fetch is validated for divergence (rule 1: the answer names the diverging epoch
   instead of records), fenced by leader epoch (rule 2), counts toward the high watermark
-  only once validated (rule 3), and may propose an ISR expansion (rule 4).
+  only once validated (rule 3), and may propose an ISR expansion (rule 4), all when it
+  arrives: a waiting fetch read again to be answered changes nothing of the follower's state.
 * A consumer fetch reads below the high watermark, or below the last stable offset with
   read_committed, with the aborted transactions of the range (rule 6).
 * A fetch with nothing to return waits in ``delayed_fetch`` up to its ``max_wait_ms`` (long
@@ -12,8 +13,8 @@ Rules (docs/explanation/protocol-notes.md section 1; :mod:`reference.partition` 
 * When the high watermark advances: the purgatory's produces and markers complete, fetches
   wake, and the partition's coordinator (for an internal topic) hears of it, in that order.
 * ISR changes go to the controller as AlterPartition (Kafka's AlterPartitionManager): one in
-  flight a partition, asked again while unanswered (it may have been applied), dropped only
-  when the controller says it was not.
+  flight a partition, asked again while unanswered (it may have been applied), as it was made
+  (the broker epochs it named included), dropped only when the controller says it was not.
 * ListOffsets and OffsetForLeaderEpoch answer from the leader's log.
 """
 
@@ -76,16 +77,22 @@ def on_fetch(b: BrokerState, now_ms: int, src: int, req: FetchRequest) -> None:
     b.set_timer(req.max_wait_ms, "fetch-expiry")
 
 
-def _read_fetch(b: BrokerState, now_ms: int, req: FetchRequest) -> tuple[list[FetchedPartition], bool]:
+def _read_fetch(b: BrokerState, now_ms: int, req: FetchRequest,
+                arrived: bool = True) -> tuple[list[FetchedPartition], bool]:
     """Each partition read in the request's order within what is left of the response's
     ``max_bytes``; as Kafka's ReplicaManager.readFromLog, only the first partition that returns
-    records may exceed its limit (by its first batch), so that a fetch always makes progress."""
+    records may exceed its limit (by its first batch), so that a fetch always makes progress.
+
+    A follower's position counts (and may expand the ISR) only when its fetch arrives, not
+    when a waiting fetch is read again to answer it (Kafka's ``updateFetchState =
+    !readFromPurgatory``): by then the follower may have crashed and fetched again as a new
+    incarnation, and the old request would put its lost log back in the leader's view."""
     results = []
     has_data = False
     left = req.max_bytes
     min_one = True
     for fp in req.partitions:
-        r = _read_partition(b, now_ms, req, fp, left, min_one)
+        r = _read_partition(b, now_ms, req, fp, left, min_one, arrived)
         if r.records:
             size = sum(len(x) for x in r.records)
             left = max(0, left - size)
@@ -97,14 +104,14 @@ def _read_fetch(b: BrokerState, now_ms: int, req: FetchRequest) -> tuple[list[Fe
 
 
 def _read_partition(b: BrokerState, now_ms: int, req: FetchRequest, fp: FetchPartition,
-                    left: int = 0x7FFFFFFF, min_one: bool = True) -> FetchedPartition:
+                    left: int = 0x7FFFFFFF, min_one: bool = True, arrived: bool = True) -> FetchedPartition:
     p = b.partitions.get(fp.tp)
     if b.broker_epoch < 0 or p is None or not p.is_leader:
         return FetchedPartition(fp.tp, b.not_led_here(fp.tp))
     log = p.log
     follower = req.replica_id >= 0
     no_epoch_check = follower and Bug.HW_WITHOUT_EPOCH_CHECK in b.bugs
-    if no_epoch_check:
+    if no_epoch_check and arrived:
         # the bug: the position counts toward the HW before (and whatever) the checks say
         p.update_follower(req.replica_id, req.replica_epoch, fp.fetch_offset, now_ms)
         maybe_advance_hw(b, now_ms, p)
@@ -120,13 +127,14 @@ def _read_partition(b: BrokerState, now_ms: int, req: FetchRequest, fp: FetchPar
         return FetchedPartition(fp.tp, Errors.OFFSET_OUT_OF_RANGE, log.high_watermark,
                                 log.log_start_offset, log_end_offset=log.log_end_offset)
     if follower:
-        if not no_epoch_check:
-            p.update_follower(req.replica_id, req.replica_epoch, fp.fetch_offset, now_ms)
-            maybe_advance_hw(b, now_ms, p)
-        expanded = p.isr_to_expand(req.replica_id)
-        if expanded is not None:
-            mark("isr-expand")
-            propose_isr(b, p, expanded)
+        if arrived:
+            if not no_epoch_check:
+                p.update_follower(req.replica_id, req.replica_epoch, fp.fetch_offset, now_ms)
+                maybe_advance_hw(b, now_ms, p)
+            expanded = p.isr_to_expand(req.replica_id)
+            if expanded is not None:
+                mark("isr-expand")
+                propose_isr(b, p, expanded)
         batches = log.read(fp.fetch_offset, min(fp.max_bytes, left), log.log_end_offset, min_one)
         return FetchedPartition(fp.tp, Errors.NONE, log.high_watermark, log.log_start_offset,
                                 tuple(batches), None, log.log_end_offset)
@@ -149,7 +157,7 @@ def wake_fetches(b: BrokerState, now_ms: int, tp: TopicPartition) -> None:
     waiting = []
     for d in b.delayed_fetch:
         if tp in d.tps:
-            results, has_data = _read_fetch(b, now_ms, d.request)
+            results, has_data = _read_fetch(b, now_ms, d.request, arrived=False)
             if has_data:
                 b.send(d.src, FetchResponse(d.request.correlation_id, tuple(results)))
                 continue
@@ -161,7 +169,7 @@ def expire_fetches(b: BrokerState, now_ms: int) -> None:
     waiting = []
     for d in b.delayed_fetch:
         if d.deadline_ms <= now_ms:
-            results, _ = _read_fetch(b, now_ms, d.request)
+            results, _ = _read_fetch(b, now_ms, d.request, arrived=False)
             b.send(d.src, FetchResponse(d.request.correlation_id, tuple(results)))
         else:
             waiting.append(d)
@@ -172,6 +180,8 @@ def expire_fetches(b: BrokerState, now_ms: int) -> None:
 
 
 def propose_isr(b: BrokerState, p: Partition, new_isr: frozenset[int]) -> None:
+    """Ask the controller for ``new_isr``, each member named with the broker epoch of the
+    fetches the leader judged it by (KIP-841; Kafka's Partition.addBrokerEpochToIsr)."""
     members = []
     for r in sorted(new_isr):
         if r == b.node_id:
@@ -179,11 +189,16 @@ def propose_isr(b: BrokerState, p: Partition, new_isr: frozenset[int]) -> None:
         else:
             f = p.followers.get(r)
             members.append((r, f.broker_epoch if f is not None else -1))
-    corr = b.corr()
     p.pending_isr = new_isr
+    p.pending_members = tuple(members)
+    _send_alter(b, p)
+
+
+def _send_alter(b: BrokerState, p: Partition) -> None:
+    corr = b.corr()
     b.alter_in_flight[corr] = p.tp
     b.send(b.controller_id, AlterPartitionRequest(
-        corr, b.node_id, b.broker_epoch, p.tp, p.leader_epoch, p.partition_epoch, tuple(members)))
+        corr, b.node_id, b.broker_epoch, p.tp, p.leader_epoch, p.partition_epoch, p.pending_members))
     b.set_timer(b.config.alter_partition_timeout_ms, ("alter-timeout", corr))
 
 
@@ -215,7 +230,11 @@ def alter_timed_out(b: BrokerState, corr: int) -> None:
     tp = b.alter_in_flight.pop(corr, None)
     p = b.partitions.get(tp) if tp is not None else None
     if p is not None and p.is_leader and p.pending_isr is not None:
-        propose_isr(b, p, p.pending_isr)
+        # the very request again, broker epochs and all (Kafka's AlterPartitionManager resends
+        # the submitted item): re-reading the followers' epochs now would vouch for whatever
+        # incarnation fetched last; a member that restarted meanwhile (with its unflushed tail
+        # lost) was judged in sync only in its old epoch, and the controller must refuse it
+        _send_alter(b, p)
 
 
 def check_isr(b: BrokerState, now_ms: int) -> None:

@@ -59,6 +59,9 @@ class Partition:
     replicas: tuple[int, ...] = ()
     isr: frozenset[int] = frozenset()
     pending_isr: frozenset[int] | None = None  # an AlterPartition in flight
+    # the members of that AlterPartition with the broker epochs it named (Kafka's
+    # sentLeaderAndIsr): a retry asks for exactly this, never for newer epochs
+    pending_members: tuple[tuple[int, int], ...] = ()
     followers: dict[int, FollowerPosition] = field(default_factory=dict)
     # KIP-966: the HW advances only while the ISR has at least this many members, so that a
     # replica that left a short ISR (an eligible leader replica) has everything committed

@@ -276,6 +276,20 @@ def test_swarm_seed_97_a_member_whose_coordinator_lookup_failed_rejoins(tmp_path
     assert result["valid"] is True, result["anomaly_types"]
 
 
+def test_swarm_seed_320_a_restarted_follower_is_not_let_into_the_isr_by_a_retried_expansion():
+    """Found by the swarm on the correct engine (acked-on-isr): the leader's AlterPartition adding
+    broker 1 went unanswered (the controller was down); broker 1 crashed, lost its unflushed log
+    and registered again; the leader's retry named broker 1 with the broker epoch of its new,
+    empty incarnation, and the controller admitted it. Retries now resend the request as it was
+    made (tests/reference/test_broker.py has the mechanism on its own)."""
+    from kafkacheck.judge import judge_record as judge
+
+    out = simulate(draw(320), None)
+    assert out.violations == []
+    result = judge(out.record())
+    assert result["valid"] is True, result["anomaly_types"]
+
+
 def test_the_swarm_finds_a_switch_it_is_not_told_about(tmp_path):
     out = hunt.swarm(time_limit=600, runs=12, jobs=2, with_switch="ack-before-isr", ops=800,
                      log=lambda _m: None, shrink=False, out_dir=tmp_path)

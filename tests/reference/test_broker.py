@@ -352,6 +352,67 @@ def test_an_isr_change_without_an_answer_stays_pending_and_is_asked_again():
     assert [p.error for p in r.replies(ProduceResponse)] == []
 
 
+def test_an_unanswered_isr_expansion_is_asked_again_with_the_broker_epochs_it_named():
+    """Found by the swarm on the correct engine (seed 320): the leader proposed adding a caught-up
+    follower (named with its broker epoch), the controller was down, and the follower crashed,
+    lost its unflushed log and registered again with a new broker epoch. The leader's retry
+    re-read the follower's broker epoch from its latest fetch (the new incarnation's, at offset
+    0) and the controller, seeing a live member with its current epoch, let the empty replica
+    into the ISR: an acknowledged record was then missing from an ISR member. Kafka's
+    AlterPartitionManager resends the submitted item (Partition.prepareIsrExpand fixes the
+    epochs once), so the controller refuses it (INELIGIBLE_REPLICA, KIP-841). And the old
+    incarnation's last fetch, waiting at the leader, does not put its position back when it
+    is answered later (Kafka updates a follower's state only when its fetch arrives)."""
+    from reference.messages import AlterPartitionRequest
+
+    r = Router()
+    leader = r.nodes[1].partitions[TP]
+    r.blocked = {3}  # 3 falls behind and leaves the ISR
+    r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(b"a")))
+    for _ in range(100):
+        r.tick(500)
+    assert leader.is_leader and leader.isr == frozenset({1, 2})
+    old_epoch = r.nodes[3].broker_epoch
+    sent: list = []
+    r.drop = lambda src, dst, msg: isinstance(msg, AlterPartitionRequest) and sent.append(msg) is None
+    r.blocked = set()  # 3 catches up: the leader proposes it back, but the controller hears nothing
+    for _ in range(100):
+        r.tick(500)
+        if sent:
+            break
+    assert sent and (3, old_epoch) in sent[0].new_isr
+    assert r.nodes[3].partitions[TP].log.log_end_offset == 1
+    # 3 crashes with nothing flushed and comes back as a new incarnation with an empty log
+    r.timers = [t for t in r.timers if t[2] != 3]
+    r.nodes[3] = Broker(3, MemoryStorage(), r.nodes[2].config, 0, incarnation=1)
+    r.nodes[3].start(r.now)
+    r._collect(r.nodes[3])
+    # its fetches reach the leader (from offset 0, in the new broker epoch); no record reaches it
+    r.drop = lambda src, dst, msg: (isinstance(msg, AlterPartitionRequest) and sent.append(msg) is None) or (
+        dst == 3 and isinstance(msg, FetchResponse))
+    r.run()
+    for _ in range(100):
+        r.tick(100)
+        if 3 in leader.followers and leader.followers[3].broker_epoch != old_epoch:
+            break
+    # the old incarnation's last fetch, waiting at the leader, expires now: read again to be
+    # answered, it must not put the old position back (Kafka: updateFetchState = !readFromPurgatory)
+    r.tick(r.nodes[1].config.replica_fetch_wait_max_ms)
+    new_epoch = r.nodes[3].broker_epoch
+    assert new_epoch > old_epoch and r.nodes[0].brokers[3].broker_epoch == new_epoch
+    assert leader.followers[3].broker_epoch == new_epoch and leader.followers[3].log_end_offset == 0
+    assert r.nodes[3].partitions[TP].log.log_end_offset == 0
+    assert leader.pending_isr == frozenset({1, 2, 3})
+    # the controller is reachable again when the leader asks again
+    n = len(sent)
+    r.drop = lambda src, dst, msg: (isinstance(msg, AlterPartitionRequest) and sent.append(msg) is not None) or (
+        dst == 3 and isinstance(msg, FetchResponse))
+    r.tick(r.nodes[1].config.alter_partition_timeout_ms)
+    assert len(sent) > n and all(m.new_isr == sent[0].new_isr for m in sent)  # the same request
+    assert r.nodes[0].partitions[TP].isr == (1, 2)  # refused: 3 was judged in sync in its old epoch
+    assert leader.isr == frozenset({1, 2}) and leader.pending_isr is None
+
+
 def test_a_message_or_timer_no_handler_takes_is_an_error_not_dropped():
     """As h11 raises for an event its state machine does not expect: a broker or controller
     given a message type or timer it has no handler for raises UnexpectedInput (in the
