@@ -14,6 +14,10 @@ within milliseconds of the moment a fault is most likely to expose a mistake:
   a transaction (EndTxn written) and finishing its markers;
 * ``member-paused-across-rebalance``: a group member is paused past its session timeout as a
   rebalance starts;
+* ``coordinator-paused-during-rebalance``: the group coordinator's broker is paused past its
+  session at the controller as a rebalance starts, with members' joins held there: the
+  group's partition moves to another broker, and the paused one, resumed, must tell the
+  members it holds that it no longer coordinates (KAFKA-16148);
 * ``restart-during-cleaning``: a broker crashes right after its cleaner rewrote a segment;
 * ``clock-jump-at-boundary``: a node's clock jumps by about a session, lease or lag timeout
   (a little less or a little more), where expiry decisions flip;
@@ -45,6 +49,7 @@ AIMED: dict[str, str] = {
     "election-during-truncation": "take the leader away while a follower truncates",
     "coordinator-failover-after-endtxn": "fail the transaction coordinator between EndTxn and its markers",
     "member-paused-across-rebalance": "pause a group member past its session timeout as a rebalance starts",
+    "coordinator-paused-during-rebalance": "pause the group coordinator's broker past its session as a rebalance starts",
     "restart-during-cleaning": "crash a broker right after its cleaner rewrote a segment",
     "clock-jump-at-boundary": "jump a node's clock by about a session, lease or lag timeout",
     "request-held-back": "deliver a client's next EndTxn, produce or AddPartitionsToTxn after its timeout",
@@ -57,7 +62,7 @@ _TRIGGERS = {
     "log-append": ("leader-after-write", "crash-after-append"),
     "truncate": ("election-during-truncation",),
     "txn-decided": ("coordinator-failover-after-endtxn",),
-    "group-rebalance": ("member-paused-across-rebalance",),
+    "group-rebalance": ("member-paused-across-rebalance", "coordinator-paused-during-rebalance"),
     "compaction": ("restart-during-cleaning",),
 }
 
@@ -156,6 +161,12 @@ class AimedNemesis:
             lasts = rng.randint(session, 3 * session)
             begin = {"f": "pause", "value": {"nodes": [target]}}
             heal = {"f": "resume", "value": {"nodes": [target]}}
+        elif strategy == "coordinator-paused-during-rebalance":
+            at = now_ms + rng.randint(0, 20)  # while the members' joins wait there
+            session = self.timings["session_timeout_ms"]
+            lasts = rng.randint(session + session // 2, 3 * session)  # fenced: its partitions move
+            begin = {"f": "pause", "value": {"nodes": [node]}}
+            heal = {"f": "resume", "value": {"nodes": [node]}}
         elif strategy == "restart-during-cleaning":
             at = now_ms + rng.randint(0, 5)
             begin = {"f": "kill", "value": {"nodes": [node]}}

@@ -55,6 +55,7 @@ SWARM_OPS = {"txn": 500, "eos": 500}
 _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
               "request-held-back": (*TXN_WORKLOADS, "idempotent"),
               "member-paused-across-rebalance": ("groups",),
+              "coordinator-paused-during-rebalance": ("groups",),
               "restart-during-cleaning": ("compaction",)}
 DEFAULT_OPS = 2_000
 # the kinds of link a network fault may hit: all at once, or one kind (fault_injection.network)

@@ -183,7 +183,7 @@ def test_runs_collect_marks_and_the_same_seed_gives_the_same_marks(tmp_path):
 @pytest.mark.parametrize("strategy,workload", [
     ("leader-after-write", "queue"), ("crash-after-append", "queue"),
     ("coordinator-failover-after-endtxn", "txn"), ("member-paused-across-rebalance", "groups"),
-    ("clock-jump-at-boundary", "queue"),
+    ("coordinator-paused-during-rebalance", "groups"), ("clock-jump-at-boundary", "queue"),
 ])
 def test_each_aimed_strategy_strikes_and_the_run_stays_valid_on_the_correct_engine(tmp_path, strategy, workload):
     from kafkacheck.judge import judge_record as judge
