@@ -41,6 +41,17 @@ def _hashable(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
+def _polled(o: dict):
+    """What a poll op returned: (partition, offset, value, record key or None) in order."""
+    for mop in o.get("value") or []:
+        if not (isinstance(mop, list) and len(mop) == 2 and isinstance(mop[1], dict)):
+            continue
+        for key, pairs in mop[1].items():
+            for r in pairs:
+                if isinstance(r, list) and len(r) >= 2 and isinstance(r[0], int):
+                    yield str(key), r[0], _hashable(r[1]), (str(r[2]) if len(r) >= 3 and r[2] is not None else None)
+
+
 class Compaction:
     def __init__(self, ops: list[dict]) -> None:
         self.ops = ops
@@ -75,19 +86,12 @@ class Compaction:
         for o in ops:
             if o["process"] == "nemesis" or o["type"] == "invoke" or o["f"] != "poll":
                 continue
-            for mop in o.get("value") or []:
-                if not (isinstance(mop, list) and len(mop) == 2 and isinstance(mop[1], dict)):
-                    continue
-                for key, pairs in mop[1].items():
-                    for p in pairs:
-                        if isinstance(p, list) and len(p) >= 2 and isinstance(p[0], int):
-                            rk = str(p[2]) if len(p) >= 3 and p[2] is not None else None
-                            self.reads.append((str(key), p[0], _hashable(p[1]), rk, o))
-                            if rk is not None:
-                                self.newest_read[(str(key), rk)] = max(
-                                    p[0], self.newest_read.get((str(key), rk), -1))
-                            if p[1] is not None:
-                                self.write_offset.setdefault((str(key), _hashable(p[1])), p[0])
+            for key, off, v, rk in _polled(o):
+                self.reads.append((key, off, v, rk, o))
+                if rk is not None:
+                    self.newest_read[(key, rk)] = max(off, self.newest_read.get((key, rk), -1))
+                if v is not None:
+                    self.write_offset.setdefault((key, v), off)
 
     def superseded(self, key: str, value: Any, offset: int | None) -> bool:
         """An acknowledged value that a newer record of its record key replaced: an
@@ -116,14 +120,8 @@ class Compaction:
                 else:
                     current.pop(p)
             elif o["f"] == "poll" and p in current:
-                for mop in o.get("value") or []:
-                    if not (isinstance(mop, list) and len(mop) == 2 and isinstance(mop[1], dict)):
-                        continue
-                    for key, pairs in mop[1].items():
-                        for r in pairs:
-                            if isinstance(r, list) and len(r) >= 2 and isinstance(r[0], int):
-                                rk = str(r[2]) if len(r) >= 3 and r[2] is not None else None
-                                current[p][str(key)].append((r[0], _hashable(r[1]), rk, o))
+                for key, off, v, rk in _polled(o):
+                    current[p][key].append((off, v, rk, o))
         return out
 
     def _check_scans(self, config: dict, add) -> None:
