@@ -5,8 +5,17 @@ jars (fetched once into the cache, with the Java client driver built) for the te
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
+
+# A test run started in the background of a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and so would every process it starts (an ignored signal stays ignored across exec,
+# and Python then installs no KeyboardInterrupt handler): the tests that press Ctrl-C on a
+# kafkacheck process would see it ignored. Take Python's handler back, so that the processes
+# the tests start get SIGINT's default, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 KAFKA_SKIP_HINT = "skip the Apache Kafka tests with -m 'not kafka'"
 
