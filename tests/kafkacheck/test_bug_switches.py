@@ -74,45 +74,37 @@ def test_an_lso_one_past_an_open_transaction_is_caught(tmp_path, capsys):
     assert {"G1a", "precommitted-read"} <= set(result["anomaly_types"])
 
 
+def caught(tmp_path, capsys, args, bug, anomaly):
+    """The run of ``args`` with switch ``bug`` is invalid with ``anomaly`` among its anomalies
+    (its result is returned), and the same run without the switch is valid."""
+    code, result = run(tmp_path, "bug", [*args, "--bug", bug])
+    capsys.readouterr()
+    assert code == 1 and anomaly in result["anomaly_types"], result["anomaly_types"]
+    code, correct = run(tmp_path, "correct", args)
+    capsys.readouterr()
+    assert code == 0, correct["anomaly_types"]
+    return result
+
+
 def test_delayed_requests_from_an_earlier_transaction_are_caught(tmp_path, capsys):
     args = ["--workload", "txn", "--seed", "4", "--ops", "3000", "--faults", "straggle"]
-    code, result = run(tmp_path, "unfenced", [*args, "--bug", "txn-unfenced-requests"])
-    capsys.readouterr()
-    assert code == 1 and "G1a" in result["anomaly_types"]
+    result = caught(tmp_path, capsys, args, "txn-unfenced-requests", "G1a")
     assert "invariant-violation" not in result["anomaly_types"]  # seen in the history alone
-    code, result = run(tmp_path, "fenced", args)
-    capsys.readouterr()
-    assert code == 0, result["anomaly_types"]
 
 
 def test_a_coordinator_that_accepts_stale_generations_is_caught(tmp_path, capsys):
-    args = ["--workload", "groups", "--seed", "0", "--ops", "2000"]
-    code, result = run(tmp_path, "stale", [*args, "--bug", "group-generation-unfenced"])
-    capsys.readouterr()
-    assert code == 1 and "fenced-commit" in result["anomaly_types"]
-    code, result = run(tmp_path, "fenced", args)
-    capsys.readouterr()
-    assert code == 0, result["anomaly_types"]
+    caught(tmp_path, capsys, ["--workload", "groups", "--seed", "0", "--ops", "2000"], "group-generation-unfenced",
+           "fenced-commit")
 
 
 def test_a_cleaner_that_drops_the_newest_record_of_a_key_is_caught(tmp_path, capsys):
-    args = ["--workload", "compaction", "--seed", "2", "--ops", "2000"]
-    code, result = run(tmp_path, "drops", [*args, "--bug", "compaction-drops-latest"])
-    capsys.readouterr()
-    assert code == 1 and "compaction-lost-latest" in result["anomaly_types"]
-    code, result = run(tmp_path, "keeps", args)
-    capsys.readouterr()
-    assert code == 0, result["anomaly_types"]
+    caught(tmp_path, capsys, ["--workload", "compaction", "--seed", "2", "--ops", "2000"], "compaction-drops-latest",
+           "compaction-lost-latest")
 
 
 def test_a_coordinator_that_strands_waiting_joins_when_it_unloads_is_caught(tmp_path, capsys):
     """group-unload-strands-joins: the members whose joins the old coordinator dropped wait
     for an answer as kafka-python does (max.poll.interval.ms + 5 s), so after healing they
     are still behind the generation the others settled in."""
-    args = ["--workload", "groups", "--seed", "5", "--ops", "2000"]
-    code, result = run(tmp_path, "stranded", [*args, "--bug", "group-unload-strands-joins"])
-    capsys.readouterr()
-    assert code == 1 and "unowned-partition" in result["anomaly_types"]
-    code, result = run(tmp_path, "answered", args)
-    capsys.readouterr()
-    assert code == 0, result["anomaly_types"]
+    caught(tmp_path, capsys, ["--workload", "groups", "--seed", "5", "--ops", "2000"], "group-unload-strands-joins",
+           "unowned-partition")

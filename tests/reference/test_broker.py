@@ -309,6 +309,18 @@ def test_a_fetch_answer_to_an_older_leader_epoch_is_ignored():
     assert marks.counts().get("follower-stale-fetch-response") == 1
 
 
+def _third_out_of_the_isr():
+    """A cluster whose broker 3 fell behind (cut off) and left the ISR of ``TP``, led by 1."""
+    r = Router()
+    leader = r.nodes[1].partitions[TP]
+    r.blocked = {3}
+    r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(b"a")))
+    for _ in range(100):
+        r.tick(500)
+    assert leader.is_leader and leader.isr == frozenset({1, 2})
+    return r, leader
+
+
 def test_an_isr_change_without_an_answer_stays_pending_and_is_asked_again():
     # found by the compaction machine without a bug switch: the leader's AlterPartition adding
     # a follower was committed, but the controller's answer and its next images never reached
@@ -322,13 +334,7 @@ def test_an_isr_change_without_an_answer_stays_pending_and_is_asked_again():
         MetadataUpdate,
     )
 
-    r = Router()
-    leader = r.nodes[1].partitions[TP]
-    r.blocked = {3}  # 3 falls behind and leaves the ISR
-    r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(b"a")))
-    for _ in range(100):
-        r.tick(500)
-    assert leader.is_leader and leader.isr == frozenset({1, 2})
+    r, leader = _third_out_of_the_isr()
     sent: list = []
     silent = (AlterPartitionResponse, MetadataUpdate, BrokerHeartbeatResponse)
     r.drop = lambda src, dst, msg: (dst == 1 and isinstance(msg, silent)) or (
@@ -365,13 +371,7 @@ def test_an_unanswered_isr_expansion_is_asked_again_with_the_broker_epochs_it_na
     is answered later (Kafka updates a follower's state only when its fetch arrives)."""
     from reference.messages import AlterPartitionRequest
 
-    r = Router()
-    leader = r.nodes[1].partitions[TP]
-    r.blocked = {3}  # 3 falls behind and leaves the ISR
-    r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(b"a")))
-    for _ in range(100):
-        r.tick(500)
-    assert leader.is_leader and leader.isr == frozenset({1, 2})
+    r, leader = _third_out_of_the_isr()
     old_epoch = r.nodes[3].broker_epoch
     sent: list = []
     r.drop = lambda src, dst, msg: isinstance(msg, AlterPartitionRequest) and sent.append(msg) is None
