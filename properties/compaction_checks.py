@@ -41,6 +41,16 @@ def _hashable(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
+def _sent(o: dict):
+    """The keyed sends of a send op: (position, partition, value, offset or None, record key)."""
+    for i, mop in enumerate(o["value"]):
+        if not isinstance(mop, list) or len(mop) < 4 or mop[0] != "send":
+            continue
+        v = mop[2]
+        off, v = v if isinstance(v, list) and len(v) == 2 else (None, v)
+        yield i, str(mop[1]), v, off, str(mop[3])
+
+
 def _polled(o: dict):
     """What a poll op returned: (partition, offset, value, record key or None) in order."""
     for mop in o.get("value") or []:
@@ -63,14 +73,7 @@ class Compaction:
         for o in ops:
             if o["process"] == "nemesis" or o["f"] != "send" or not isinstance(o.get("value"), list):
                 continue
-            for mop in o["value"]:
-                if not isinstance(mop, list) or len(mop) < 4 or mop[0] != "send":
-                    continue
-                key, v, rk = str(mop[1]), mop[2], str(mop[3])
-                if isinstance(v, list) and len(v) == 2:
-                    off, v = v
-                else:
-                    off = None
+            for _i, key, v, off, rk in _sent(o):
                 hv = _hashable(v)
                 if o["type"] == "invoke":
                     if v is not None:
@@ -150,19 +153,15 @@ class Compaction:
             invoked[o["index"]] = inv["time"]
             if o["f"] != "send" or o["type"] == "fail" or not isinstance(o.get("value"), list):
                 continue
-            for i, mop in enumerate(o["value"]):
-                if not isinstance(mop, list) or len(mop) < 4 or mop[0] != "send":
-                    continue
-                key, v, rk = str(mop[1]), mop[2], str(mop[3])
-                off = v[0] if o["type"] == "ok" and isinstance(v, list) and len(v) == 2 else None
+            for i, key, v, off, rk in _sent(o):
+                off = off if o["type"] == "ok" else None
                 sends[(key, rk)].append((inv["time"], off, (o["index"], i)))
                 if off is not None:
-                    record[(key, off)] = (_hashable(v[1]), rk, o["index"], o["time"])
+                    record[(key, off)] = (_hashable(v), rk, o["index"], o["time"])
         for o in open_invoke.values():  # never completed: unknown
             if o["f"] == "send" and isinstance(o.get("value"), list):
-                for i, mop in enumerate(o["value"]):
-                    if isinstance(mop, list) and len(mop) >= 4:
-                        sends[(str(mop[1]), str(mop[3]))].append((o["time"], None, (o["index"], i)))
+                for i, key, _v, _off, rk in _sent(o):
+                    sends[(key, rk)].append((o["time"], None, (o["index"], i)))
         for scan in self.scans():
             for key, records in scan.items():
                 returned = {r[0] for r in records}
