@@ -19,10 +19,26 @@ loss and slow links between nodes with nftables and tc).
 The names of both, and which of them mean the same fault, are :mod:`~fault_injection.vocabulary`.
 """
 
-from fault_injection.disk import SimDisk
-from fault_injection.nemesis import FAULTS, Nemesis, load_schedule, random_schedule
-from fault_injection.network import Network
-from fault_injection.simulation import Simulation
+import importlib
+
+# the package's names, imported when first used (PEP 562): importing one module of the package
+# (``kafkacheck check`` needs only a few) does not import all of it
+_EXPORTS = {
+    "SimDisk": "fault_injection.disk",
+    "FAULTS": "fault_injection.nemesis",
+    "Nemesis": "fault_injection.nemesis",
+    "load_schedule": "fault_injection.nemesis",
+    "random_schedule": "fault_injection.nemesis",
+    "Network": "fault_injection.network",
+    "Simulation": "fault_injection.simulation",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
 
 __all__ = ["FAULTS", "Nemesis", "Network", "SimDisk", "Simulation", "load_schedule",
            "random_schedule"]

@@ -36,9 +36,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections import defaultdict, deque
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from properties.analysis import Analysis, Op, Report
 
@@ -46,6 +44,9 @@ WW, WR, RW, PROC, RT = 1, 2, 4, 8, 16
 NAMES = {WW: "ww", WR: "wr", RW: "rw", PROC: "process", RT: "realtime"}
 SHOWN = 50  # cycles explained step by step per type (the checker lists 50 per type)
 TRIES = 20  # edges tried per component when looking for an example of an allowed type
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 DEFAULT_STEPS = 100_000_000  # edges and search nodes examined: a correct 1M-op history needs 5.7M
@@ -163,6 +164,8 @@ class _Graph:
         return out
 
     def nx_graph(self, comps: list[list[int]], mask: int) -> nx.DiGraph:
+        import networkx as nx  # only a history with a cycle pays for importing it
+
         g = nx.DiGraph()
         for comp in comps:
             nodes = set(comp)
@@ -259,6 +262,8 @@ def _search(g: nx.DiGraph, allowed: int, required: int, budget: Budget,
     ``required`` edge (and that ``accept`` takes). Without ``accept`` and ``path`` the first
     try succeeds (every edge of a component lies on a cycle), so the search is complete;
     the example searches for allowed types stop after ``tries`` edges per component."""
+    import networkx as nx
+
     h = nx.DiGraph()
     h.add_edges_from((u, v, {"t": data["t"] & allowed}) for u, v, data in g.edges(data=True)
                      if data["t"] & allowed)

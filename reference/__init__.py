@@ -21,14 +21,32 @@ engine behind the Kafka wire protocol. Where to look:
   :mod:`~reference.bugs`.
 """
 
-from reference.broker import Broker, BrokerConfig
-from reference.bugs import BUGS, parse_bugs
-from reference.consumer import Consumer, ConsumerConfig
-from reference.controller import Controller, ControllerConfig
-from reference.errors import Errors
-from reference.log import PartitionLog
-from reference.messages import TopicPartition
-from reference.producer import Producer, ProducerConfig
+import importlib
+
+# the package's names, imported when first used (PEP 562): importing one module of the package
+# (``kafkacheck check`` needs only a few) does not import all of it
+_EXPORTS = {
+    "Broker": "reference.broker",
+    "BrokerConfig": "reference.broker",
+    "BUGS": "reference.bugs",
+    "parse_bugs": "reference.bugs",
+    "Consumer": "reference.consumer",
+    "ConsumerConfig": "reference.consumer",
+    "Controller": "reference.controller",
+    "ControllerConfig": "reference.controller",
+    "Errors": "reference.errors",
+    "PartitionLog": "reference.log",
+    "TopicPartition": "reference.messages",
+    "Producer": "reference.producer",
+    "ProducerConfig": "reference.producer",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
 
 __all__ = [
     "BUGS",
