@@ -11,18 +11,32 @@ import argparse
 import os
 import sys
 
-from fault_injection.nemesis import ScheduleError
-from kafkacheck.commands import COMMANDS, command
+from kafkacheck.commands import COMMANDS, SUMMARIES, command
 from kafkacheck.exits import EXIT_INTERRUPTED, EXIT_USAGE, Parser, UsageError
-from linearizability.operations import HistoryError as LinHistoryError
-from properties.analysis import HistoryShapeError
-from traces.history import CorpusError, HistoryError
 
-# what a command raises for input it cannot use: one line, exit 3
-_BAD_INPUT = (UsageError, HistoryError, ScheduleError, HistoryShapeError, LinHistoryError, CorpusError)
+# what a command raises for input it cannot use: one line, exit 3. Named, not imported: the
+# dispatcher imports only the command that runs, and an error of a module never imported
+# cannot have been raised
+_BAD_INPUT = (("traces.history", "HistoryError"), ("traces.history", "CorpusError"),
+              ("fault_injection.nemesis", "ScheduleError"), ("properties.analysis", "HistoryShapeError"),
+              ("linearizability.operations", "HistoryError"))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _bad_input(e: BaseException) -> bool:
+    return isinstance(e, UsageError) or any(
+        isinstance(e, getattr(sys.modules[module], name))
+        for module, name in _BAD_INPUT if module in sys.modules)
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The command ``argv`` runs (the top level has no option but --help)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in SUMMARIES else None
+
+
+def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; with ``lazy``, only command ``only`` gets its own parser (and
+    its module is the only one imported), the others just their line in ``--help``."""
     p = Parser(prog="kafkacheck", description=(
         "Verify the guarantees of Kafka and Kafka-compatible brokers: run workloads under "
         "faults and judge the histories."),
@@ -30,23 +44,28 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 valid, 1 invalid (anomalies found), 2 unknown, 3 unusable input.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMANDS:
-        command(name).add_parser(sub)
+        if lazy and name != only:
+            sub.add_parser(name, help=SUMMARIES[name], add_help=False)
+        else:
+            command(name).add_parser(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv), lazy=True)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
     try:
         return command(args.command).main(args)
-    except _BAD_INPUT as e:
-        print(f"kafkacheck: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
     except OSError as e:
         print(f"kafkacheck: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as e:
+        if not _bad_input(e):
+            raise
+        print(f"kafkacheck: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("kafkacheck: interrupted", file=sys.stderr)

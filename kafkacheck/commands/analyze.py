@@ -7,12 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.exits import EXIT_INTERRUPTED, EXIT_VALID, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     ana = sub.add_parser(
-        "analyze", help="analyse a corpus with Spark: anomalies, rates, time to anomaly, agreement",
+        "analyze", help=SUMMARIES["analyze"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Run the Spark jobs of spark_analysis over corpus DIR: corpus-wide anomaly detection "

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.commands.common import standalone
 from kafkacheck.exits import UsageError, verdict_exit
 from kafkacheck.judge import judge, read_events, write_results
@@ -15,7 +16,7 @@ from traces.history import iter_history, locate_run, named_values
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     chk = sub.add_parser(
-        "check", help="check a run directory or a history.jsonl recorded anywhere",
+        "check", help=SUMMARIES["check"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Judge a run directory (run.json, history.jsonl, events.jsonl) or a history.jsonl "

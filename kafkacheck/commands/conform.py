@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fault_injection.vocabulary import REAL as REAL_FAULTS
 from fault_injection.vocabulary import unknown as unknown_fault
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.workloads import WORKLOADS
 
@@ -25,7 +26,7 @@ def _catalogue():
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     con = sub.add_parser(
-        "conform", help="run the conformance suite against a real Kafka-compatible broker",
+        "conform", help=SUMMARIES["conform"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Check a real broker over TCP with real clients: a catalogue of cases, each a "
                     "documented Kafka guarantee (acks=all below min.insync.replicas is refused, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.corpus import convert_runs, generate_local, generate_spark, plan, write_manifest
 from kafkacheck.exits import EXIT_INVALID, EXIT_VALID, UsageError
 from kafkacheck.workloads import WORKLOADS
@@ -12,7 +13,7 @@ from kafkacheck.workloads import WORKLOADS
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     cor = sub.add_parser(
-        "corpus", help="generate many simulated runs (or convert run directories) into a Parquet corpus",
+        "corpus", help=SUMMARIES["corpus"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Simulate --runs runs drawn at random (or, with --grid, walked in order) from the "

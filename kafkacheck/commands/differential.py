@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.conform.differential import DEVIATIONS, SCRIPTS, Result, Wire, common_versions, run
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     dif = sub.add_parser(
-        "differential", help="send the same scripted requests to the reference broker and Apache Kafka, compare",
+        "differential", help=SUMMARIES["differential"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Start the reference broker (or --target tansu) and Apache Kafka, one node each, send both "
                     "the same scripted request sequences on raw sockets (one protocol version per API, the "

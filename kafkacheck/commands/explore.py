@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.commands.common import bug_help
 from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from kafkacheck.explore import MACHINES
@@ -14,7 +15,7 @@ from reference.bugs import BUGS
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     exp = sub.add_parser(
-        "explore", help="run a Hypothesis state machine against the simulated cluster",
+        "explore", help=SUMMARIES["explore"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Hypothesis generates programs of rules against a simulated reference "
                     "cluster: client ops, faults (kill, restart, pause, partitions, message loss, "

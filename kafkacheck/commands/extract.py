@@ -6,11 +6,12 @@ import argparse
 import json
 from pathlib import Path
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.exits import EXIT_VALID, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    ext = sub.add_parser("extract", help="write one run of a corpus back out as a run directory",
+    ext = sub.add_parser("extract", help=SUMMARIES["extract"],
                          description="Write run RUN_ID of corpus CORPUS as a run directory (run.json, "
                                      "history.jsonl, events.jsonl) that kafkacheck check, lin and "
                                      "friends read; the corpus keeps only anomaly counts, so "

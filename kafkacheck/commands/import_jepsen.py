@@ -6,13 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from kafkacheck.commands import check
+from kafkacheck.commands import SUMMARIES, check
 from kafkacheck.exits import EXIT_VALID, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     imp = sub.add_parser(
-        "import-jepsen", help="convert a Jepsen Kafka-workload history.edn into a run directory",
+        "import-jepsen", help=SUMMARIES["import-jepsen"],
         description="Convert a Jepsen Kafka-workload history (EDN, one op map per line, as "
                     "Jepsen's history.edn) into a run directory of this project's trace format, "
                     "so that `kafkacheck check DIR` can judge it. Keyword keys and values become "

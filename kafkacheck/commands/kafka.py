@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.conform.apache_kafka import KafkaDist, KafkaUnavailable, KafkaVersionUnknown, check_version
 from kafkacheck.exits import EXIT_UNKNOWN, EXIT_VALID, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     kaf = sub.add_parser(
-        "kafka", help="fetch Apache Kafka's jars (and build the Java client driver) for conform --spawn kafka",
+        "kafka", help=SUMMARIES["kafka"],
         description="kafkacheck conform --spawn kafka runs Apache Kafka from jars that Maven fetches from Maven "
                     "Central once into a cache ($KAFKACHECK_CACHE, else $XDG_CACHE_HOME/kafkacheck, else "
                     "~/.cache/kafkacheck). 'kafkacheck kafka fetch' fills that cache ahead of time (CI does it "

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.exits import EXIT_INVALID, UsageError, verdict_exit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     lin = sub.add_parser(
-        "lin", help="check a history for linearizability (porcupine's algorithm, in C++)",
+        "lin", help=SUMMARIES["lin"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Check that a history is linearizable with respect to a model, with porcupine's "

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 
 
@@ -27,7 +28,7 @@ def build(variant: str, replicas: int, log_len: int):
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     mc = sub.add_parser(
-        "model-check", help="bounded model checking of the replication and transaction protocols (z3)",
+        "model-check", help=SUMMARIES["model-check"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Unroll a z3 model of one partition (leader append, follower fetch and truncation, "

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from fault_injection.nemesis import FAULTS, load_schedule, parse_faults
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.commands.common import bug_help, standalone
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.judge import judge_record
@@ -31,7 +32,7 @@ _SWARM_DRAWS = ("workload", "transaction_version", "assignor", "static_members",
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser(
-        "run", help="run a workload on the simulated reference cluster under faults and check it",
+        "run", help=SUMMARIES["run"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Run a workload (--workload; the queue workload by default: sends and polls over "

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError
 from kafkacheck.serve import ClusterNotReady, ReferenceCluster, describe_timings
 from reference.server.cluster import DataDirInUse, ServerOptions
@@ -15,7 +16,7 @@ from reference.server.cluster import DataDirInUse, ServerOptions
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     srv = sub.add_parser(
-        "serve", help="run the reference broker cluster on real sockets (Kafka wire protocol)",
+        "serve", help=SUMMARIES["serve"],
         description="Start a reference cluster that Kafka clients talk to: a controller and --brokers "
                     "brokers, one process each (or one process with --single-process), storing their "
                     "logs under --data-dir. Broker i listens on 127.0.0.1:PORT+i-1. A cluster stopped "
