@@ -1,14 +1,34 @@
-"""Human-readable output: the progress bar and the verdict table (rich)."""
+"""Human-readable output: the progress bar and the verdict (rich).
+
+The verdict comes first, then the table of what ran, then each violation and each allowed
+anomaly type with its count, one line each; the explanations (a worked example of every
+type) are behind ``--explain`` and in the run's report. Output to a file or a pipe is not cut
+to a terminal's width: :func:`stdout_console` gives it the room it needs.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+# output that is not a terminal's (a log, a pipe): lines as long as they are, never cut or wrapped
+_PIPE_WIDTH = 1000
+SHOWN = 5  # examples of a violation type with --explain
+
+
+def stdout_console() -> Console:
+    """The console for standard output: a terminal's width on a terminal (or $COLUMNS), and
+    otherwise wide enough that no table cell is cut and no line is wrapped."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return Console()
+    return Console(width=_PIPE_WIDTH, soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -23,8 +43,41 @@ def progress_bar(disabled: bool, total: int) -> Iterator:
         yield lambda done, _total: p.update(task, completed=done)
 
 
-def print_verdict(result: dict, run_dir: Path, meta: dict) -> None:
-    console = Console()
+def verdict_line(result: dict) -> str:
+    """The verdict in one line (rich markup): valid, unknown, or INVALID with each violation
+    type and its count."""
+    valid = result.get("valid")
+    if valid is True:
+        return "[bold green]valid[/]: no anomaly found"
+    if valid == "unknown":
+        return "[bold yellow]unknown[/]: the checker could not decide"
+    counts = result.get("counts", {})
+    kinds = result.get("anomaly_types", [])
+    return "[bold red]INVALID[/]: " + (", ".join(
+        f"{kind} ({counts.get(kind, len(result['anomalies'].get(kind, [])))})" for kind in kinds) or "see below")
+
+
+def _allowed_reasons() -> dict[str, str]:
+    """Why each allowed type is allowed, from the checker's table."""
+    from properties.checker import allowances
+
+    reasons: dict[str, str] = {"unseen": "acknowledged values no poll returned; without a final read, "
+                                         "unread is not lost",
+                               "eos-unprocessed": "input read after the last commit: not yet processed"}
+    # a G1c cycle is allowed only when it has write-write edges (the checker decides per cycle)
+    reasons.update(dict.fromkeys(("G1c", "G1c-process", "G1c-realtime"), "cycles through write-write "
+                                 "dependencies: Kafka does not isolate writes"))
+    for a in allowances():
+        for kind in a.kinds:
+            reasons.setdefault(kind, a.why)
+    return reasons
+
+
+def print_verdict(result: dict, run_dir: Path, meta: dict, explain: bool = False) -> None:
+    """The verdict first, then the run's table, the violations and the allowed types (one line
+    each); ``explain``: up to five examples of each violation type and one of each allowed type."""
+    console = stdout_console()
+    console.print(verdict_line(result))
     stats = result.get("stats", {})
     table = Table(title=f"kafkacheck: {meta.get('run_id', run_dir)}", show_header=False)
     table.add_column("", style="bold")
@@ -61,33 +114,41 @@ def print_verdict(result: dict, run_dir: Path, meta: dict) -> None:
         table.add_row("linearizability", f"{lin['verdict']}: {lin['partitions']} partition logs, "
                       f"{lin['operations']} appends and reads, {lin['iterations']:,} search steps "
                       f"({lin['seconds']:.1f} s)")
-    for kind, n in (result.get("allowed") or {}).items():
-        table.add_row(f"allowed: {kind}", str(n))
     console.print(table)
     counts = result.get("counts", {})
     for kind in result.get("anomaly_types", []):
         items = result["anomalies"].get(kind, [])
-        console.print(f"[bold red]{kind}[/]: {counts.get(kind, len(items))}")
-        for a in items[:5]:
-            ops = a.get("ops") or []
-            console.print(f"  - {a.get('explanation')}" + (f" [ops {ops[:6]}]" if ops else ""))
-        if len(items) > 5:
-            console.print(f"  ... {counts.get(kind, len(items)) - 5} more in results.json")
-    examples = result.get("allowed_anomalies") or {}
-    if examples:
-        console.print("[bold]allowed[/] (reported, not violations; --forbid TYPE makes one a violation):")
-        for kind, items in examples.items():
-            console.print(f"  [yellow]{kind}[/] ({(result.get('allowed') or {}).get(kind, len(items))}), "
-                          f"e.g. {items[0].get('explanation')}")
+        n = counts.get(kind, len(items))
+        shown = items[:SHOWN] if explain else items[:1]
+        console.print(f"[bold red]{kind}[/] ({n})" + (f": {_example(shown[0])}" if shown and not explain else ""),
+                      highlight=False)
+        if explain:
+            for a in shown:
+                console.print(f"  - {_example(a)}", highlight=False)
+            if n > len(shown):
+                console.print(f"  ... {n - len(shown)} more in results.json", highlight=False)
+    allowed = result.get("allowed") or {}
+    if allowed:
+        reasons = _allowed_reasons()
+        width = max(len(k) for k in allowed)
+        console.print("allowed, not violations ([bold]--explain[/] for examples, --forbid TYPE to forbid one):")
+        examples = result.get("allowed_anomalies") or {}
+        for kind, n in allowed.items():
+            console.print(f"  [yellow]{kind:<{width}}[/] {n:>6}  {reasons.get(kind, '')}", highlight=False)
+            if explain and examples.get(kind):
+                console.print(f"      e.g. {_example(examples[kind][0])}", highlight=False)
     for reason in result.get("unknown") or []:
         console.print(f"[bold yellow]unknown[/]: {reason}")
-    valid = result.get("valid")
-    if valid is True:
-        console.print("[bold green]valid[/]: no anomaly found")
-    elif valid == "unknown":
-        console.print("[bold yellow]unknown[/]: the checker could not decide")
-    else:
-        console.print("[bold red]INVALID[/]")
-        if result.get("reproduce"):
-            console.print(f"reproduce with: {result['reproduce']}")
-    console.print(f"run directory: {run_dir}")
+    if result.get("valid") not in (True, "unknown") and result.get("reproduce"):
+        console.print(f"reproduce with: {result['reproduce']}", highlight=False)
+    report = run_dir / "report.html"
+    console.print(f"run directory: {run_dir}" + (f" (open {report} for the timeline and plots)"
+                                                if report.exists() else ""), highlight=False)
+
+
+def _example(anomaly: dict) -> str:
+    from rich.markup import escape
+
+    ops = anomaly.get("ops") or []
+    listed = ", ".join(map(str, ops[:6])) + (", ..." if len(ops) > 6 else "")
+    return escape(str(anomaly.get("explanation")) + (f" [ops {listed}]" if ops else ""))

@@ -35,6 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     chk.add_argument("path", help="a run directory or a history.jsonl")
     chk.add_argument("--format", choices=["table", "json"], default="table",
                      help="a readable table (default) or the results.json object")
+    chk.add_argument("--explain", action="store_true",
+                     help="after the verdict, explain an example of every anomaly type found, allowed "
+                          "ones included (report.html explains them too)")
     chk.add_argument("--no-ww-deps", action="store_true",
                      help="do not infer write-write edges from offsets (Jepsen's default; with "
                           "them, which is ours, G0 and write-write G1c cycles are found)")
@@ -93,5 +96,5 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
-        print_verdict(result, directory, meta)
+        print_verdict(result, directory, meta, explain=args.explain)
     return verdict_exit(result["valid"])

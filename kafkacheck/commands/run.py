@@ -98,6 +98,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "whether its history.jsonl and events.jsonl are the same, byte for byte")
     run.add_argument("--out", metavar="DIR", help="run directory (default runs/<run_id>)")
     run.add_argument("--format", choices=["table", "json"], default="table")
+    run.add_argument("--explain", action="store_true",
+                     help="after the verdict, explain an example of every anomaly type found, allowed "
+                          "ones included (report.html explains them too)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -146,7 +149,7 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
-        print_verdict(result, out, outcome.run_meta)
+        print_verdict(result, out, outcome.run_meta, explain=args.explain)
     return verdict_exit(result["valid"])
 
 
@@ -159,7 +162,7 @@ def _swarm_options(args: argparse.Namespace, parser_defaults: dict):
     for name in _SWARM_DRAWS:
         if getattr(args, name) != parser_defaults[name]:
             raise UsageError(f"--swarm draws --{name.replace('_', '-')} itself; with --swarm give only "
-                             "--ops, --bug, --keep-going, --out, --format and --no-progress")
+                             "--ops, --bug, --keep-going, --out, --format, --explain and --no-progress")
     if args.swarm < 0:
         raise UsageError("--swarm must be a seed of 0 or more")
     try:
@@ -249,7 +252,8 @@ def _replay(args: argparse.Namespace) -> int:
     if options.get("schedule") and (source / "schedule.json").exists():
         options = {**options, "schedule": str(source / "schedule.json")}  # the one that ran, wherever it was
     again = argparse.Namespace(**{**defaults, **options, "replay": None, "out": args.out or f"{source}-replay",
-                                  "format": args.format, "no_progress": args.no_progress})
+                                  "format": args.format, "no_progress": args.no_progress,
+                                  "explain": args.explain})
     if Path(again.out).resolve() == source.resolve():
         raise UsageError("--replay DIR --out DIR: the replay needs a directory of its own")
     code = main(again)
