@@ -93,6 +93,8 @@ def main(args: argparse.Namespace) -> int:
                    forbid=tuple(args.forbid), linearizable=args.lin)
     if is_dir:
         write_results(directory / "results.json", result)
+        from kafkacheck.report import write_report  # report.json, report.html
+        write_report(directory)
     if args.format == "json":
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

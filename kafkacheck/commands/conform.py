@@ -349,7 +349,7 @@ def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
     except ImportError as e:
         raise UsageError(f"--client {args.client} is not installed: {e}") from None
     report = _report(args, target, client.name, target_version=target.version or "unknown",
-                     brokers=target.brokers, features=dict(target.features))
+                     brokers=target.brokers, features=dict(target.features), bugs=list(target.bugs))
     _run_cases(args, plan.cases, target, client, report, console)
     if args.workload != "none" and report.unusable is None:
         _run_workload(args, target, client, out, report, console)
@@ -388,6 +388,14 @@ def _write_reports(report, out: Path, console) -> None:
     console.print(f"wrote {out / 'report.json'}, {out / 'junit.xml'}, {out / 'report.html'}")
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The kafkacheck conform command of ``args``: its options that differ from the defaults."""
+    from kafkacheck.commands.common import standalone
+    from kafkacheck.report import cli_command
+
+    return cli_command("conform", args, vars(standalone(add_parser, "conform", [])))
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -424,6 +432,8 @@ def _run_workload(args, target, client, out: Path, report, console) -> None:
                                         round(time.monotonic() - start, 3)))
             return
     seconds = time.monotonic() - start
+    from kafkacheck.report import write_report
+    write_report(result["run_dir"], reproduce=_command(args))
     summary = result["summary"]
     report.nemesis.extend(summary["nemesis"])
     valid = result["valid"]

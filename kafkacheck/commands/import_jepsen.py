@@ -30,6 +30,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {out} exists and is not a directory")
     out, n = import_history(args.history, out)
     print(f"imported {n} ops from {args.history} into {out}", file=sys.stderr)
-    if not args.check:
+    if not args.check:  # check writes the report with the verdict
+        from kafkacheck.report import write_report
+        write_report(out)
         return EXIT_VALID
     return check.main(check.parse([str(out)]))  # check's own defaults, all of them

@@ -146,6 +146,8 @@ def main(args: argparse.Namespace) -> int:
     result["stats"]["simulation"] = outcome.stats
     result["reproduce"] = reproduce
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    from kafkacheck.report import write_report  # report.json, report.html
+    write_report(out)
     if args.format == "json":
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ class Report:
     target_version: str = "unknown"  # "Apache Kafka 4.3.1", "reference 0.1.0", ...
     brokers: int = 1
     features: dict[str, int] = field(default_factory=dict)  # Apache Kafka's --feature levels, as formatted
+    bugs: list[str] = field(default_factory=list)  # the reference broker's bug switches (--bug)
     entries: list[Entry] = field(default_factory=list)
     nemesis: list[dict] = field(default_factory=list)
     unusable: str | None = None  # the broker stopped answering: why; the report is partial
@@ -121,6 +123,10 @@ def write_html(report: Report, path: Path) -> None:
         if e.details:
             detail = ("<details><summary>details</summary><pre>"
                       + html.escape(json.dumps(e.details, indent=2, default=str)) + "</pre></details>")
+        run_dir = e.details.get("run_dir") if e.details else None
+        if run_dir and (Path(run_dir) / "report.html").exists():  # the workload's own report (kafkacheck/report.py)
+            page = os.path.relpath(Path(run_dir) / "report.html", path.parent)
+            detail = f"<div><a href='{html.escape(page)}'>the run's report: timeline, anomalies</a></div>" + detail
         rows.append(
             f"<tr><td>{html.escape(e.kind)}</td><td><b>{html.escape(e.name)}</b>"
             f"<div class='guarantee'>{html.escape(e.guarantee)}</div>"
@@ -148,6 +154,7 @@ def write_html(report: Report, path: Path) -> None:
 <h1>kafkacheck conformance: {html.escape(report.target_version)} &mdash; {report.verdict.upper()}</h1>
 <p class="meta">{report.brokers} broker(s) &middot; bootstrap {html.escape(report.bootstrap)}
 &middot; client {html.escape(report.client)}
+&middot; bug switches {html.escape(", ".join(report.bugs) or "none")}
 &middot; started {html.escape(report.started)}</p>
 <p class="summary"><span class="pass">{c['pass']} passed</span><span class="fail">{c['fail']} failed</span>
 <span class="error">{c['error']} errors</span><span class="skip">{c['skip']} skipped</span></p>

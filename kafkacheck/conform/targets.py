@@ -95,6 +95,7 @@ class Target:
     broker_config: dict[str, str] = field(default_factory=dict)  # --broker-config, as given
     min_insync_replicas: int | None = None  # what kafkacheck configured, when it started the broker
     features: dict[str, int] = field(default_factory=dict)  # Apache Kafka: the --feature levels it was formatted with
+    bugs: list[str] = field(default_factory=list)  # the reference broker's bug switches (--bug)
 
     @property
     def controllable(self) -> bool:
@@ -238,7 +239,7 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
         target = Target("reference", cluster.bootstrap, brokers, dict(cluster.processes()), cluster, cleanup,
                         version=f"reference {kafkacheck.__version__}" + (f" ({shown})" if shown else ""), netns=net,
                         broker_config=broker_config, min_insync_replicas=options.min_insync_replicas,
-                        features=dict(features or {}))
+                        features=dict(features or {}), bugs=sorted(bugs))
         try:
             if proxied:
                 layout = cluster.layout

@@ -134,6 +134,7 @@ def _config(run: RealRun, rf: int, seconds: float, final_read: dict) -> dict:
         "client": run.kind, "seconds": seconds, "staleness_bound_ms": 60_000,
         **({"min_insync_replicas": target.min_insync_replicas} if target.min_insync_replicas is not None else {}),
         **({"broker_config": dict(target.broker_config)} if target.broker_config else {}),
+        "features": dict(target.features), "bugs": list(target.bugs),
         "final_read": final_read,
     }
     config.update(w.real_config(run))

@@ -1,0 +1,144 @@
+"""report.html and report.json of a run directory (kafkacheck/report.py), without a browser:
+what they hold, where they are written, and how big a large run's page is.
+tests/kafkacheck/test_report_browser.py opens the pages in Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from kafkacheck.cli import main
+from kafkacheck.report import MAX_TIMELINE_OPS, fault_windows, write_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _page(run_dir: Path) -> str:
+    return (run_dir / "report.html").read_text()
+
+
+def _ids(page: str) -> set[str]:
+    return set(re.findall(r'\bid=["\']([^"\']+)["\']', page))
+
+
+def test_fault_windows_pair_each_fault_with_what_ends_it():
+    def op(i, f, value, t):
+        return [{"index": 2 * i, "time": t, "type": "invoke", "f": f, "value": value},
+                {"index": 2 * i + 1, "time": t + 5, "type": "info", "f": f, "value": value}]
+
+    nemesis = [*op(0, "pause", {"nodes": [1]}, 100), *op(1, "pause", {"nodes": [2]}, 200),
+               *op(2, "partition", {"grudge": {"1": [2]}}, 250), *op(3, "resume", {"nodes": [2]}, 300),
+               *op(4, "kill", {"nodes": [3]}, 350), *op(5, "heal", None, 400),
+               *op(6, "resume", {"nodes": [1]}, 500), *op(7, "clock-skew", {"node": 1, "skew_ms": 300}, 600),
+               *op(8, "clock-skew", {"node": 1, "skew_ms": 0}, 700)]
+    windows = {(w["f"], tuple(w["nodes"])): (w["start"], w["end"]) for w in fault_windows(nemesis, 1000)}
+    assert windows == {("pause", ("1",)): (105, 500), ("pause", ("2",)): (205, 300),
+                       ("partition", ()): (255, 400),  # heal ends the network's faults, not a pause or a kill
+                       ("kill", ("3",)): (355, 1000),  # never restarted: to the end of the run
+                       ("clock-skew", ("1",)): (605, 700)}
+
+
+def test_a_simulated_run_writes_its_report_with_every_anomaly_op_anchored(tmp_path):
+    out = tmp_path / "bug"
+    code = main(["run", "--ops", "1500", "--bug", "ack-before-isr", "--keep-going", "--no-progress",
+                 "--out", str(out)])
+    assert code == 1
+    report = json.loads((out / "report.json").read_text())
+    results = json.loads((out / "results.json").read_text())
+    assert report["target"]["bugs"] == ["ack-before-isr"]
+    assert report["target"]["version"].startswith("reference ")
+    assert report["reproduce"] == results["reproduce"] == \
+        "kafkacheck run --seed 0 --ops 1500 --bug ack-before-isr --keep-going"
+    assert report["options"] == {"seed": 0, "ops": 1500, "bug": ["ack-before-isr"], "keep_going": True}
+    assert report["verdict"]["valid"] is False
+    assert report["verdict"]["anomaly_types"] == results["anomaly_types"]
+    assert report["drawn"]["sampled"] == [] and report["drawn"]["timeline_ops"] == report["history"]["client_ops"]
+    page = _page(out)
+    ids = _ids(page)
+    for kind in results["anomaly_types"]:
+        assert f"anomaly-{kind}" in _ids(page)
+    linked = set(re.findall(r'class="oplink" href="#([^"]+)"', page))
+    assert linked and linked <= ids, sorted(linked - ids)[:5]
+    named = {o for items in results["anomalies"].values() for a in items for o in a["ops"]}
+    for o in named:  # every op an anomaly names is drawn, marked as such
+        assert re.search(rf'<rect id="op-{o}" data-inv="\d+" class="op \w+ anom"', page), o
+    # invariant violations name no op: they link to the node event that recorded them
+    assert any(i.startswith("ev-") for i in linked)
+    assert "ack-before-isr" in page and results["reproduce"] in page
+    # self-contained: nothing is fetched when the page opens
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "<script src" not in page and "<link" not in page
+
+
+def test_check_rewrites_the_report_and_import_jepsen_writes_one(tmp_path):
+    out = tmp_path / "valid"
+    assert main(["run", "--ops", "300", "--no-progress", "--out", str(out)]) == 0
+    (out / "report.html").unlink()
+    (out / "report.json").unlink()
+    assert main(["check", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"]["valid"] is True
+    assert report["reproduce"] == "kafkacheck run --seed 0 --ops 300"  # kept from results.json
+    assert "VALID" in _page(out)
+
+    edn = ROOT / "tests" / "data" / "jepsen" / "history.edn"
+    if not edn.exists():
+        edn = next((ROOT / "tests" / "data").rglob("*.edn"))
+    imported = tmp_path / "jepsen"
+    assert main(["import-jepsen", str(edn), "--out", str(imported)]) == 0
+    report = json.loads((imported / "report.json").read_text())
+    assert report["verdict"] is None and report["target"]["name"] == "jepsen"
+    assert "Not judged yet" in _page(imported)
+    main(["check", str(imported)])
+    assert json.loads((imported / "report.json").read_text())["verdict"] is not None
+
+
+def _large_history(run_dir: Path, n_ops: int, anomaly_op: int) -> None:
+    """``n_ops`` sends and polls by 10 processes over 100 s, with a pause window, and a
+    results.json naming one op: the page of a large run, made without simulating it."""
+    run_dir.mkdir(parents=True)
+    lines, t = [], 1_000_000_000
+    for i in range(n_ops):
+        p = i % 10
+        f = "send" if i % 2 else "poll"
+        t += 1_000_000
+        lines.append({"index": len(lines), "time": t, "process": p, "type": "invoke", "f": f,
+                      "value": [["send", "t0:0", i]] if f == "send" else [["poll"]]})
+        if i == n_ops // 2:
+            lines.append({"index": len(lines), "time": t, "process": "nemesis", "type": "info", "f": "pause",
+                          "value": {"nodes": [1]}})
+        lines.append({"index": len(lines), "time": t + 400_000, "process": p, "type": "ok", "f": f,
+                      "value": [["send", "t0:0", [i, i]]] if f == "send" else [["poll", {"t0:0": [[i, i]]}]]})
+    (run_dir / "history.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (run_dir / "run.json").write_text(json.dumps({"format": 1, "run_id": "large", "target": "sim", "config": {}}))
+    (run_dir / "results.json").write_text(json.dumps({
+        "valid": False, "anomaly_types": ["lost-write"], "counts": {"lost-write": 1},
+        "anomalies": {"lost-write": [{"explanation": "planted for the page's size test", "ops": [anomaly_op]}]}}))
+
+
+def test_a_large_run_is_sampled_keeping_the_anomaly_ops(tmp_path):
+    out = tmp_path / "large"
+    n = 100_000
+    anomaly_op = 2 * 33_333 + 1  # a completion that every k-th sampling would leave out
+    _large_history(out, n, anomaly_op)
+    write_report(out)
+    report = json.loads((out / "report.json").read_text())
+    assert report["history"]["client_ops"] == n
+    assert report["drawn"]["timeline_ops"] < MAX_TIMELINE_OPS and report["drawn"]["sampled"]
+    page = _page(out)
+    assert f'id="op-{anomaly_op}"' in page and "Sampled:" in page
+    size = (out / "report.html").stat().st_size
+    assert size < 8_000_000, size  # a page a browser opens in about a second
+
+
+def test_check_still_imports_only_the_standard_library_for_the_report():
+    """The report module is imported by kafkacheck check: nothing beyond the standard library."""
+    code = ("import sys; before = set(sys.modules); import kafkacheck.report; "
+            "print(sorted(m for m in set(sys.modules) - before if not m.startswith(('kafkacheck', 'encodings'))"
+            " and m.split('.')[0] not in sys.stdlib_module_names))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
