@@ -72,10 +72,11 @@ def result_json(result: CheckResult) -> dict:
 
 
 def print_result(result: CheckResult, path: Path) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from kafkacheck.console import stdout_console
+
+    console = stdout_console()
     model = get_model(result.model)
     table = Table(title=f"{path} ({result.model})")
     for col in ("partition", "verdict", "ops", "linearized", "stuck at"):

@@ -36,10 +36,9 @@ def main(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from rich.console import Console
-
     from kafkacheck.conform.apache_kafka import KafkaUnavailable, check_version
     from kafkacheck.conform.targets import TargetError, spawn
+    from kafkacheck.console import stdout_console
 
     try:
         check_version(args.kafka_version)
@@ -54,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
         chosen = [sc for sc in SCRIPTS if sc.name in wanted]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    console = Console()
+    console = stdout_console()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     targets = []
     try:

@@ -72,10 +72,10 @@ def _undecided_text(ks: list[int]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    from kafkacheck.console import stdout_console
     from properties.formal.bmc import as_dict, check, k_induction
 
     known = variants()
@@ -86,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
     if args.replicas not in (2, 3) or not 1 <= args.log_len <= 4:
         raise UsageError("--replicas must be 2 or 3 and --log-len between 1 and 4")
     model, bug = build(args.variant, args.replicas, args.log_len)
-    console = Console(stderr=False)
+    console = stdout_console()
     with console.status(f"{args.variant}: bounded model checking to depth {args.depth}") as status:
         result = check(model, args.depth,
                        progress=lambda k, s: status.update(f"{args.variant}: no violation up to depth {k} "
