@@ -750,7 +750,8 @@ def write_report(run_dir: str | Path, reproduce: str | None = None) -> Path:
 <h1>{_esc(title)}</h1>
 <p class="meta">{_esc(target['version'] or target['name'] or 'unknown target')} &middot; workload
 {_esc(meta.get('workload'))} &middot; seed {_esc(meta.get('seed'))} &middot; bug switches
-{_esc(', '.join(target['bugs']) or 'none')} &middot; {len(ops):,} client operations, {len(windows)} faults</p>
+{_esc(', '.join(target['bugs']) or 'none')} &middot; {len(ops):,} client operations,
+{len(windows)} fault{'' if len(windows) == 1 else 's'}</p>
 {verdict}
 <h2 id="timeline-heading">Timeline</h2>
 <p class="note">One lane per client process (a lane goes on with the next process of the same client);
