@@ -87,7 +87,7 @@ def write_junit(report: Report, path: Path) -> None:
                        time=f"{sum(e.seconds for e in report.entries):.3f}", timestamp=report.started)
     props = ET.SubElement(suite, "properties")
     for k, v in (("bootstrap", report.bootstrap), ("client", report.client), ("target_version", report.target_version),
-                 ("brokers", str(report.brokers))):
+                 ("brokers", str(report.brokers)), ("bug_switches", ",".join(report.bugs) or "none")):
         ET.SubElement(props, "property", name=k, value=v)
     for e in report.entries:
         tc = ET.SubElement(suite, "testcase", classname=f"conform.{e.kind}", name=e.name, time=f"{e.seconds:.3f}")

@@ -161,6 +161,7 @@ def test_conform_runs_report_in_the_browser(browser, shots, tmp_path):
     assert "--bug lso-off-by-one" in report["reproduce"]
     assert json.loads((bug / "txn" / "run.json").read_text())["config"]["bugs"] == ["lso-off-by-one"]
     assert json.loads((bug / "report.json").read_text())["bugs"] == ["lso-off-by-one"]
+    assert '<property name="bug_switches" value="lso-off-by-one"' in (bug / "junit.xml").read_text()
     assert "txn/report.html" in (bug / "report.html").read_text()  # the conformance page links the run's
     _check_page(browser, valid / "queue" / "report.html", shots / "report-conform-valid.png")
     _check_page(browser, bug / "txn" / "report.html", shots / "report-conform-bug.png")
