@@ -11,10 +11,18 @@ find nothing.
 The verdict depends on work only: a switch is "missed" when none of its ``runs`` seeds fails,
 which is the same on any machine. The wall-clock limit is a safety net: when it stops a hunt
 before its runs are done, the outcome is "unknown" (exit 2), never "missed" or "nothing".
+
+With ``--spark MASTER`` the runs are Spark tasks (:class:`spark_analysis.pool.SparkTaskPool`:
+a job of one task a run, as many in flight as the cluster has cores, or ``--jobs``); each
+returns its small record (the verdict, anomaly kinds, coverage marks, its seconds and the
+fingerprint of the code that made it) and the driver does the rest as the local hunt does,
+with the same loop: the same seeds in the same order, the same first finding, shrinking and
+saving on the driver.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import sys
@@ -128,6 +136,102 @@ def hunt_machine(out: Outcome, name: str, bugs: list[str], programs: int, time_l
             log(f"  could not save the program to {path}: {e.strerror or e}")
 
 
+class SparkWorkerError(Exception):
+    """A Spark task failed, or ran code other than the driver's: one line for the user."""
+
+
+def code_fingerprint() -> str:
+    """A hash of the project's sources (and data files) where this process imports them from
+    (150 files, a few milliseconds): a Spark task's verdict is the local one only if its
+    worker runs the same code. Read anew each time: a checkout edited during a hunt must not
+    pass for a different install."""
+    import hashlib
+    import importlib.util
+
+    h = hashlib.sha256()
+    for pkg in ("reference", "fault_injection", "traces", "properties", "linearizability", "kafkacheck"):
+        spec = importlib.util.find_spec(pkg)
+        if spec is None or spec.origin is None:
+            continue
+        root = Path(spec.origin).parent
+        for f in sorted(root.rglob("*")):
+            if f.suffix in (".py", ".json") and "__pycache__" not in f.parts:
+                h.update(str(f.relative_to(root.parent)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _remote(fn, job):
+    """A Spark task: one run, with its seconds, the code's fingerprint and the worker's host."""
+    import socket
+
+    t = time.perf_counter()
+    r = fn(job)
+    return r, time.perf_counter() - t, code_fingerprint(), socket.gethostname()
+
+
+class _Checked:
+    """A Spark task's handle: its run's result, once its code is known to be the driver's."""
+
+    driver_code: str = ""
+
+    def __init__(self, handle) -> None:
+        self.handle = handle
+        self.seconds = 0.0
+        self.host = ""
+
+    def ready(self) -> bool:
+        return self.handle.ready()
+
+    def get(self):
+        from spark_analysis.pool import SparkTaskError
+
+        try:
+            r, self.seconds, fingerprint, self.host = self.handle.get()
+        except SparkTaskError as e:
+            raise SparkWorkerError(f"a Spark task failed: {e}") from None
+        if fingerprint != _Checked.driver_code:
+            _Checked.driver_code = code_fingerprint()  # the files as they are now
+        if fingerprint != _Checked.driver_code:
+            raise SparkWorkerError(
+                f"the Spark worker on {self.host} runs other kafkacheck code (sources {fingerprint}) than "
+                f"this driver ({_Checked.driver_code}): install the same kafkacheck on every worker")
+        return r
+
+
+class Tasks:
+    """Where the runs of a hunt go: ``jobs`` forked processes, or Spark tasks in ``spark`` (a
+    SparkSession), ``jobs`` in flight (default: the cluster's cores)."""
+
+    def __init__(self, jobs: int | None, spark=None) -> None:
+        self.spark = spark
+        if spark is None:
+            self.slots = jobs or default_jobs()
+            self.pool = mp.get_context("fork").Pool(self.slots)
+        else:
+            from spark_analysis.pool import SparkTaskPool
+
+            _Checked.driver_code = code_fingerprint()
+            self.pool = SparkTaskPool(spark, "kafkacheck-hunt")
+            self.slots = jobs or self.pool.slots
+
+    def submit(self, fn, job):
+        if self.spark is None:
+            return self.pool.apply_async(fn, (job,))
+        return _Checked(self.pool.apply_async(_remote, (fn, job)))
+
+    def __enter__(self) -> Tasks:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pool.terminate()
+
+
+def _where(handle) -> str:
+    """What a progress line adds for a Spark task: its own seconds and its worker."""
+    return f"; task {handle.seconds:.1f} s on {handle.host}" if isinstance(handle, _Checked) else ""
+
+
 def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | str, list[str], int]:
     """Run one seed in a scratch directory; (seed, valid, anomaly types, client ops)."""
     from kafkacheck.corpus import RunSpec, simulate_run
@@ -193,21 +297,23 @@ def save_run(options: dict, out_dir: Path) -> Path:
     return out
 
 
-def hunt(bug: str, runs: int, jobs: int, log=print, shrink: bool = True,
-         time_limit: float = DEFAULT_TIME_LIMIT_S, out_dir: Path | None = None) -> Outcome:
+def hunt(bug: str, runs: int, jobs: int | None, log=print, shrink: bool = True,
+         time_limit: float = DEFAULT_TIME_LIMIT_S, out_dir: Path | None = None, spark=None) -> Outcome:
     """Seeds 0, 1, ... of ``bug``'s scenario until the first invalid verdict; the finding shrunk
-    (``shrink``) and, with ``out_dir``, saved there as a run directory."""
+    (``shrink``) and, with ``out_dir``, saved there as a run directory. The reported seed is the
+    lowest invalid one of the budget, however many run at once: seeds start in order, and a
+    detection waits for every lower seed under way. ``spark``: the runs as Spark tasks."""
     sc = SCENARIOS[bug]
     out = Outcome(bug, scenario=sc, runs_budget=runs)
     start = time.monotonic()
-    ctx = mp.get_context("fork")
-    with ctx.Pool(jobs) as pool:
+    with Tasks(jobs, spark) as pool:
+        jobs = pool.slots
         pending: dict[int, object] = {}
         seed = 0
         while True:
             # after a detection, only the lower seeds already started still count
             while len(pending) < jobs and seed < runs and not out.detected:
-                pending[seed] = pool.apply_async(_judge_run, ((bug, sc, seed, sc.ops),))
+                pending[seed] = pool.submit(_judge_run, (bug, sc, seed, sc.ops))
                 seed += 1
             if out.detected:
                 for s in [s for s in pending if s > out.seed]:
@@ -222,15 +328,15 @@ def hunt(bug: str, runs: int, jobs: int, log=print, shrink: bool = True,
                 time.sleep(0.05)
                 continue
             for s in sorted(done):
-                _s, valid, kinds, _n = pending.pop(s).get()
+                h = pending.pop(s)
+                _s, valid, kinds, _n = h.get()
                 out.runs += 1
                 log(f"  {bug}: seed {s} {'INVALID ' + ','.join(kinds) if valid is False else valid}"
-                    f" ({time.monotonic() - start:.1f} s)")
+                    f" ({time.monotonic() - start:.1f} s{_where(h)})")
                 if valid is False and (not out.detected or s < out.seed):
                     if not out.detected:
                         out.seconds = time.monotonic() - start
                     out.detected, out.seed, out.anomalies = True, s, kinds
-        pool.terminate()
     if not out.detected:
         out.seconds = time.monotonic() - start
         return out
@@ -250,19 +356,20 @@ def hunt(bug: str, runs: int, jobs: int, log=print, shrink: bool = True,
     return out
 
 
-def no_bug(runs: int, jobs: int, log=print, time_limit: float = DEFAULT_TIME_LIMIT_S) -> Outcome:
+def no_bug(runs: int, jobs: int | None, log=print, time_limit: float = DEFAULT_TIME_LIMIT_S,
+           spark=None) -> Outcome:
     """The correct engine under the same scenarios, ``runs`` runs in all: nothing may be found."""
     out = Outcome(None, runs_budget=runs)
     start = time.monotonic()
-    ctx = mp.get_context("fork")
     scenarios = NO_BUG_SCENARIOS + list(dict.fromkeys(SCENARIOS.values()))
-    with ctx.Pool(jobs) as pool:
+    with Tasks(jobs, spark) as pool:
+        jobs = pool.slots
         pending = []
         i = 0
         while i < runs or pending:
             while len(pending) < jobs and i < runs:
                 sc = scenarios[i % len(scenarios)]
-                pending.append((sc, pool.apply_async(_judge_run, ((None, sc, i // len(scenarios), sc.ops),))))
+                pending.append((sc, pool.submit(_judge_run, (None, sc, i // len(scenarios), sc.ops))))
                 i += 1
             done = [x for x in pending if x[1].ready()]
             if not done:
@@ -276,16 +383,53 @@ def no_bug(runs: int, jobs: int, log=print, time_limit: float = DEFAULT_TIME_LIM
                 s, valid, kinds, _n = x[1].get()
                 out.runs += 1
                 verdict = valid if valid is not False else "INVALID " + ",".join(kinds)
-                log(f"  no switch: {x[0].workload} seed {s} {verdict}")
+                log(f"  no switch: {x[0].workload} seed {s} {verdict}" + (f" ({_where(x[1])[2:]})" if _where(x[1]) else ""))
                 if valid is False:
                     out.false_positives.append((x[0].workload, s, kinds))
-        pool.terminate()
     out.seconds = time.monotonic() - start
     return out
 
 
 def default_jobs() -> int:
     return max(1, min(os.cpu_count() or 2, 4))
+
+
+@contextlib.contextmanager
+def spark_session(master: str | None, log=print):
+    """The Spark session of ``--spark MASTER`` (None without it), stopped at the end. On Ctrl-C
+    PySpark's handler has cancelled the jobs already; the JVM's logs are silenced before the
+    session stops (tasks killed under way are no news), and the interruption goes on up."""
+    if master is None:
+        yield None
+        return
+    from spark_analysis.pool import first_error_line
+    from spark_analysis.session import get_spark
+
+    log(f"starting Spark (master {master}) ...")
+    try:
+        spark = get_spark(master=master, app_name="kafkacheck-hunt")
+    except Exception as e:
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise SparkWorkerError(f"Spark did not start with master {master}: {first_error_line(e)}") from None
+        raise
+    log(f"Spark: {spark.sparkContext.defaultParallelism} task slots (master {spark.sparkContext.master})")
+    try:
+        yield spark
+    except KeyboardInterrupt:
+        _silence(spark)
+        raise
+    finally:
+        # a context the interruption left half stopped may fail to stop: the JVM exits with us
+        with contextlib.suppress(Exception):
+            spark.stop()
+
+
+def _silence(spark) -> None:
+    try:
+        log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setAllLevels(log4j.LogManager.getRootLogger().getName(), log4j.Level.OFF)
+    except Exception:
+        pass
 
 
 def _verdict(o: Outcome) -> str:
@@ -367,11 +511,13 @@ def _programs(n: int | None) -> str:
     return f"{n} program" if n == 1 else f"{n} programs"
 
 
-def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, quiet: bool,
+def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int | None, quiet: bool,
          machines: bool = False, time_limit: float = DEFAULT_TIME_LIMIT_S,
          machine_time: float = DEFAULT_MACHINE_TIME_S,
-         machine_programs: int = DEFAULT_MACHINE_PROGRAMS, out_dir: Path = Path("runs/hunt")) -> int:
+         machine_programs: int = DEFAULT_MACHINE_PROGRAMS, out_dir: Path = Path("runs/hunt"),
+         spark_master: str | None = None) -> int:
     """``out_dir``: where findings are saved (runs as run directories, machines' programs).
+    ``spark_master``: the seeds as Spark tasks there (the machines run on this machine).
     Exit 0: every switch detected (by its
     seeds, and by its machine with ``machines``) and nothing found without one; 1: a switch
     missed within its runs or programs, or a finding without a switch; 2: otherwise undecided
@@ -382,20 +528,21 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int, qui
 
     names = list(BUGS) if all_ else bugs
     outcomes = []
-    for name in names:
-        log(f"hunting {name} ({SCENARIOS[name].workload}, {SCENARIOS[name].ops} ops a run, up to {runs} runs)")
-        outcomes.append(hunt(name, runs, jobs, log, time_limit=time_limit, out_dir=out_dir))
-        if machines:
-            from kafkacheck.explore import MACHINE_FOR_BUG
-            hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], machine_programs, machine_time, log,
-                         out_dir)
-    if with_none:
-        log(f"running the correct engine (no switch), {runs} runs")
-        outcomes.append(no_bug(runs, jobs, log, time_limit=time_limit))
-        if machines:
-            from kafkacheck.explore import MACHINES
-            for m in MACHINES:
-                hunt_machine(outcomes[-1], m, [], machine_programs, machine_time, log, out_dir)
+    with spark_session(spark_master, log) as spark:
+        for name in names:
+            log(f"hunting {name} ({SCENARIOS[name].workload}, {SCENARIOS[name].ops} ops a run, up to {runs} runs)")
+            outcomes.append(hunt(name, runs, jobs, log, time_limit=time_limit, out_dir=out_dir, spark=spark))
+            if machines:
+                from kafkacheck.explore import MACHINE_FOR_BUG
+                hunt_machine(outcomes[-1], MACHINE_FOR_BUG[name], [name], machine_programs, machine_time, log,
+                             out_dir)
+        if with_none:
+            log(f"running the correct engine (no switch), {runs} runs")
+            outcomes.append(no_bug(runs, jobs, log, time_limit=time_limit, spark=spark))
+            if machines:
+                from kafkacheck.explore import MACHINES
+                for m in MACHINES:
+                    hunt_machine(outcomes[-1], m, [], machine_programs, machine_time, log, out_dir)
     print_table(outcomes, runs)
     missed = [o for o in outcomes if (o.bug is not None and not o.detected and not o.timed_out)
               or machine_missed(o)]
@@ -490,25 +637,27 @@ class Steering:
             self.score[f] = (total + novelty, n + 1)
 
 
-def swarm(time_limit: float, runs: int | None, jobs: int, with_switch: str | None = None,
-          ops: int | None = None, log=print, shrink: bool = True, out_dir: Path | None = None) -> SwarmOutcome:
+def swarm(time_limit: float, runs: int | None, jobs: int | None, with_switch: str | None = None,
+          ops: int | None = None, log=print, shrink: bool = True, out_dir: Path | None = None,
+          spark=None) -> SwarmOutcome:
     """Swarm seeds until the time limit (or ``runs`` runs): stop at the first finding, saved
-    with ``out_dir`` as a run directory there."""
+    with ``out_dir`` as a run directory there. ``spark``: the runs as Spark tasks, steered as
+    the local ones are (each result as it comes, whatever its order)."""
     from kafkacheck.swarm import DEFAULT_OPS
 
     ops = ops or DEFAULT_OPS
     out = SwarmOutcome(with_switch, ops=ops)
     steering = Steering(ops)
     start = time.monotonic()
-    ctx = mp.get_context("fork")
     started = 0
-    with ctx.Pool(jobs) as pool:
+    with Tasks(jobs, spark) as pool:
+        jobs = pool.slots
         pending: dict[int, object] = {}
         while True:
             while (len(pending) < jobs and not out.found and (runs is None or started < runs)
                    and time.monotonic() - start < time_limit):
                 seed = steering.pick()
-                pending[seed] = pool.apply_async(_swarm_run, ((seed, ops, with_switch),))
+                pending[seed] = pool.submit(_swarm_run, (seed, ops, with_switch))
                 started += 1
             if not pending:
                 break
@@ -524,7 +673,8 @@ def swarm(time_limit: float, runs: int | None, jobs: int, with_switch: str | Non
                 time.sleep(0.05)
                 continue
             for s in sorted(done):
-                seed, valid, kinds, marks, workload, drawn = pending.pop(s).get()
+                h = pending.pop(s)
+                seed, valid, kinds, marks, workload, drawn = h.get()
                 out.runs += 1
                 out.by_workload[workload] = out.by_workload.get(workload, 0) + 1
                 for m, n in marks.items():
@@ -532,10 +682,9 @@ def swarm(time_limit: float, runs: int | None, jobs: int, with_switch: str | Non
                     out.mark_counts[m] = out.mark_counts.get(m, 0) + n
                 steering.learn(seed, marks)
                 verdict = valid if valid is not False else "INVALID " + ",".join(kinds)
-                log(f"  swarm seed {seed}: {verdict} ({time.monotonic() - start:.1f} s; {drawn})")
+                log(f"  swarm seed {seed}: {verdict} ({time.monotonic() - start:.1f} s{_where(h)}; {drawn})")
                 if valid is False:
                     out.found.append((seed, kinds, drawn))
-        pool.terminate()
     out.seconds = time.monotonic() - start
     if runs is not None and out.runs >= runs and not out.found:
         out.stopped_by = f"{runs} runs"

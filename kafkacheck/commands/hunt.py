@@ -32,7 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "verdict; print the seed, the anomaly, the time to detection and a shrunk "
             "reproduction. --all does every switch and then the correct engine over the same "
             "scenarios, and prints one table. That verdict counts runs, never seconds: "
-            "--time-limit (default 900 s) is a safety net whose expiry makes the outcome unknown."),
+            "--time-limit (default 900 s) is a safety net whose expiry makes the outcome unknown.\n\n"
+            "--spark MASTER (both kinds of hunt): the runs are Spark tasks (local[2], "
+            "spark://host:7077...), --jobs at a time (default: the cluster's cores), each returning "
+            "its verdict and coverage marks to this process, which steers, stops, shrinks and prints "
+            "as it does without Spark: the same seed gives the same verdict. Every worker needs the "
+            "same kafkacheck installed (see docs/how-to/hunt.md)."),
         epilog="bug switches:\n" + bug_help() + "\n\nExit codes: swarm: 0 nothing found (with "
                "--with-switch: the switch found), 1 a finding (with --with-switch: missed), 2 "
                "--runs given and the time limit came first. --bug/--all: 0 every switch detected "
@@ -53,6 +58,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     hunt.add_argument("--jobs", type=int, default=None, metavar="N",
                       help="runs in parallel (default: the CPU count, at most 4)")
     hunt.add_argument("--quiet", action="store_true", help="only the final table")
+    hunt.add_argument("--spark", metavar="MASTER", default=None,
+                      help="run the seeds as Spark tasks at this master (local[2], spark://host:7077, "
+                           "yarn...; needs the spark extra); --jobs: tasks in flight (default: its cores)")
     hunt.add_argument("--machines", action="store_true",
                       help="after the seeds, run the Hypothesis state machine that reaches each switch "
                            "(and every machine without a switch) for --machine-programs programs, the "
@@ -81,6 +89,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--with-switch and --ops go with the swarm hunt (no --bug, no --all)")
     if swarm and args.machines:
         raise UsageError("--machines goes with --bug or --all")
+    if args.spark is not None:
+        _need_pyspark(args.spark)
     if swarm:
         return _swarm_hunt(args)
     runs = args.runs if args.runs is not None else hunt.DEFAULT_RUNS
@@ -92,11 +102,34 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--runs and --machine-programs must be at least 1")
     if time_limit <= 0 or machine_time <= 0:
         raise UsageError("--time-limit and --machine-time must be positive")
-    jobs = args.jobs if args.jobs is not None else hunt.default_jobs()
-    if jobs < 1:
+    jobs = _jobs(args)
+    try:
+        return hunt.main(args.bug, args.all, args.all or not args.bug, runs, jobs, args.quiet,
+                         args.machines, time_limit, machine_time, machine_programs, Path(args.out),
+                         spark_master=args.spark)
+    except hunt.SparkWorkerError as e:
+        raise UsageError(str(e)) from None
+
+
+def _need_pyspark(master: str) -> None:
+    if not master.strip():
+        raise UsageError("--spark needs a master URL, e.g. local[2] or spark://host:7077")
+    try:
+        import pyspark  # noqa: F401  (only asked whether it is there)
+    except ImportError:
+        raise UsageError("--spark needs PySpark: pip install 'kafkacheck[spark]'") from None
+
+
+def _jobs(args: argparse.Namespace) -> int | None:
+    """Runs at once: --jobs; without it the CPU count (at most 4), or with --spark the
+    cluster's task slots (None: the pool asks Spark)."""
+    from kafkacheck import hunt
+
+    if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    return hunt.main(args.bug, args.all, args.all or not args.bug, runs, jobs, args.quiet,
-                     args.machines, time_limit, machine_time, machine_programs, Path(args.out))
+    if args.jobs is not None:
+        return args.jobs
+    return None if args.spark is not None else hunt.default_jobs()
 
 
 
@@ -110,18 +143,22 @@ def _swarm_hunt(args: argparse.Namespace) -> int:
         raise UsageError("--runs must be at least 1")
     if args.ops is not None and args.ops < 100:
         raise UsageError("--ops must be at least 100")
-    jobs = args.jobs if args.jobs is not None else hunt.default_jobs()
-    if jobs < 1:
-        raise UsageError("--jobs must be at least 1")
+    jobs = _jobs(args)
 
     def log(msg: str) -> None:
         if not args.quiet:
             print(msg, file=sys.stderr, flush=True)
 
     engine = f"the engine with {args.with_switch} on" if args.with_switch else "the engine"
+    at_once = f"{jobs} at a time" if jobs else "as many at a time as Spark has task slots"
     log(f"swarm hunt on {engine}: up to {time_limit:g} s" + (f" or {args.runs} runs" if args.runs else "")
-        + f", {jobs} at a time")
-    out = hunt.swarm(time_limit, args.runs, jobs, args.with_switch, args.ops, log, out_dir=Path(args.out))
+        + f", {at_once}" + (f", as Spark tasks (--spark {args.spark})" if args.spark else ""))
+    try:
+        with hunt.spark_session(args.spark, log) as spark:
+            out = hunt.swarm(time_limit, args.runs, jobs, args.with_switch, args.ops, log,
+                             out_dir=Path(args.out), spark=spark)
+    except hunt.SparkWorkerError as e:
+        raise UsageError(str(e)) from None
     hunt.print_swarm(out)
     if args.with_switch:
         return EXIT_VALID if out.found else (EXIT_UNKNOWN if out.unfinished else EXIT_INVALID)
