@@ -84,9 +84,7 @@ def test_check_rewrites_the_report_and_import_jepsen_writes_one(tmp_path):
     assert report["reproduce"] == "kafkacheck run --seed 0 --ops 300"  # kept from results.json
     assert "VALID" in _page(out)
 
-    edn = ROOT / "tests" / "data" / "jepsen" / "history.edn"
-    if not edn.exists():
-        edn = next((ROOT / "tests" / "data").rglob("*.edn"))
+    edn = ROOT / "tests" / "data" / "jepsen_kafka_cases" / "g1c-ww-wr-test.edn"
     imported = tmp_path / "jepsen"
     assert main(["import-jepsen", str(edn), "--out", str(imported)]) == 0
     report = json.loads((imported / "report.json").read_text())
