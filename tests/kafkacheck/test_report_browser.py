@@ -166,3 +166,19 @@ def test_conform_runs_report_in_the_browser(browser, shots, tmp_path):
     _check_page(browser, valid / "queue" / "report.html", shots / "report-conform-valid.png")
     _check_page(browser, bug / "txn" / "report.html", shots / "report-conform-bug.png")
     _check_links(browser, bug / "txn" / "report.html")
+
+
+def test_a_large_runs_page_opens_fast(browser, tmp_path):
+    """The page of a 100,000-op history (sampled) loads in well under a few seconds, and its
+    anomaly's link still lands on its op; prints the load time (docs/how-to/report.md)."""
+    from kafkacheck.report import write_report
+    from tests.kafkacheck.test_report import _large_history
+
+    out = tmp_path / "large"
+    _large_history(out, 100_000, 2 * 33_333 + 1)
+    write_report(out)
+    _open(browser, out / "report.html")
+    load_ms = browser.execute_script("return performance.getEntriesByType('navigation')[0].loadEventEnd")
+    print(f"a page of {(out / 'report.html').stat().st_size / 1e6:.1f} MB for 100,000 ops loaded in {load_ms:.0f} ms")
+    assert load_ms < 10_000
+    _check_links(browser, out / "report.html")
