@@ -27,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "G1c and their -process and -realtime variants) and beyond it: G-single, G2 and G1b "
             "from read-write edges, stale-read after the faults end, and the exactly-once, "
             "consumer-group and compaction checks where the run's config carries them. Writes "
-            "results.json into a run directory."),
+            "results.json, and report.json and report.html (docs/how-to/report.md) beside it, "
+            "into a run directory."),
         epilog="allowed by default (reported, not violations): int-send-skip, G0*, G1c cycles "
                "with write-write edges, G-single, G2, G1b; poll-skip and nonmonotonic-poll when "
                "the run used subscribe.\nExit codes: 0 valid, 1 invalid, 2 unknown (the cycle "
