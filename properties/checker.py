@@ -32,6 +32,9 @@ their anomaly names (:data:`ANOMALY_TYPES`) and allowances (:func:`allowances`) 
 from __future__ import annotations
 
 import gc
+import json
+import os
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -277,15 +280,140 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+ENGINES = ("fast", "python")
+
+
+def engine_of(engine: str | None = None) -> str:
+    """The checker's engine: ``engine``, else $KAFKACHECK_CHECKER, else ``fast`` (the compiled
+    hot path of properties/_fastcheck, which hands what it does not cover to ``python``, the
+    pure-Python checker and its oracle)."""
+    e = engine or os.environ.get("KAFKACHECK_CHECKER") or "fast"
+    if e not in ENGINES:
+        raise ValueError(f"unknown checker engine {e!r} (one of {', '.join(ENGINES)})")
+    return e
+
+
 def check(ops: Iterable[dict], config: dict | None = None, *,
           cycle_steps: int = DEFAULT_STEPS, cycle_time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-          forbid: tuple[str, ...] = (), linearizable: bool = False) -> dict:
+          forbid: tuple[str, ...] = (), linearizable: bool = False, engine: str | None = None) -> dict:
     """Judge a history; returns the results.json object of docs/reference/trace-format.md. ``ops`` may be a
     stream (:func:`traces.history.iter_history`): it is read once, and kept as dicts only when
     the consumer-group or compaction checks need them. ``linearizable`` adds the
-    partition-log linearizability check (properties/linearizable.py)."""
+    partition-log linearizability check (properties/linearizable.py). ``engine`` (default
+    $KAFKACHECK_CHECKER, else ``fast``): ``fast`` judges in C++ what :func:`check_fast` covers
+    and the rest in Python, ``python`` judges all in Python; both give the same verdict."""
     with _gc_paused():
+        if engine_of(engine) == "fast":
+            result = _check_fast(ops, config or {}, Budget(cycle_steps, cycle_time_limit_s), forbid, linearizable)
+            if isinstance(result, dict):
+                return result
         return _check(ops, config or {}, Budget(cycle_steps, cycle_time_limit_s), forbid, linearizable)
+
+
+def check_fast(ops: Iterable[dict], config: dict | None = None, *,
+               cycle_steps: int = DEFAULT_STEPS, cycle_time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+               forbid: tuple[str, ...] = (), linearizable: bool = False) -> dict | str:
+    """The compiled engine alone: the verdict :func:`check` gives, or a string saying why this
+    history is left to the Python checker ("fallback: ..."). It covers histories of integer values
+    (a :class:`traces.history.HistoryStream`, which it reads itself, or a list of ops) under a
+    config without consumer groups, compaction, exactly-once or linearizability; of the anomalies it
+    reports the dependency cycles, ``unseen`` and ``stalled`` (any other found anomaly hands the
+    history over)."""
+    with _gc_paused():
+        return _check_fast(ops, config or {}, Budget(cycle_steps, cycle_time_limit_s), forbid, linearizable)
+
+
+def _fast_unfit(rc: RunConfig, linearizable: bool) -> str | None:
+    """Why the compiled engine does not judge a run of this config (None: it does)."""
+    raw = rc.raw
+    final = raw.get("final_read") or {}
+    for why, unfit in (("linearizability", linearizable), ("consumer groups", rc.groups),
+                       ("compaction", rc.compacted), ("exactly-once", rc.eos or raw.get("eos")),
+                       ("a final read's start that is not an integer",
+                        final.get("performed") and type(final.get("start_ns", 0)) is not int),
+                       ("a final read's end offsets that are not an object",
+                        final.get("performed") and not isinstance(final.get("end_offsets") or {}, dict))):
+        if unfit:
+            return why
+    return None
+
+
+def _jsonl(ops: list | tuple) -> str | None:
+    """The ops as history.jsonl text, or None when JSON would change them (tuples, keys that are
+    not strings, values JSON does not have): the compiled engine must see what Python sees."""
+    lines = []
+    for op in ops:
+        try:
+            line = json.dumps(op, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return None
+        if json.loads(line) != op:
+            return None
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str, ...],
+                linearizable: bool) -> dict | str:
+    from traces.history import HistoryStream
+
+    rc = RunConfig.of(config)
+    why = _fast_unfit(rc, linearizable)
+    if why:
+        return f"fallback: {why}"
+    try:
+        from properties import _fastcheck
+    except ImportError:
+        return "fallback: the C++ extension properties._fastcheck is not built"
+    path = text = None
+    if isinstance(ops, HistoryStream):
+        if ops.named_values:
+            return "fallback: named values (a Jepsen import)"
+        path = str(ops.path)
+    elif isinstance(ops, (list, tuple)):
+        text = _jsonl(ops)
+        if text is None:
+            return "fallback: ops that JSON would change"
+    else:
+        return "fallback: a stream of ops that is not a history file"
+    final = rc.raw.get("final_read") or {}
+    performed = bool(final.get("performed"))
+    idempotence = (bool(rc.raw.get("idempotence")) and not rc.raw.get("txn") and not rc.raw.get("eos")
+                   and not rc.weak_acks and not rc.raw.get("unclean_leader_election_enable"))
+    out = _fastcheck.check(path, text, rc.ww_deps, not rc.compacted and not rc.subscribe, rc.staleness_bound_ms,
+                           budget.steps, budget.deadline - time.monotonic(), rc.weak_acks, performed,
+                           final.get("start_ns", 0) if performed else 0, bool(final.get("reached_end")),
+                           [str(k) for k in (final.get("end_offsets") or {})] if performed else [],
+                           idempotence, sorted(TCP_BREAKING_FAULTS))
+    if isinstance(out, str):
+        return out
+    r = Result()
+    for kind, allowed, count, items in out["reports"]:
+        if allowed:
+            r.allowed[kind] += count
+            r.allowed_items[kind].extend(items)
+        else:
+            r.counts[kind] += count
+            r.anomalies[kind].extend(items)
+    if out["unread"] and not performed:  # _check_final_read without a final read
+        r.allowed["unseen"] += out["unread"]
+    if rc.stalled:
+        _check_stall(rc.raw, r)
+    cycle_stats = out["cycles"]
+    budget.used = out["budget_used"]
+    budget.reason = out["budget_reason"] or None
+    if "budget_reason" in cycle_stats:
+        cycle_stats["budget_reason"] = budget.explain()
+    applied = [c for c in CHECKS if c.applies(_Applies(rc, linearizable))]
+    return _verdict(r, rc, applied, forbid, cycle_stats, None, None, out["stats"])
+
+
+@dataclass(frozen=True)
+class _Applies:
+    """What a :class:`Check`'s ``applies`` reads of a :class:`Judging`."""
+
+    rc: RunConfig
+    linearizable: bool
 
 
 def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str, ...],
@@ -300,9 +428,23 @@ def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str,
     applied = [c for c in CHECKS if c.applies(j)]
     for c in applied:
         c.run(j)
-    r = j.r
+    client_ops = [op for op in compiled if op.completed]
+    stats = {
+        "ops": counted.n,
+        "client_ops": len(client_ops),
+        "ok": sum(1 for op in client_ops if op.type == "ok"),
+        "fail": sum(1 for op in client_ops if op.type == "fail"),
+        "info": sum(1 for op in client_ops if op.type == "info"),
+        "keys": len(j.a.orders),
+        "nemesis_ops": len(nemesis),
+    }
+    return _verdict(j.r, rc, applied, forbid, j.cycle_stats, j.lin_unknown, j.lin_stats, stats)
 
-    # ---------------------------------------------------------- verdict
+
+def _verdict(r: Result, rc: RunConfig, applied: list[Check], forbid: tuple[str, ...], cycle_stats: dict,
+             lin_unknown: str | None, lin_stats: dict | None, stats: dict) -> dict:
+    """The results.json object from what the checks reported: allowances applied, ``forbid``
+    honoured."""
     forbidden = set(forbid)
     for kind in list(r.allowed_items):  # --forbid: allowed instances become violations
         if kind in forbidden:
@@ -319,10 +461,8 @@ def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str,
             r.allowed_items[kind].extend(r.anomalies[kind][:MAX_REPORTED - len(r.allowed_items[kind])])
         else:
             bad.append(kind)
-    client_ops = [op for op in compiled if op.completed]
-    cycle_stats = j.cycle_stats
     valid: bool | str = not bad
-    if valid and (cycle_stats.get("budget_exhausted") or j.lin_unknown):
+    if valid and (cycle_stats.get("budget_exhausted") or lin_unknown):
         valid = "unknown"
     return {
         "valid": valid,
@@ -332,17 +472,11 @@ def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str,
         "allowed": dict(sorted(r.allowed.items())),
         "allowed_anomalies": {k: r.allowed_items[k] for k in sorted(r.allowed_items) if r.allowed_items[k]},
         "unknown": ([cycle_stats["budget_reason"]] if cycle_stats.get("budget_exhausted") else [])
-                   + ([j.lin_unknown] if j.lin_unknown else []),
+                   + ([lin_unknown] if lin_unknown else []),
         "stats": {
-            "ops": counted.n,
-            "client_ops": len(client_ops),
-            "ok": sum(1 for op in client_ops if op.type == "ok"),
-            "fail": sum(1 for op in client_ops if op.type == "fail"),
-            "info": sum(1 for op in client_ops if op.type == "info"),
-            "keys": len(j.a.orders),
-            "nemesis_ops": len(nemesis),
+            **stats,
             "cycles": cycle_stats,
-            **({"linearizability": j.lin_stats} if j.lin_stats is not None else {}),
+            **({"linearizability": lin_stats} if lin_stats is not None else {}),
         },
     }
 

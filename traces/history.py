@@ -234,10 +234,27 @@ def write_jsonl(path: str | os.PathLike, rows: list[dict]) -> None:
             fh.write("".join([encode(row) + "\n" for row in rows[start:start + 4096]]))
 
 
-def iter_history(path: str | os.PathLike, named_values: bool = False) -> Iterator[dict]:
+class HistoryStream:
+    """The ops of a history.jsonl, read and validated line by line each time it is iterated
+    (:func:`iter_history`). It keeps the file's path, so that the checker's compiled engine
+    (properties/checker.py, ``engine="fast"``) can read the file itself."""
+
+    def __init__(self, path: str | os.PathLike, named_values: bool = False) -> None:
+        self.path = Path(path)
+        self.named_values = named_values
+
+    def __iter__(self) -> Iterator[dict]:
+        return _stream(self.path, self.named_values)
+
+
+def iter_history(path: str | os.PathLike, named_values: bool = False) -> HistoryStream:
     """Stream a history.jsonl, validating every line as it is read (a million-op history
-    never sits in memory as dicts); raises HistoryError on the first problem. ``named_values``
-    admits string values (a Jepsen import, see :func:`named_values`)."""
+    never sits in memory as dicts); iterating raises HistoryError on the first problem.
+    ``named_values`` admits string values (a Jepsen import, see :func:`named_values`)."""
+    return HistoryStream(path, named_values)
+
+
+def _stream(path: Path, named_values: bool) -> Iterator[dict]:
     p = Path(path)
     try:
         fh = open(p, encoding="utf-8")  # noqa: SIM115 -- closed in the finally below
