@@ -189,7 +189,9 @@ class _Checked:
         try:
             r, self.seconds, fingerprint, self.host = self.handle.get()
         except SparkTaskError as e:
-            raise SparkWorkerError(f"a Spark task failed: {e}") from None
+            hint = (" (kafkacheck must be installed for the Python that Spark runs on every worker: "
+                    "PYSPARK_PYTHON; see docs/how-to/hunt.md)" if "ModuleNotFoundError" in str(e) else "")
+            raise SparkWorkerError(f"a Spark task failed: {e}{hint}") from None
         if fingerprint != _Checked.driver_code:
             _Checked.driver_code = code_fingerprint()  # the files as they are now
         if fingerprint != _Checked.driver_code:
