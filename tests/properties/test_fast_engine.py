@@ -1,0 +1,300 @@
+"""The checker's compiled engine (``fast``, properties/_fastcheck) against its oracle, the pure-Python
+checker (``python``): the whole verdict (anomaly lists and counts, the cycles' evidence, the
+statistics) is the same one on the benchmark's histories, with and without injected anomalies,
+on simulated runs, and on the property tests' model histories; where the fast engine is meant
+to judge alone (a correct queue), it does, rather than handing the history to Python."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from properties.checker import check, check_fast
+from tests.properties.test_checker_properties import CONFIG, STEPS, TXN_CONFIG, TXN_STEPS, play
+from traces.history import HistoryError, iter_history, write_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+ASSIGN = {"sub_via": ["assign"]}
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("check_speed", ROOT / "benchmarks" / "check_speed.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.generate
+
+
+generate = _generator()
+
+
+def bench_ops(tmp_path: Path, n: int, seed: int) -> list[dict]:
+    path = tmp_path / f"bench-{n}-{seed}.jsonl"
+    generate(path, n, seed)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def same(ops, config: dict, tmp_path: Path | None = None, **options) -> dict:
+    """Both engines' verdicts, asserted equal (and equal read from a file, when ``tmp_path``)."""
+    py = check(ops, config, engine="python", **options)
+    fast = check(ops, config, engine="fast", **options)
+    assert fast == py
+    if tmp_path is not None:
+        path = tmp_path / "history.jsonl"
+        write_jsonl(path, ops)
+        assert check(iter_history(path), config, engine="fast", **options) == py
+    return py
+
+
+def judged_fast(ops, config: dict, **options) -> dict:
+    """The fast engine's own verdict: it must not hand this history to Python."""
+    out = check_fast(ops, config, **options)
+    assert isinstance(out, dict), out
+    return out
+
+
+def reindex(ops: list[dict]) -> list[dict]:
+    for i, op in enumerate(ops):
+        op["index"] = i
+    return ops
+
+
+def reported(result: dict) -> set[str]:
+    return set(result["anomaly_types"]) | set(result["allowed"])
+
+
+# ---------------------------------------------------------------- the benchmark's histories
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_correct_queue_is_judged_by_the_fast_engine_alone_and_as_python_does(tmp_path, seed):
+    ops = bench_ops(tmp_path, 3000, seed)
+    result = same(ops, ASSIGN, tmp_path)
+    assert result["valid"] is True
+    assert judged_fast(ops, ASSIGN) == result
+    assert judged_fast(iter_history(tmp_path / "history.jsonl"), ASSIGN) == result
+    # read skew is there, explained step by step: the cycle search's evidence is compared too
+    assert result["allowed_anomalies"]["G-single"][0]["steps"]
+    assert result["stats"]["cycles"]["cycle_steps"] > 0
+
+
+def test_the_engines_agree_without_ww_edges_with_forbidden_types_and_a_small_staleness_bound(tmp_path):
+    ops = bench_ops(tmp_path, 1500, 3)
+    assert same(ops, {**ASSIGN, "ww_deps": False})["valid"] is True
+    assert same(ops, ASSIGN, forbid=("G-single", "unseen"))["anomaly_types"] == ["G-single"]
+    assert "stale-read" in same(ops, {**ASSIGN, "staleness_bound_ms": 1})["anomaly_types"]
+
+
+@pytest.mark.parametrize("steps", [1, 200, 2_000, 6_000])
+def test_a_cycle_search_that_runs_out_of_budget_stops_where_pythons_does(tmp_path, steps):
+    ops = bench_ops(tmp_path, 1500, 4)
+    result = same(ops, ASSIGN, cycle_steps=steps)
+    assert result["valid"] == "unknown"
+    assert result["stats"]["cycles"]["budget_exhausted"] is True
+    judged_fast(ops, ASSIGN, cycle_steps=steps)
+
+
+def _polls(ops: list[dict]) -> list[tuple[dict, str, list]]:
+    """(op, key, records) of every non-empty ok poll."""
+    return [(op, k, recs) for op in ops if op["type"] == "ok" and op["f"] == "poll"
+            for k, recs in op["value"][0][1].items() if recs]
+
+
+def _lose(ops, rng):  # an acknowledged record vanishes from every read of it
+    _op, key, recs = rng.choice([p for p in _polls(ops) if len(p[2]) >= 2])
+    off = recs[0][1]
+    for _p, k, rs in _polls(ops):
+        if k == key:
+            rs[:] = [r for r in rs if r[1] != off]
+    return {"lost-write"}
+
+
+def _duplicate(ops, rng):  # a record read again at the next offset
+    recs = rng.choice([p for p in _polls(ops) if len(p[2]) >= 2])[2]
+    recs[1][1] = recs[0][1]
+    return {"duplicate"}
+
+
+def _reorder(ops, rng):  # a poll returns two records in reverse
+    recs = rng.choice([p for p in _polls(ops) if len(p[2]) >= 2])[2]
+    recs[0], recs[1] = recs[1], recs[0]
+    return {"int-nonmonotonic-poll"}
+
+
+def _aborted(ops, rng):  # a send that was read says it failed
+    read = {r[1] for _op, _k, recs in _polls(ops) for r in recs}
+    op = rng.choice([o for o in ops if o["f"] == "send" and o["type"] == "ok"
+                     and all(m[2][1] in read for m in o["value"])])
+    op["type"] = "fail"
+    op["value"] = [["send", m[1], m[2][1]] for m in op["value"]]
+    return {"G1a"}
+
+
+def _crashed(ops, rng):  # sends of unknown outcome
+    for op in rng.sample([o for o in ops if o["f"] == "send" and o["type"] == "ok"], 5):
+        op["type"] = "info"
+    return set()
+
+
+def _faults(ops, rng):  # a nemesis partitions the cluster twice
+    at = sorted(rng.sample(range(len(ops)), 4))
+    for j, i in enumerate(reversed(at)):
+        t = ops[i]["time"]
+        ops.insert(i, {"index": 0, "time": t, "process": "nemesis", "type": "info" if j % 2 == 0 else "invoke",
+                       "f": "partition", "value": {"nodes": [1, 2]} if j % 2 else None})
+    reindex(ops)
+    return set()
+
+
+def _skip(ops, rng):  # a consumer misses a record between two of its polls
+    recs = rng.choice([p for p in _polls(ops) if len(p[2]) >= 2])[2]
+    del recs[0]
+    return {"poll-skip"}
+
+
+@pytest.mark.parametrize("inject", [_lose, _duplicate, _reorder, _aborted, _crashed, _faults, _skip])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_engines_agree_on_a_history_with_an_injected_anomaly(tmp_path, inject, seed):
+    ops = bench_ops(tmp_path, 600, seed)
+    rng = random.Random(seed)
+    expect = inject(ops, rng)
+    result = same(ops, ASSIGN, tmp_path)
+    assert expect <= reported(result), (expect, result["anomaly_types"])
+    same(ops, {"sub_via": ["subscribe"]})
+
+
+# ---------------------------------------------------------------- cycles the fast engine reports
+
+
+def _txn(ops, process, t, value, invoke=None, type_="ok"):
+    ops.append({"index": len(ops), "time": t, "process": process, "type": "invoke", "f": "txn",
+                "value": invoke if invoke is not None else value})
+    ops.append({"index": len(ops), "time": t + 1, "process": process, "type": type_, "f": "txn", "value": value})
+
+
+def test_a_read_only_dependency_cycle_is_g1c_in_both_engines():
+    ops: list[dict] = []
+    # each transaction reads the other's write: G1c, a violation the fast engine reports itself
+    ops.append({"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "txn",
+                "value": [["send", "x", 1], ["poll"]]})
+    ops.append({"index": 1, "time": 1, "process": 1, "type": "invoke", "f": "txn",
+                "value": [["send", "y", 2], ["poll"]]})
+    ops.append({"index": 2, "time": 5, "process": 0, "type": "ok", "f": "txn",
+                "value": [["send", "x", [0, 1]], ["poll", {"y": [[0, 2]]}]]})
+    ops.append({"index": 3, "time": 6, "process": 1, "type": "ok", "f": "txn",
+                "value": [["send", "y", [0, 2]], ["poll", {"x": [[0, 1]]}]]})
+    result = same(ops, ASSIGN)
+    assert "G1c" in result["anomaly_types"]
+    assert result == judged_fast(ops, ASSIGN)
+
+
+def test_write_cycles_and_realtime_cycles_are_reported_alike():
+    ops: list[dict] = []
+    # G0: two transactions' writes land in opposite orders in two partitions
+    _txn(ops, 0, 0, [["send", "x", [0, 1]], ["send", "y", [1, 2]]], [["send", "x", 1], ["send", "y", 2]])
+    _txn(ops, 1, 10, [["send", "x", [1, 3]], ["send", "y", [0, 4]]], [["send", "x", 3], ["send", "y", 4]])
+    # a later reader reads everything, then one reads what was written after it completed
+    _txn(ops, 2, 20, [["poll", {"x": [[0, 1], [1, 3]], "y": [[0, 4], [1, 2]]}]], [["poll"]])
+    _txn(ops, 3, 30, [["poll", {"z": [[0, 9]]}]], [["poll"]])
+    _txn(ops, 4, 40, [["send", "z", [0, 9]]], [["send", "z", 9]])
+    result = same(ops, ASSIGN)
+    assert {"G0", "G1c-realtime"} <= reported(result)
+    assert result == judged_fast(ops, ASSIGN)
+
+
+# ---------------------------------------------------------------- inputs and fallbacks
+
+
+def test_a_bad_line_gets_pythons_error_from_either_engine(tmp_path):
+    ops = bench_ops(tmp_path, 50, 0)
+    path = tmp_path / "history.jsonl"
+    write_jsonl(path, ops)
+    path.write_text(path.read_text() + '{"index": 1e400}\n')
+    errors = []
+    for engine in ("python", "fast"):
+        with pytest.raises(HistoryError) as e:
+            check(iter_history(path), ASSIGN, engine=engine)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+    assert check_fast(iter_history(path), ASSIGN).startswith("fallback:")
+
+
+def test_what_the_fast_engine_does_not_cover_it_hands_over_and_says_why(tmp_path):
+    ops = bench_ops(tmp_path, 100, 0)
+    assert check_fast(ops, {**ASSIGN, "groups": {"group": "g"}}) == "fallback: consumer groups"
+    assert check_fast(ops, ASSIGN, linearizable=True) == "fallback: linearizability"
+    as_tuples = copy.deepcopy(ops)
+    as_tuples[-1]["value"] = tuple(as_tuples[-1]["value"])  # JSON would make it a list: Python sees a tuple
+    assert check_fast(as_tuples, ASSIGN) == "fallback: ops that JSON would change"
+    same(as_tuples, ASSIGN)
+    _lose(ops, random.Random(0))
+    assert check_fast(ops, ASSIGN) == "fallback: lost-write"
+
+
+def test_simulated_runs_get_one_verdict(tmp_path):
+    from kafkacheck.runner import RunOptions, simulate
+    from traces.history import locate_run
+
+    for i, (workload, bugs) in enumerate([("queue", []), ("txn", []), ("queue", ["truncate-to-high-watermark"]),
+                                          ("idempotent", [])]):
+        d = tmp_path / f"run{i}"
+        simulate(RunOptions(seed=i, ops=200, workload=workload, bugs=bugs), d)
+        meta, history, _ = locate_run(d)
+        config = meta.get("config") or {}
+        py = check(iter_history(history), config, engine="python")
+        assert check(iter_history(history), config, engine="fast") == py
+
+
+# ---------------------------------------------------------------- the property tests' models
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _corrupt(ops: list[dict], data) -> None:
+    """One random change to a record, an outcome or an offset."""
+    polls = [(op, k, recs) for op in ops if op["type"] == "ok" and op["f"] in ("poll", "txn")
+             for mop in op["value"] if mop[0] == "poll" and len(mop) == 2 for k, recs in mop[1].items() if recs]
+    what = data.draw(st.sampled_from(["drop", "swap", "offset", "outcome", "value"]))
+    if what == "outcome":
+        done = [op for op in ops if op["type"] != "invoke"]
+        if done:
+            data.draw(st.sampled_from(done))["type"] = data.draw(st.sampled_from(["ok", "fail", "info"]))
+        return
+    if not polls:
+        return
+    _op, _k, recs = data.draw(st.sampled_from(polls))
+    i = data.draw(st.integers(0, len(recs) - 1))
+    if what == "drop":
+        del recs[i]
+    elif what == "swap" and len(recs) > 1:
+        recs[0], recs[-1] = recs[-1], recs[0]
+    elif what == "offset":
+        recs[i][0] += data.draw(st.integers(-2, 2))
+    else:
+        recs[i][1] = data.draw(st.integers(1, 40))
+
+
+@SETTINGS
+@given(STEPS, st.data())
+def test_the_engines_agree_on_queue_model_histories(steps, data):
+    m = play(steps)
+    result = same(m.ops, CONFIG)
+    if result["valid"] is True and not result["allowed"].keys() - {"unseen", "G-single", "G2"}:
+        assert judged_fast(m.ops, CONFIG) == result
+    _corrupt(m.ops, data)
+    same(m.ops, CONFIG)
+
+
+@SETTINGS
+@given(TXN_STEPS, st.data())
+def test_the_engines_agree_on_transactional_model_histories(steps, data):
+    m = play(steps)
+    same(m.ops, TXN_CONFIG)
+    _corrupt(m.ops, data)
+    same(m.ops, TXN_CONFIG)
