@@ -59,6 +59,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     chk.add_argument("--lin", action="store_true",
                      help="also check each partition's log for linearizability (the partition-log model "
                           "of kafkacheck lin); a failure is the anomaly nonlinearizable-log")
+    chk.add_argument("--checker", choices=["fast", "python"], default=None,
+                     help="the checker's engine: fast (compiled; it hands what it does not cover to "
+                          "python) or python (the pure-Python checker, the oracle the fast one is tested "
+                          "against); both give the same verdict (default $KAFKACHECK_CHECKER, else fast)")
     chk.add_argument("--forbid", action="append", default=[], metavar="TYPE",
                      help="treat an allowed anomaly type as a violation (repeatable), e.g. "
                           "--forbid G-single")
@@ -74,6 +78,12 @@ def main(args: argparse.Namespace) -> int:
 
     meta, history, directory = locate_run(args.path)
     ops = iter_history(history, named_values(meta))  # streamed: a million-op history is never a list of dicts
+    from properties.checker import engine_of
+
+    try:
+        engine_of(args.checker)  # $KAFKACHECK_CHECKER too
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if args.cycle_budget <= 0:
         raise UsageError("--cycle-budget must be positive")
     if args.cycle_time_limit <= 0:
@@ -91,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
     is_dir = Path(args.path).is_dir()
     result = judge(meta, ops, read_events(directory) if is_dir else None,
                    cycle_steps=args.cycle_budget, cycle_time_limit_s=args.cycle_time_limit,
-                   forbid=tuple(args.forbid), linearizable=args.lin)
+                   forbid=tuple(args.forbid), linearizable=args.lin, engine=args.checker)
     if is_dir:
         write_results(directory / "results.json", result)
         from kafkacheck.report import write_report  # report.json, report.html
