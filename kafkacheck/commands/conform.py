@@ -279,16 +279,15 @@ def _cases(args: argparse.Namespace) -> list:
 
 
 def _conform(args: argparse.Namespace, plan: _Plan) -> int:
-    from rich.console import Console
-
     from kafkacheck.conform.apache_kafka import FeatureRefused, KafkaUnavailable, KafkaVersionUnknown
     from kafkacheck.conform.real_nemesis import NETWORK_FAULTS, REQUEST_FAULTS
     from kafkacheck.conform.targets import TargetError, external, spawn
+    from kafkacheck.console import stdout_console
 
     args.fault_list = plan.faults
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    console = Console(stderr=False)
+    console = stdout_console()
     console.print(f"target: {args.spawn or args.bootstrap}; starting..." if args.spawn else
                   f"target: {args.bootstrap}")
     try:

@@ -55,8 +55,12 @@ STYLE = {"pass": "green", "fail": "red", "skip": "yellow", "error": "magenta"}
 
 
 def print_table(report: Report, console) -> None:
+    """The verdict with its counts, then a row a case."""
     from rich.table import Table
 
+    c = report.counts()
+    console.print(f"[bold]{report.verdict.upper()}[/]: {c['pass']} passed, {c['fail']} failed, "
+                  f"{c['error']} errors, {c['skip']} skipped")
     table = Table(title=f"conformance: {report.target_version} ({report.brokers} broker"
                         f"{'s' if report.brokers != 1 else ''}, {report.bootstrap}) with {report.client}")
     table.add_column("kind")
@@ -67,9 +71,6 @@ def print_table(report: Report, console) -> None:
     for e in report.entries:
         table.add_row(e.kind, e.name, f"[{STYLE[e.status]}]{e.status}[/]", f"{e.seconds:.1f}", e.evidence)
     console.print(table)
-    c = report.counts()
-    console.print(f"[bold]{report.verdict.upper()}[/]: {c['pass']} passed, {c['fail']} failed, "
-                  f"{c['error']} errors, {c['skip']} skipped")
 
 
 def write_json(report: Report, path: Path) -> None:
