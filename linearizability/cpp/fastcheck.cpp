@@ -163,10 +163,11 @@ struct Json {
             frac = true;
         }
         (void)s;
-        if (frac || de - ds > 18) return add(J_NUM);  // a float, or an integer int64 may not hold
-        int64_t v = 0;
-        for (const char* q = ds; q < de; ++q) v = v * 10 + (*q - '0');
-        return add(J_INT, neg ? -v : v);
+        if (frac || de - ds > 19) return add(J_NUM);  // a float, or an integer int64 cannot hold
+        uint64_t v = 0;
+        for (const char* q = ds; q < de; ++q) v = v * 10 + static_cast<uint64_t>(*q - '0');  // < 10^19 < 2^64
+        if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return add(J_NUM);
+        return add(J_INT, neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v));
     }
     uint32_t array() {
         ++p;
@@ -1634,6 +1635,7 @@ struct Checker {
         while (!q.empty()) {
             int32_t x = q.front();
             q.pop_front();
+            poll_signals();
             const auto& s = h.succ[static_cast<size_t>(x)];
             if (budget.spend(1 + static_cast<int64_t>(s.size()))) return false;
             if (x == u) {
@@ -1686,6 +1688,7 @@ struct Checker {
             for (int32_t u : comp) {
                 for (auto& e : h.succ[static_cast<size_t>(u)]) {
                     if (budget.spend()) return found;
+                    poll_signals();
                     if (in_comp[static_cast<size_t>(e.first)] != comp_stamp || !(e.second & required)) continue;
                     ++attempts;
                     if (tries > 0 && attempts > tries) {

@@ -225,6 +225,17 @@ def test_a_bad_line_gets_pythons_error_from_either_engine(tmp_path):
     assert check_fast(iter_history(path), ASSIGN).startswith("fallback:")
 
 
+def test_wall_clock_times_and_integers_beyond_64_bits_are_read_as_python_reads_them(tmp_path):
+    ops = bench_ops(tmp_path, 300, 1)
+    for op in ops:
+        op["time"] += 1_764_000_000_000_000_000  # nanoseconds since 1970: 19 digits
+    assert judged_fast(ops, ASSIGN) == same(ops, ASSIGN, tmp_path)
+    sends = [op for op in ops if op["f"] == "send"]
+    sends[-1]["value"][0][2] = [sends[-1]["value"][0][2][0], 2**70]  # an integer no int64 holds
+    assert check_fast(ops, ASSIGN).startswith("fallback:")
+    same(ops, ASSIGN, tmp_path)
+
+
 def test_what_the_fast_engine_does_not_cover_it_hands_over_and_says_why(tmp_path):
     ops = bench_ops(tmp_path, 100, 0)
     assert check_fast(ops, {**ASSIGN, "groups": {"group": "g"}}) == "fallback: consumer groups"
