@@ -476,6 +476,37 @@ struct Checker {
     int64_t unread = 0;
     py::dict cycle_stats;
 
+    const std::string& kname(int32_t key) const { return keys[static_cast<size_t>(key)].name; }
+
+    Reported& reported(const std::string& kind, bool allowed) {
+        for (auto& r : reports)
+            if (r.first.first == kind && r.first.second == allowed) return r.second;
+        reports.emplace_back(std::make_pair(kind, allowed), Reported());
+        return reports.back().second;
+    }
+
+    // Result.add: counted always, its evidence (made by `make`) kept for the first MAX_REPORTED
+    template <class Make>
+    void add(const std::string& kind, bool allowed, Make make) {
+        Reported& r = reported(kind, allowed);
+        ++r.count;
+        if (static_cast<int64_t>(py::len(r.items)) < MAX_REPORTED) r.items.append(make());
+    }
+
+    static std::vector<int64_t> head(const std::vector<int64_t>& v, size_t n) {
+        return std::vector<int64_t>(v.begin(), v.begin() + static_cast<long>(std::min(n, v.size())));
+    }
+
+    // Python's repr of a list of integers
+    static std::string repr(const std::vector<int64_t>& v) {
+        std::string out = "[";
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (i) out += ", ";
+            out += std::to_string(v[i]);
+        }
+        return out + "]";
+    }
+
     int64_t signal_tick = 0;
     void poll_signals() {
         if (++signal_tick % 65536 == 0 && PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -1008,25 +1039,59 @@ struct Checker {
                 if (!(vi && vi->ok_read)) ++unread;
             }
         }
-        // within-an-op
-        auto pairs_in_op = [&](int32_t key, const std::vector<int64_t>& vs, const char* what) {
+        // within-an-op: check_internal and _pairs_in_op
+        auto pairs_in_op = [&](const Op& op, int32_t key, const std::vector<int64_t>& vs, bool sent) {
             KeyState& k = keys[static_cast<size_t>(key)];
             if (!k.logged || vs.size() < 2) return;
+            const char* verb = sent ? "sent" : "read";
             for (size_t i = 0; i + 1 < vs.size(); ++i) {
-                int32_t i1 = first_of(key, vs[i]), i2 = first_of(key, vs[i + 1]);
+                int64_t v1 = vs[i], v2 = vs[i + 1];
+                int32_t i1 = first_of(key, v1), i2 = first_of(key, v2);
                 if (i1 < 0 || i2 < 0) continue;
-                if (i2 - i1 != 1) fallback(what);
+                int32_t delta = i2 - i1;
+                if (delta > 1) {
+                    std::vector<int64_t> skipped(k.by_index.begin() + i1 + 1, k.by_index.begin() + i2);
+                    const char* kind = sent ? "int-send-skip" : "int-poll-skip";
+                    add(kind, sent, [&] {
+                        py::dict ev;
+                        ev["key"] = kname(key);
+                        ev["values"] = py::cast(std::vector<int64_t>{v1, v2});
+                        ev["delta"] = delta;
+                        ev["skipped"] = py::cast(head(skipped, 20));
+                        ev["ops"] = py::cast(std::vector<int64_t>{op.index});
+                        ev["explanation"] = "op " + std::to_string(op.index) + " " + verb + " " + std::to_string(v1) +
+                                            " then " + std::to_string(v2) + " in " + kname(key) + ", but " +
+                                            std::to_string(skipped.size()) + " other record(s) " +
+                                            repr(head(skipped, 5)) + " lie between them" +
+                                            (sent ? " (allowed: transactions do not isolate writes)" : "");
+                        return ev;
+                    });
+                } else if (delta < 1) {
+                    const char* kind = sent ? "int-nonmonotonic-send" : "int-nonmonotonic-poll";
+                    add(kind, false, [&] {
+                        py::dict ev;
+                        ev["key"] = kname(key);
+                        ev["values"] = py::cast(std::vector<int64_t>{v1, v2});
+                        ev["delta"] = delta;
+                        ev["ops"] = py::cast(std::vector<int64_t>{op.index});
+                        ev["explanation"] = "op " + std::to_string(op.index) + " " + verb + " " + std::to_string(v1) +
+                                            " then " + std::to_string(v2) + " in " + kname(key) + ", but " +
+                                            std::to_string(v2) + " is " +
+                                            (delta == 0 ? "at the same position" : "earlier in the log");
+                        return ev;
+                    });
+                }
             }
         };
         for (const Op& op : ops) {
             if (!op.completed || !txn_f(op.f)) continue;
-            if (op.pb != op.pe) {
+            if (op.npoll) {
                 reads_of(op, rd);
-                for (auto& kv : rd) pairs_in_op(kv.first, kv.second, "int-poll-skip or int-nonmonotonic-poll");
+                for (auto& kv : rd) pairs_in_op(op, kv.first, kv.second, false);
             }
             if (op.se - op.sb > 1) {
                 writes_of(op, wr);
-                for (auto& kv : wr) pairs_in_op(kv.first, kv.second, "int-send-skip or int-nonmonotonic-send");
+                for (auto& kv : wr) pairs_in_op(op, kv.first, kv.second, true);
             }
         }
         check_process_order();
@@ -1081,15 +1146,24 @@ struct Checker {
         }
     }
 
+    struct Last {
+        bool has;  // false: None (the op read nothing of the key)
+        int64_t v;
+        int64_t op;  // its op's index
+    };
+
     void check_process_order() {
         std::unordered_map<int64_t, std::vector<uint32_t>> by_process;
         for (uint32_t p = 0; p < ops.size(); ++p)
             if (ops[p].completed) by_process[ops[p].process].push_back(p);
         std::vector<std::pair<int32_t, std::vector<int64_t>>> rd, wr;
-        // last value read / sent per key (INT64_MIN: None); keys absent: not in the map
-        for (auto& kv : by_process) {
-            std::unordered_map<int32_t, std::pair<bool, int64_t>> last_read, last_send;
-            for (uint32_t p : kv.second) {
+        // processes in the order of their repr, as Python's sorted(by_process, key=repr)
+        std::vector<std::pair<std::string, int64_t>> procs;
+        for (auto& kv : by_process) procs.emplace_back(std::to_string(kv.first), kv.first);
+        std::sort(procs.begin(), procs.end());
+        for (auto& pr : procs) {
+            std::unordered_map<int32_t, Last> last_read, last_send;
+            for (uint32_t p : by_process[pr.second]) {
                 const Op& op = ops[p];
                 if (op.f == F_ASSIGN || op.f == F_SUBSCRIBE) {
                     if (op.type == T_OK || op.type == T_INFO) {
@@ -1106,35 +1180,67 @@ struct Checker {
                     continue;
                 }
                 if (!txn_f(op.f)) continue;
-                if (op.pb != op.pe && (op.f == F_POLL || op.f == F_TXN)) {
+                if (op.npoll && (op.f == F_POLL || op.f == F_TXN)) {
                     reads_of(op, rd);
                     for (auto& r : rd) {
                         auto prev = last_read.find(r.first);
                         if (prev == last_read.end() || r.second.empty()) continue;
-                        across(r.first, prev->second, r.second[0], "poll-skip or nonmonotonic-poll", true);
+                        across(r.first, prev->second, op, r.second[0], true);
                     }
                     if (op.type == T_OK)
                         for (auto& r : rd)
-                            last_read[r.first] = r.second.empty() ? std::make_pair(false, int64_t(0))
-                                                                  : std::make_pair(true, r.second.back());
+                            last_read[r.first] = r.second.empty() ? Last{false, 0, op.index}
+                                                                  : Last{true, r.second.back(), op.index};
                 }
                 if (op.se != op.sb && (op.type == T_OK || op.type == T_INFO)) {
                     writes_of(op, wr);
                     for (auto& w : wr) {
                         auto prev = last_send.find(w.first);
-                        if (prev != last_send.end()) across(w.first, prev->second, w.second[0], "nonmonotonic-send", false);
-                        last_send[w.first] = std::make_pair(true, w.second.back());
+                        if (prev != last_send.end()) across(w.first, prev->second, op, w.second[0], false);
+                        last_send[w.first] = Last{true, w.second.back(), op.index};
                     }
                 }
             }
         }
     }
-    void across(int32_t key, std::pair<bool, int64_t> prev, int64_t v2, const char* what, bool skip) {
-        if (!keys[static_cast<size_t>(key)].logged || !prev.first) return;
-        int32_t i1 = first_of(key, prev.second), i2 = first_of(key, v2);
+    // _across: a poll-skip (reads only) or a nonmonotonic-poll / nonmonotonic-send
+    void across(int32_t key, const Last& prev, const Op& op, int64_t v2, bool reads) {
+        KeyState& k = keys[static_cast<size_t>(key)];
+        if (!k.logged || !prev.has) return;
+        int64_t v1 = prev.v;
+        int32_t i1 = first_of(key, v1), i2 = first_of(key, v2);
         if (i1 < 0 || i2 < 0) return;
         int32_t delta = i2 - i1;
-        if ((delta > 1 && skip) || delta < 1) fallback(what);
+        const char* verb = reads ? "read" : "sent";
+        if (delta > 1 && reads) {
+            std::vector<int64_t> skipped(k.by_index.begin() + i1 + 1, k.by_index.begin() + i2);
+            add("poll-skip", false, [&] {
+                py::dict ev;
+                ev["key"] = kname(key);
+                ev["values"] = py::cast(std::vector<int64_t>{v1, v2});
+                ev["delta"] = delta;
+                ev["skipped"] = py::cast(head(skipped, 20));
+                ev["ops"] = py::cast(std::vector<int64_t>{prev.op, op.index});
+                ev["explanation"] = "process " + std::to_string(op.process) + " " + verb + " " + std::to_string(v1) +
+                                    " from " + kname(key) + " (op " + std::to_string(prev.op) + ") and next " +
+                                    std::to_string(v2) + " (op " + std::to_string(op.index) + "), skipping " +
+                                    std::to_string(skipped.size()) + " record(s) " + repr(head(skipped, 5));
+                return ev;
+            });
+        } else if (delta < 1) {
+            add(reads ? "nonmonotonic-poll" : "nonmonotonic-send", false, [&] {
+                py::dict ev;
+                ev["key"] = kname(key);
+                ev["values"] = py::cast(std::vector<int64_t>{v1, v2});
+                ev["delta"] = delta;
+                ev["ops"] = py::cast(std::vector<int64_t>{prev.op, op.index});
+                ev["explanation"] = "process " + std::to_string(op.process) + " " + verb + " " + std::to_string(v1) +
+                                    " to/from " + kname(key) + " (op " + std::to_string(prev.op) + ") and next " +
+                                    std::to_string(v2) + " (op " + std::to_string(op.index) + "), which is " +
+                                    (delta == 0 ? "at the same position" : "earlier in the log");
+                return ev;
+            });
+        }
     }
 
     void check_intermediate_reads() {
@@ -1175,7 +1281,23 @@ struct Checker {
                 if (i < 0 || !vi || vi->writer < 0 || ops[static_cast<size_t>(vi->writer)].index == op.index) continue;
                 uint64_t kk = (static_cast<uint64_t>(vi->writer) << 32) | static_cast<uint32_t>(r.first);
                 auto it = last_write.find(kk);
-                if (it != last_write.end() && it->second > i) fallback("G1b");
+                if (it != last_write.end() && it->second > i) {
+                    int64_t later = k.by_index[static_cast<size_t>(it->second)];
+                    int64_t w = ops[static_cast<size_t>(vi->writer)].index;
+                    add("G1b", true, [&] {
+                        py::dict ev;
+                        ev["key"] = kname(r.first);
+                        ev["value"] = v;
+                        ev["later"] = later;
+                        ev["ops"] = py::cast(std::vector<int64_t>{w, op.index});
+                        ev["explanation"] = "op " + std::to_string(op.index) + " read " + kname(r.first) + " up to " +
+                                            std::to_string(v) + ", written by op " + std::to_string(w) +
+                                            ", which also wrote the later " + std::to_string(later) +
+                                            " there: it saw that transaction's intermediate state (Kafka allows "
+                                            "it: a fetch may end inside a transaction)";
+                        return ev;
+                    });
+                }
             }
         }
     }
@@ -1723,15 +1845,6 @@ struct Checker {
         }
         return out;
     }
-
-    Reported& reported(const std::string& kind, bool allowed) {
-        for (auto& r : reports)
-            if (r.first.first == kind && r.first.second == allowed) return r.second;
-        reports.emplace_back(std::make_pair(kind, allowed), Reported());
-        return reports.back().second;
-    }
-
-    const std::string& kname(int32_t key) const { return keys[static_cast<size_t>(key)].name; }
 
     py::dict step(const Op& x, const Op& y, int t) {
         py::dict st;

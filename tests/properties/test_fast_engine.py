@@ -69,6 +69,19 @@ def reported(result: dict) -> set[str]:
     return set(result["anomaly_types"]) | set(result["allowed"])
 
 
+# what the fast engine reports itself; any other anomaly found hands the history to Python
+FAST_KINDS = {"G0", "G0-process", "G0-realtime", "G1c", "G1c-process", "G1c-realtime", "G-single", "G2",
+              "int-poll-skip", "int-nonmonotonic-poll", "int-send-skip", "int-nonmonotonic-send", "poll-skip",
+              "nonmonotonic-poll", "nonmonotonic-send", "G1b", "unseen", "stalled"}
+
+
+def same_and_fast_where_covered(ops, config: dict) -> dict:
+    result = same(ops, config)
+    if reported(result) <= FAST_KINDS:
+        assert judged_fast(ops, config) == result
+    return result
+
+
 # ---------------------------------------------------------------- the benchmark's histories
 
 
@@ -166,7 +179,8 @@ def test_the_engines_agree_on_a_history_with_an_injected_anomaly(tmp_path, injec
     expect = inject(ops, rng)
     result = same(ops, ASSIGN, tmp_path)
     assert expect <= reported(result), (expect, result["anomaly_types"])
-    same(ops, {"sub_via": ["subscribe"]})
+    same_and_fast_where_covered(ops, ASSIGN)
+    same_and_fast_where_covered(ops, {"sub_via": ["subscribe"]})
 
 
 # ---------------------------------------------------------------- cycles the fast engine reports
@@ -295,17 +309,15 @@ def _corrupt(ops: list[dict], data) -> None:
 @given(STEPS, st.data())
 def test_the_engines_agree_on_queue_model_histories(steps, data):
     m = play(steps)
-    result = same(m.ops, CONFIG)
-    if result["valid"] is True and not result["allowed"].keys() - {"unseen", "G-single", "G2"}:
-        assert judged_fast(m.ops, CONFIG) == result
+    same_and_fast_where_covered(m.ops, CONFIG)
     _corrupt(m.ops, data)
-    same(m.ops, CONFIG)
+    same_and_fast_where_covered(m.ops, CONFIG)
 
 
 @SETTINGS
 @given(TXN_STEPS, st.data())
 def test_the_engines_agree_on_transactional_model_histories(steps, data):
     m = play(steps)
-    same(m.ops, TXN_CONFIG)
+    same_and_fast_where_covered(m.ops, TXN_CONFIG)
     _corrupt(m.ops, data)
-    same(m.ops, TXN_CONFIG)
+    same_and_fast_where_covered(m.ops, TXN_CONFIG)
