@@ -114,10 +114,11 @@ def main(args: argparse.Namespace) -> int:
 def _need_pyspark(master: str) -> None:
     if not master.strip():
         raise UsageError("--spark needs a master URL, e.g. local[2] or spark://host:7077")
-    try:
-        import pyspark  # noqa: F401  (only asked whether it is there)
-    except ImportError:
-        raise UsageError("--spark needs PySpark: pip install 'kafkacheck[spark]'") from None
+    import importlib.util
+
+    # asked whether it is there, not imported: the Spark session is spark_analysis's to start
+    if importlib.util.find_spec("pyspark") is None:
+        raise UsageError("--spark needs PySpark: pip install 'kafkacheck[spark]'")
 
 
 def _jobs(args: argparse.Namespace) -> int | None:
