@@ -112,8 +112,14 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _need_pyspark(master: str) -> None:
-    if not master.strip():
-        raise UsageError("--spark needs a master URL, e.g. local[2] or spark://host:7077")
+    import re
+
+    # the masters spark-submit takes (it answers others with a JVM stack trace); not Spark
+    # Connect (sc://): the hunt's tasks are RDD jobs
+    if not re.fullmatch(r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn|(spark|k8s)://\S+",
+                        master):
+        raise UsageError(f"--spark {master!r}: a master is local, local[N], local[*], yarn, spark://HOST:PORT "
+                         f"or k8s://URL")
     import importlib.util
 
     # asked whether it is there, not imported: the Spark session is spark_analysis's to start
