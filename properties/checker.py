@@ -384,7 +384,7 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
                            budget.steps, budget.deadline - time.monotonic(), rc.weak_acks, performed,
                            final.get("start_ns", 0) if performed else 0, bool(final.get("reached_end")),
                            [str(k) for k in (final.get("end_offsets") or {})] if performed else [],
-                           idempotence, sorted(TCP_BREAKING_FAULTS))
+                           idempotence, sorted(TCP_BREAKING_FAULTS), rc.isolation_level == "read_uncommitted")
     if isinstance(out, str):
         return out
     r = Result()

@@ -27,6 +27,8 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -372,7 +374,7 @@ struct ValInfo {
     int32_t writer = -1;  // position in ops of its (last) writer
     int32_t first = -1, last = -1;  // dense indices in the version order
     int32_t node = -1;  // writer_id of the cycle graph
-    bool ok_read = false, failed = false;
+    bool ok_read = false, failed = false, lost = false;
 };
 
 struct KeyState {
@@ -444,7 +446,7 @@ struct Reported {
 
 struct Checker {
     // input
-    bool ww_deps = true, staleness = true, weak_acks = false;
+    bool ww_deps = true, staleness = true, weak_acks = false, precommitted_allowed = false;
     // the final read (config.final_read, performed): its start, whether it reached the end, the keys
     // it read to their end
     bool final_read = false, final_reached_end = false;
@@ -995,48 +997,14 @@ struct Checker {
         for (const Op& op : ops)
             if (op.completed && txn_f(op.f) && (op.type == T_OK || op.type == T_INFO)) any = true;
         if (!any) fallback("empty-history");
-        // version-orders: a value at two offsets, or an offset with two values
-        for (int32_t key : key_order) {
-            KeyState& k = keys[static_cast<size_t>(key)];
-            if (k.off_vals.size() != k.by_index.size()) fallback("inconsistent-offsets");
-            for (const ValInfo& vi : k.info)
-                if (vi.first >= 0 && vi.first != vi.last) fallback("duplicate");
-        }
-        // aborted-reads: G1a, precommitted-read
-        for (const Op& op : ops) {
-            if ((op.f != F_POLL && op.f != F_TXN) || op.pb == op.pe) continue;
-            for (uint32_t q = op.pb; q < op.pe; ++q) {
-                const PollKey& pk = pkeys[q];
-                KeyState& k = keys[static_cast<size_t>(pk.key)];
-                for (uint32_t r = pk.rb; r < pk.re; ++r) {
-                    int64_t v = recs[r].v;
-                    if (op.type == T_OK && k.failed) {
-                        ValInfo* vi = k.find(v);
-                        if (vi && vi->failed) fallback("G1a");
-                    }
-                    for (uint32_t s = op.sb; s < op.se; ++s)
-                        if (sends[s].key == pk.key && sends[s].v == v) fallback("precommitted-read");
-                }
-            }
-        }
-        // lost-writes, and the unread ok writes
-        for (KeyState& k : keys) {
-            if (!k.ok_reads || !k.logged) continue;
-            int32_t bound = -1;
-            for (const ValInfo& vi : k.info)
-                if (vi.ok_read && vi.first >= 0) bound = std::max(bound, vi.first);
-            if (bound < 0) continue;
-            for (const ValInfo& vi : k.info) {
-                if (vi.first < 0 || vi.last > bound || vi.ok_read) continue;
-                if (vi.writer < 0 || !committed[static_cast<size_t>(vi.writer)]) continue;
-                fallback("lost-write");
-            }
-        }
-        for (const Op& op : ops) {
+        check_version_orders();
+        check_reads();
+        check_lost_writes();
+        for (const Op& op : ops) {  // the ok writes nobody read (lost ones aside)
             if (op.type != T_OK) continue;
             for (uint32_t s = op.sb; s < op.se; ++s) {
                 ValInfo* vi = keys[static_cast<size_t>(sends[s].key)].find(sends[s].v);
-                if (!(vi && vi->ok_read)) ++unread;
+                if (!(vi && (vi->ok_read || vi->lost))) ++unread;
             }
         }
         // within-an-op: check_internal and _pairs_in_op
@@ -1109,7 +1077,7 @@ struct Checker {
             if (op.type != T_OK || op.time >= final_start) continue;
             for (uint32_t s = op.sb; s < op.se; ++s) {
                 ValInfo* vi = keys[static_cast<size_t>(sends[s].key)].find(sends[s].v);
-                if (!(vi && vi->ok_read)) fallback("unread-after-heal");
+                if (!(vi && (vi->ok_read || vi->lost))) fallback("unread-after-heal");
             }
         }
         std::vector<char> in_ends(keys.size(), 0);
@@ -1138,11 +1106,226 @@ struct Checker {
     }
 
     void check_idempotence() {
+        for (auto& r : reports)
+            if (r.first.first == "lost-write" && r.second.count) return;
         for (const std::string& f : nemesis_fs)
             if (std::find(tcp_breaking.begin(), tcp_breaking.end(), f) != tcp_breaking.end()) return;
         for (const Op& op : ops) {
             if (op.f != F_SEND || op.type == T_OK || op.error == 0) continue;
             if (op.error != 1) fallback("idempotence-error");
+        }
+    }
+
+    // keys in the order of their names (Python's sorted over str keys)
+    std::vector<int32_t> keys_by_name(bool (*pick)(const KeyState&)) const {
+        std::vector<int32_t> out;
+        for (size_t k = 0; k < keys.size(); ++k)
+            if (pick(keys[k])) out.push_back(static_cast<int32_t>(k));
+        std::sort(out.begin(), out.end(), [&](int32_t a, int32_t b) { return kname(a) < kname(b); });
+        return out;
+    }
+
+    // sorted(values, key=repr)
+    static std::vector<int64_t> by_repr(std::vector<int64_t> v) {
+        std::sort(v.begin(), v.end(), [](int64_t a, int64_t b) { return std::to_string(a) < std::to_string(b); });
+        return v;
+    }
+
+    void check_version_orders() {
+        struct Found {
+            bool dup;
+            int32_t key;
+            int64_t x;  // the offset, or the value
+            std::vector<int64_t> vals;  // the values, or the offsets
+        };
+        std::vector<Found> found;
+        for (int32_t key : keys_by_name([](const KeyState& k) { return k.logged; })) {
+            KeyState& k = keys[static_cast<size_t>(key)];
+            bool dups = false;
+            for (const ValInfo& vi : k.info)
+                if (vi.first >= 0 && vi.first != vi.last) dups = true;
+            std::vector<int64_t> order;  // values by first position
+            std::unordered_map<int64_t, std::vector<int64_t>> positions;
+            for (size_t i = 0; i < k.by_index.size(); ++i) {
+                uint32_t b = k.off_start[i], e = k.off_start[i + 1];
+                if (e - b > 1)
+                    found.push_back(Found{false, key, k.offsets[i],
+                                          by_repr(std::vector<int64_t>(k.off_vals.begin() + b, k.off_vals.begin() + e))});
+                if (!dups) continue;
+                for (uint32_t q = b; q < e; ++q) {
+                    auto& ps = positions[k.off_vals[q]];
+                    if (ps.empty()) order.push_back(k.off_vals[q]);
+                    ps.push_back(k.offsets[i]);
+                }
+            }
+            for (int64_t v : order)
+                if (positions[v].size() > 1) found.push_back(Found{true, key, v, positions[v]});
+        }
+        if (found.empty()) return;
+        // the ops that wrote or read them, for the first 400
+        std::map<std::pair<int32_t, int64_t>, std::set<int64_t>> at_offset, of_value;
+        for (size_t f = 0; f < found.size() && f < 400; ++f)
+            (found[f].dup ? of_value : at_offset)[{found[f].key, found[f].x}];
+        for (size_t p = 0; p < ops.size(); ++p) {
+            const Op& op = ops[p];
+            if (!op.completed) continue;
+            for (uint32_t s = op.sb; s < op.se; ++s) {
+                if (sends[s].has_off && committed[p]) {
+                    auto it = at_offset.find({sends[s].key, sends[s].off});
+                    if (it != at_offset.end()) it->second.insert(op.index);
+                }
+                auto it = of_value.find({sends[s].key, sends[s].v});
+                if (it != of_value.end()) it->second.insert(op.index);
+            }
+            for (uint32_t q = op.pb; q < op.pe; ++q)
+                for (uint32_t r = pkeys[q].rb; r < pkeys[q].re; ++r) {
+                    auto it = at_offset.find({pkeys[q].key, recs[r].off});
+                    if (it != at_offset.end()) it->second.insert(op.index);
+                    auto jt = of_value.find({pkeys[q].key, recs[r].v});
+                    if (jt != of_value.end()) jt->second.insert(op.index);
+                }
+        }
+        for (const Found& f : found) {
+            auto& m = f.dup ? of_value : at_offset;
+            auto it = m.find({f.key, f.x});
+            std::vector<int64_t> seen;
+            if (it != m.end()) seen.assign(it->second.begin(), it->second.end());
+            if (!f.dup) {
+                add("inconsistent-offsets", false, [&] {
+                    py::dict ev;
+                    ev["key"] = kname(f.key);
+                    ev["offset"] = f.x;
+                    ev["values"] = py::cast(f.vals);
+                    ev["ops"] = py::cast(seen);
+                    ev["explanation"] = "offset " + std::to_string(f.x) + " of " + kname(f.key) + " holds " +
+                                        std::to_string(f.vals.size()) + " different values " + repr(f.vals) +
+                                        ": writers or readers disagree about the log";
+                    return ev;
+                });
+            } else {
+                add("duplicate", false, [&] {
+                    py::dict ev;
+                    ev["key"] = kname(f.key);
+                    ev["value"] = f.x;
+                    ev["offsets"] = py::cast(f.vals);
+                    ev["count"] = f.vals.size();
+                    ev["ops"] = py::cast(seen);
+                    ev["explanation"] = "value " + std::to_string(f.x) + " appears at " + std::to_string(f.vals.size()) +
+                                        " offsets " + repr(f.vals) + " of " + kname(f.key) + "; it was written once";
+                    return ev;
+                });
+            }
+        }
+    }
+
+    // G1a (an ok op read a failed write) and precommitted-read (an op read its own write)
+    void check_reads() {
+        for (const Op& op : ops) {
+            if ((op.f != F_POLL && op.f != F_TXN) || op.npoll == 0) continue;
+            for (uint32_t q = op.pb; q < op.pe; ++q) {
+                const PollKey& pk = pkeys[q];
+                KeyState& k = keys[static_cast<size_t>(pk.key)];
+                for (uint32_t r = pk.rb; r < pk.re; ++r) {
+                    int64_t v = recs[r].v;
+                    if (op.type == T_OK && k.failed) {
+                        ValInfo* vi = k.find(v);
+                        if (vi && vi->failed) {
+                            int64_t w = ops[static_cast<size_t>(vi->writer)].index;
+                            add("G1a", false, [&] {
+                                py::dict ev;
+                                ev["key"] = kname(pk.key);
+                                ev["value"] = v;
+                                ev["writer"] = w;
+                                ev["ops"] = py::cast(std::vector<int64_t>{w, op.index});
+                                ev["explanation"] = "op " + std::to_string(op.index) + " read " + std::to_string(v) +
+                                                    " from " + kname(pk.key) + " although the op that wrote it (op " +
+                                                    std::to_string(w) + ") failed: an aborted read";
+                                return ev;
+                            });
+                        }
+                    }
+                    bool own = false;
+                    for (uint32_t s = op.sb; s < op.se; ++s)
+                        if (sends[s].key == pk.key && sends[s].v == v) own = true;
+                    if (own)
+                        add("precommitted-read", precommitted_allowed, [&] {
+                            py::dict ev;
+                            ev["key"] = kname(pk.key);
+                            ev["value"] = v;
+                            ev["ops"] = py::cast(std::vector<int64_t>{op.index});
+                            ev["explanation"] = "op " + std::to_string(op.index) + " read " + std::to_string(v) +
+                                                " from " + kname(pk.key) +
+                                                ", which it sent itself in the same, still open, transaction: a "
+                                                "consumer saw uncommitted data";
+                            return ev;
+                        });
+                }
+            }
+        }
+    }
+
+    // Jepsen's lost-write: below the highest position an ok poll read in a key, every value of a
+    // must-have-committed write must have been read by some ok poll
+    void check_lost_writes() {
+        struct Found {
+            int32_t key;
+            int64_t v, off;
+            int32_t writer, bound;
+        };
+        std::vector<Found> found;
+        for (int32_t key : keys_by_name([](const KeyState& k) { return k.ok_reads; })) {
+            KeyState& k = keys[static_cast<size_t>(key)];
+            if (!k.logged) continue;
+            int32_t bound = -1;
+            for (const ValInfo& vi : k.info)
+                if (vi.ok_read && vi.first >= 0) bound = std::max(bound, vi.first);
+            if (bound < 0) continue;
+            for (size_t i = 0; i < k.by_index.size(); ++i)  // values in the order of o.last
+                for (uint32_t q = k.off_start[i]; q < k.off_start[i + 1]; ++q) {
+                    int64_t v = k.off_vals[q];
+                    ValInfo& vi = *k.find(v);
+                    if (vi.first != static_cast<int32_t>(i) || vi.last > bound || vi.ok_read) continue;
+                    if (vi.writer < 0 || !committed[static_cast<size_t>(vi.writer)]) continue;
+                    found.push_back(Found{key, v, k.offsets[i], vi.writer, bound});
+                }
+        }
+        if (found.empty()) return;
+        // the first ok op that read each key's highest read value
+        std::map<std::pair<int32_t, int64_t>, int64_t> max_readers;
+        for (const Found& f : found) max_readers[{f.key, keys[static_cast<size_t>(f.key)].by_index[static_cast<size_t>(f.bound)]}] = -1;
+        for (const Op& op : ops) {
+            if (op.type != T_OK) continue;
+            for (uint32_t q = op.pb; q < op.pe; ++q)
+                for (uint32_t r = pkeys[q].rb; r < pkeys[q].re; ++r) {
+                    auto it = max_readers.find({pkeys[q].key, recs[r].v});
+                    if (it != max_readers.end() && it->second < 0) it->second = op.index;
+                }
+        }
+        for (const Found& f : found) {
+            KeyState& k = keys[static_cast<size_t>(f.key)];
+            k.find(f.v)->lost = true;
+            int64_t top = k.by_index[static_cast<size_t>(f.bound)];
+            int64_t max_read = max_readers[{f.key, top}];
+            const Op& w = ops[static_cast<size_t>(f.writer)];
+            add("lost-write", false, [&] {
+                py::dict ev;
+                ev["key"] = kname(f.key);
+                ev["value"] = f.v;
+                ev["offset"] = f.off;
+                ev["index"] = k.find(f.v)->first;
+                ev["max_read_index"] = f.bound;
+                ev["writer"] = w.index;
+                std::vector<int64_t> o{w.index};
+                if (max_read >= 0) o.push_back(max_read);
+                ev["ops"] = py::cast(o);
+                ev["explanation"] = "value " + std::to_string(f.v) + " was " +
+                                    (w.type == T_OK ? "acknowledged" : "written (by a crashed op, read elsewhere)") +
+                                    " at offset " + std::to_string(f.off) + " of " + kname(f.key) + " (op " +
+                                    std::to_string(w.index) + ") but no ok poll ever read it, although op " +
+                                    (max_read >= 0 ? std::to_string(max_read) : std::string("None")) + " read " +
+                                    std::to_string(top) + ", at a later position of " + kname(f.key);
+                return ev;
+            });
         }
     }
 
@@ -2068,8 +2251,9 @@ struct Checker {
 py::object check(py::object path, py::object text, bool ww_deps, bool staleness, int64_t staleness_bound_ms,
                  int64_t cycle_steps, double cycle_seconds, bool weak_acks, bool final_read, int64_t final_start,
                  bool final_reached_end, std::vector<std::string> final_ends, bool idempotence,
-                 std::vector<std::string> tcp_breaking) {
+                 std::vector<std::string> tcp_breaking, bool precommitted_allowed) {
     Checker c;
+    c.precommitted_allowed = precommitted_allowed;
     c.weak_acks = weak_acks;
     c.final_read = final_read;
     c.final_start = final_start;
@@ -2107,5 +2291,5 @@ PYBIND11_MODULE(_fastcheck, m) {
     m.def("check", &check, py::arg("path"), py::arg("text"), py::arg("ww_deps"), py::arg("staleness"),
           py::arg("staleness_bound_ms"), py::arg("cycle_steps"), py::arg("cycle_seconds"), py::arg("weak_acks"),
           py::arg("final_read"), py::arg("final_start"), py::arg("final_reached_end"), py::arg("final_ends"),
-          py::arg("idempotence"), py::arg("tcp_breaking"));
+          py::arg("idempotence"), py::arg("tcp_breaking"), py::arg("precommitted_allowed"));
 }
