@@ -32,6 +32,11 @@ def first_error_line(e: BaseException) -> str:
     of a Python worker's traceback (``ModuleNotFoundError: No module named 'kafkacheck'``), else
     the first line of the message."""
     text = str(e)
+    if "Traceback (most recent call last)" not in text and hasattr(e, "java_exception"):
+        # a Py4J error's own first line names the call ("An error occurred while calling
+        # None.org.apache...."); the JVM exception says what went wrong
+        with contextlib.suppress(Exception):
+            text = str(e.java_exception.toString())
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if "Traceback (most recent call last)" in text:
         tb = text[text.index("Traceback (most recent call last)"):].splitlines()

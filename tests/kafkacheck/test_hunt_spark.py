@@ -119,6 +119,15 @@ def test_the_error_line_of_a_failed_task():
     assert first_error_line(Exception("Could not parse Master URL: 'nowhere'\n\tat x")) == \
         "Could not parse Master URL: 'nowhere'"
 
+    class Py4JError(Exception):  # a Py4JJavaError's first line names the call, its JVM exception the cause
+        class java_exception:
+            @staticmethod
+            def toString():
+                return "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.\n\tat x"
+
+    assert first_error_line(Py4JError("An error occurred while calling None.org.apache.spark.sql.SparkSession.")) \
+        == "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext."
+
 
 def test_without_pyspark_spark_is_one_line_and_exit_3(tmp_path):
     code = ("import sys; sys.modules['pyspark'] = None\n"
