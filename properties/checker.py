@@ -317,8 +317,8 @@ def check_fast(ops: Iterable[dict], config: dict | None = None, *,
     history is left to the Python checker ("fallback: ..."). It covers histories of integer values
     (a :class:`traces.history.HistoryStream`, which it reads itself, or a list of ops) under a
     config without consumer groups, compaction, exactly-once or linearizability; of the anomalies it
-    reports the dependency cycles, ``unseen`` and ``stalled`` (any other found anomaly hands the
-    history over)."""
+    reports what :mod:`properties.jepsen_checks` and :mod:`properties.cycles` report, ``nonatomic-read``,
+    the final read's findings, ``idempotence-error``, ``empty-history``, ``unseen`` and ``stalled``."""
     with _gc_paused():
         return _check_fast(ops, config or {}, Budget(cycle_steps, cycle_time_limit_s), forbid, linearizable)
 
@@ -384,7 +384,9 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
                            budget.steps, budget.deadline - time.monotonic(), rc.weak_acks, performed,
                            final.get("start_ns", 0) if performed else 0, bool(final.get("reached_end")),
                            [str(k) for k in (final.get("end_offsets") or {})] if performed else [],
-                           idempotence, sorted(TCP_BREAKING_FAULTS), rc.isolation_level == "read_uncommitted")
+                           idempotence, sorted(TCP_BREAKING_FAULTS), rc.isolation_level == "read_uncommitted",
+                           [str(v) for v in (final.get("end_offsets") or {}).values()] if performed else [],
+                           str(final.get("staleness_bound_ms")))
     if isinstance(out, str):
         return out
     r = Result()

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <tuple>
 #include <map>
 #include <set>
 #include <string>
@@ -309,6 +310,7 @@ struct Line {
     uint32_t npoll = 0;  // poll micro-ops with a result (Python's len(op.polls))
     bool seek = false;
     uint8_t error = 0;  // its "error": 0 none, 1 a string, 2 a string naming an idempotence error, 3 other
+    std::string error_s;
 };
 
 struct Op {
@@ -316,6 +318,7 @@ struct Op {
     uint8_t type, f;
     bool completed, seek, weak;
     uint8_t error;
+    int32_t error_id;  // in errors, when error is 1 or 2
     uint32_t npoll;
     uint32_t sb, se, pb, pe, kb, ke;
 };
@@ -452,6 +455,8 @@ struct Checker {
     bool final_read = false, final_reached_end = false;
     int64_t final_start = 0;
     std::vector<std::string> final_ends;
+    std::vector<std::string> final_end_values;  // str() of each end offset
+    std::string final_bound;  // str() of the final read's staleness bound
     // the idempotence check applies (and acks are not weak, elections not unclean); the faults
     // under which it is not judged
     bool idempotence = false;
@@ -465,6 +470,7 @@ struct Checker {
     std::vector<PollKey> pkeys;
     std::vector<Rec> recs;
     std::vector<int32_t> akeys;
+    std::vector<std::string> errors;
     std::vector<KeyState> keys;
     std::unordered_map<std::string, int32_t> key_ids;
     std::vector<int32_t> key_order;  // keys in the order logs (a.orders) first touched them
@@ -497,6 +503,13 @@ struct Checker {
 
     static std::vector<int64_t> head(const std::vector<int64_t>& v, size_t n) {
         return std::vector<int64_t>(v.begin(), v.begin() + static_cast<long>(std::min(n, v.size())));
+    }
+
+    // Python's f"{x:.1f}"
+    static std::string fmt1(double x) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.1f", x);
+        return buf;
     }
 
     // Python's repr of a list of integers
@@ -672,6 +685,7 @@ struct Checker {
                 if (vn.t == J_STR) {
                     std::string_view e = j.s(v);
                     L.error = e.empty() ? 0 : 1;
+                    L.error_s = std::string(e);
                     for (const char* name : IDEMPOTENCE_ERRORS)
                         if (e.find(name) != std::string_view::npos) L.error = 2;
                 } else {
@@ -720,6 +734,11 @@ struct Checker {
         op.npoll = comp ? comp->npoll : 0;
         op.weak = false;
         op.error = (comp && comp->type != T_OK && (src->f == F_SEND || src->f == F_TXN)) ? comp->error : 0;
+        op.error_id = -1;
+        if (op.error == 1 || op.error == 2) {
+            op.error_id = static_cast<int32_t>(errors.size());
+            errors.push_back(comp->error_s);
+        }
         op.sb = static_cast<uint32_t>(sends.size());
         const std::vector<Send>* ss = &src->sends;
         if (comp && inv && comp->sends.empty() && (src->f == F_SEND || src->f == F_TXN)) ss = &inv->sends;
@@ -996,7 +1015,14 @@ struct Checker {
         bool any = false;
         for (const Op& op : ops)
             if (op.completed && txn_f(op.f) && (op.type == T_OK || op.type == T_INFO)) any = true;
-        if (!any) fallback("empty-history");
+        if (!any)
+            add("empty-history", false, [&] {
+                py::dict ev;
+                ev["ops"] = py::list();
+                ev["explanation"] = "no send, poll or txn operation completed (ok or info): the history shows nothing "
+                                    "about the broker, so it cannot be judged valid";
+                return ev;
+            });
         check_version_orders();
         check_reads();
         check_lost_writes();
@@ -1072,47 +1098,120 @@ struct Checker {
 
     // _check_final_read with a performed final read: anything it reports hands the history over
     void check_final_read() {
-        if (!final_reached_end) fallback("stale-after-heal");
-        for (const Op& op : ops) {  // the unread ok writes acknowledged before the final read
+        if (!final_reached_end)
+            add("stale-after-heal", false, [&] {
+                py::dict ev;
+                ev["ops"] = py::list();
+                ev["explanation"] = "after every fault was healed the final read could not reach the end of every "
+                                    "partition within " + final_bound + " ms";
+                return ev;
+            });
+        std::vector<int32_t> end_of(keys.size(), -1);  // position in final_ends
+        for (size_t q = 0; q < final_ends.size(); ++q) {
+            auto it = key_ids.find(final_ends[q]);
+            if (it != key_ids.end()) end_of[static_cast<size_t>(it->second)] = static_cast<int32_t>(q);
+        }
+        auto ends_get = [&](int32_t key) {
+            int32_t q = end_of[static_cast<size_t>(key)];
+            return q < 0 ? std::string("None") : final_end_values[static_cast<size_t>(q)];
+        };
+        std::set<std::pair<int32_t, int64_t>> reported_kv;
+        for (const Op& op : ops) {  // the unread ok writes (lost ones aside), acknowledged before the final read
             if (op.type != T_OK || op.time >= final_start) continue;
             for (uint32_t s = op.sb; s < op.se; ++s) {
-                ValInfo* vi = keys[static_cast<size_t>(sends[s].key)].find(sends[s].v);
-                if (!(vi && (vi->ok_read || vi->lost))) fallback("unread-after-heal");
+                const Send& sd = sends[s];
+                ValInfo* vi = keys[static_cast<size_t>(sd.key)].find(sd.v);
+                if (vi && (vi->ok_read || vi->lost)) continue;
+                if (!final_reached_end && end_of[static_cast<size_t>(sd.key)] < 0) continue;
+                reported_kv.insert({sd.key, sd.v});
+                add("unread-after-heal", false, [&] {
+                    py::dict ev;
+                    ev["key"] = kname(sd.key);
+                    ev["value"] = sd.v;
+                    ev["offset"] = sd.has_off ? py::object(py::int_(sd.off)) : py::object(py::none());
+                    ev["writer"] = op.index;
+                    ev["ops"] = py::cast(std::vector<int64_t>{op.index});
+                    ev["explanation"] = "value " + std::to_string(sd.v) + " was acknowledged at offset " +
+                                        (sd.has_off ? std::to_string(sd.off) : std::string("None")) + " of " +
+                                        kname(sd.key) + " (op " + std::to_string(op.index) +
+                                        ") but the final read after healing read " + kname(sd.key) + " to its end (" +
+                                        ends_get(sd.key) + ") without it: the write is lost";
+                    return ev;
+                });
             }
         }
-        std::vector<char> in_ends(keys.size(), 0);
-        for (const std::string& k : final_ends) {
-            auto it = key_ids.find(k);
-            if (it != key_ids.end()) in_ends[static_cast<size_t>(it->second)] = 1;
-        }
-        // values the final read saw, and values read before it
-        std::vector<I64Index> final_seen(keys.size()), read_before(keys.size());
+        // values the final read saw, and the first ok op that read each value before it
+        std::vector<I64Index> final_seen(keys.size()), readers(keys.size());
         std::vector<std::pair<int32_t, std::vector<int64_t>>> rd;
+        std::vector<int64_t> reader_ops;
         for (const Op& op : ops) {
             if (op.type != T_OK || op.npoll == 0) continue;
             reads_of(op, rd);
             for (auto& r : rd)
-                for (int64_t v : r.second)
-                    (op.time >= final_start ? final_seen : read_before)[static_cast<size_t>(r.first)].put(v, 1);
+                for (int64_t v : r.second) {
+                    if (op.time >= final_start) {
+                        final_seen[static_cast<size_t>(r.first)].put(v, 1);
+                    } else {
+                        int32_t& slot = readers[static_cast<size_t>(r.first)].slot(v, static_cast<int32_t>(reader_ops.size()));
+                        if (static_cast<size_t>(slot) == reader_ops.size()) reader_ops.push_back(op.index);
+                    }
+                }
         }
         for (const Op& op : ops) {
             if (op.type != T_OK || op.time >= final_start) continue;
             for (uint32_t s = op.sb; s < op.se; ++s) {
-                size_t k = static_cast<size_t>(sends[s].key);
-                if (!in_ends[k] || final_seen[k].get(sends[s].v) >= 0) continue;
-                if (read_before[k].get(sends[s].v) >= 0) fallback("unread-after-heal");
+                const Send& sd = sends[s];
+                size_t k = static_cast<size_t>(sd.key);
+                if (end_of[k] < 0 || reported_kv.count({sd.key, sd.v}) || final_seen[k].get(sd.v) >= 0) continue;
+                int32_t rid = readers[k].get(sd.v);
+                if (rid < 0) continue;
+                int64_t reader = reader_ops[static_cast<size_t>(rid)];
+                add("unread-after-heal", false, [&] {
+                    py::dict ev;
+                    ev["key"] = kname(sd.key);
+                    ev["value"] = sd.v;
+                    ev["offset"] = sd.has_off ? py::object(py::int_(sd.off)) : py::object(py::none());
+                    ev["writer"] = op.index;
+                    ev["ops"] = py::cast(std::vector<int64_t>{op.index, reader});
+                    ev["explanation"] = "value " + std::to_string(sd.v) + " was acknowledged at offset " +
+                                        (sd.has_off ? std::to_string(sd.off) : std::string("None")) + " of " +
+                                        kname(sd.key) + " (op " + std::to_string(op.index) + ") and read by op " +
+                                        std::to_string(reader) + ", but the final read after healing read " +
+                                        kname(sd.key) + " to its end (" + ends_get(sd.key) +
+                                        ") without it: the write is lost";
+                    return ev;
+                });
             }
         }
     }
 
     void check_idempotence() {
         for (auto& r : reports)
-            if (r.first.first == "lost-write" && r.second.count) return;
+            if ((r.first.first == "lost-write" || r.first.first == "unread-after-heal") && r.second.count) return;
         for (const std::string& f : nemesis_fs)
             if (std::find(tcp_breaking.begin(), tcp_breaking.end(), f) != tcp_breaking.end()) return;
         for (const Op& op : ops) {
             if (op.f != F_SEND || op.type == T_OK || op.error == 0) continue;
-            if (op.error != 1) fallback("idempotence-error");
+            if (op.error == 3) fallback("an error that is not a string");
+            if (op.error != 2) continue;
+            const std::string& error = errors[static_cast<size_t>(op.error_id)];
+            std::string told;
+            for (const char* name : IDEMPOTENCE_ERRORS)
+                if (error.find(name) != std::string::npos) {
+                    told = name;
+                    break;
+                }
+            add("idempotence-error", false, [&] {
+                py::dict ev;
+                ev["key"] = op.se > op.sb ? py::object(py::str(kname(sends[op.sb].key))) : py::object(py::none());
+                ev["error"] = error;
+                ev["ops"] = py::cast(std::vector<int64_t>{op.index});
+                ev["explanation"] = "process " + std::to_string(op.process) + "'s idempotent producer was told " + told +
+                                    " (op " + std::to_string(op.index) +
+                                    "), though no record of the run was lost: its sequence had no gap and nobody "
+                                    "could fence it";
+                return ev;
+            });
         }
     }
 
@@ -1499,7 +1598,8 @@ struct Checker {
         }
         struct Suffix {
             std::vector<int32_t> idx;
-            std::vector<int64_t> t;
+            std::vector<int64_t> t;  // the earliest ack time at or after j
+            std::vector<int32_t> at;  // the index of that ack
         };
         std::vector<Suffix> suffix(keys.size());
         std::vector<char> has_suffix(keys.size(), 0);
@@ -1519,12 +1619,14 @@ struct Checker {
             for (size_t jx = 0; jx < n; ++jx) {
                 s.idx.push_back(items[jx].first);
                 s.t.push_back(items[best[jx]].second);
+                s.at.push_back(items[best[jx]].first);
             }
         }
         std::vector<std::pair<int32_t, std::vector<int64_t>>> rd;
         std::unordered_map<int64_t, std::vector<int32_t>> assigned;  // process -> keys (a set)
         std::unordered_map<int64_t, std::unordered_map<int32_t, int64_t>> position;
         std::unordered_map<int64_t, char> fresh;
+        std::set<std::pair<int64_t, int32_t>> reported_pk;
         for (const Op& op : ops) {
             if (!op.completed) continue;
             if (op.f == F_ASSIGN && (op.type == T_OK || op.type == T_INFO)) {
@@ -1565,13 +1667,37 @@ struct Checker {
             auto ai = assigned.find(op.process);
             if (ai == assigned.end()) continue;
             auto& pos = position[op.process];
-            for (int32_t key : ai->second) {
+            std::vector<int32_t> by_name(ai->second);
+            std::sort(by_name.begin(), by_name.end(), [&](int32_t a, int32_t b) { return kname(a) < kname(b); });
+            for (int32_t key : by_name) {
                 auto pi = pos.find(key);
-                if (pi == pos.end() || !has_suffix[static_cast<size_t>(key)]) continue;
+                if (pi == pos.end() || !has_suffix[static_cast<size_t>(key)] || reported_pk.count({op.process, key}))
+                    continue;
                 const Suffix& s = suffix[static_cast<size_t>(key)];
                 size_t jx = static_cast<size_t>(
                     std::upper_bound(s.idx.begin(), s.idx.end(), static_cast<int32_t>(pi->second)) - s.idx.begin());
-                if (jx < s.idx.size() && s.t[jx] <= op.invoke_time - bound) fallback("stale-read");
+                if (jx < s.idx.size() && s.t[jx] <= op.invoke_time - bound) {
+                    reported_pk.insert({op.process, key});
+                    int64_t v = keys[static_cast<size_t>(key)].by_index[static_cast<size_t>(s.at[jx])];
+                    ValInfo* vi = keys[static_cast<size_t>(key)].find(v);
+                    int64_t acked_t = s.t[jx];
+                    add("stale-read", false, [&] {
+                        py::dict ev;
+                        ev["key"] = kname(key);
+                        ev["value"] = v;
+                        std::vector<int64_t> o;
+                        if (vi && vi->writer >= 0) o.push_back(ops[static_cast<size_t>(vi->writer)].index);
+                        o.push_back(op.index);
+                        ev["ops"] = py::cast(o);
+                        ev["explanation"] = "op " + std::to_string(op.index) + " (process " + std::to_string(op.process) +
+                                            ") polled " + kname(key) + " " + fmt1(static_cast<double>(op.invoke_time - end) / 1e9) +
+                                            " s after the faults ended and got nothing, although " + std::to_string(v) +
+                                            ", acknowledged " + fmt1(static_cast<double>(op.invoke_time - acked_t) / 1e9) +
+                                            " s earlier, lies beyond its position: acknowledged data was not readable "
+                                            "within the " + std::to_string(staleness_bound_ms) + " ms staleness bound";
+                        return ev;
+                    });
+                }
             }
         }
     }
@@ -1608,6 +1734,7 @@ struct Checker {
         struct PK {
             std::vector<int64_t> read;
             int32_t hi = -1, lo = std::numeric_limits<int32_t>::max();
+            int64_t hi_op = -1;
         };
         std::unordered_map<int64_t, std::unordered_map<int32_t, PK>> read;
         std::vector<std::pair<int32_t, std::vector<int64_t>>> rd;
@@ -1621,28 +1748,56 @@ struct Checker {
                     if (i < 0) continue;
                     PK& pk = read[op.process][r.first];
                     pk.read.push_back(v);
-                    pk.hi = std::max(pk.hi, i);
+                    if (i > pk.hi) {
+                        pk.hi = i;
+                        pk.hi_op = op.index;
+                    }
                     pk.lo = std::min(pk.lo, i);
                 }
             }
         }
+        // (process, key) in the order of Python's repr of the pair
+        std::vector<std::tuple<std::string, int64_t, int32_t>> order;
         for (auto& pr : read)
             for (auto& kr : pr.second) {
-                PK& pk = kr.second;
-                std::sort(pk.read.begin(), pk.read.end());
-                for (const TV& t : txn_values) {
-                    if (t.key != kr.first) continue;
-                    size_t got = 0;
-                    int32_t mn = std::numeric_limits<int32_t>::max(), mx = -1;
-                    for (auto& iv : t.vs) {
-                        if (std::binary_search(pk.read.begin(), pk.read.end(), iv.second)) ++got;
-                        mn = std::min(mn, iv.first);
-                        mx = std::max(mx, iv.first);
-                    }
-                    if (got == 0 || got == t.vs.size()) continue;
-                    if (pk.lo <= mn && pk.hi > mx) fallback("nonatomic-read");
+                const std::string& name = kname(kr.first);
+                for (char c : name)
+                    if (c == '\'' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+                        fallback("a key whose repr the fast path does not write");
+                order.emplace_back("(" + std::to_string(pr.first) + ", '" + name + "')", pr.first, kr.first);
+            }
+        std::sort(order.begin(), order.end());
+        for (auto& ent : order) {
+            int64_t process = std::get<1>(ent);
+            int32_t key = std::get<2>(ent);
+            PK& pk = read[process][key];
+            std::sort(pk.read.begin(), pk.read.end());
+            for (const TV& t : txn_values) {
+                if (t.key != key) continue;
+                std::vector<int64_t> got, missing;
+                int32_t mn = std::numeric_limits<int32_t>::max(), mx = -1;
+                for (auto& iv : t.vs) {
+                    (std::binary_search(pk.read.begin(), pk.read.end(), iv.second) ? got : missing).push_back(iv.second);
+                    mn = std::min(mn, iv.first);
+                    mx = std::max(mx, iv.first);
+                }
+                if (got.empty() || got.size() == t.vs.size()) continue;
+                if (pk.lo <= mn && pk.hi > mx) {
+                    add("nonatomic-read", false, [&] {
+                        py::dict ev;
+                        ev["key"] = kname(key);
+                        ev["values"] = py::cast(by_repr(got));
+                        ev["missing"] = py::cast(by_repr(missing));
+                        ev["ops"] = py::cast(std::vector<int64_t>{t.op, pk.hi_op});
+                        ev["explanation"] = "process " + std::to_string(process) + " read " + repr(got) +
+                                            " of transaction op " + std::to_string(t.op) + " from " + kname(key) +
+                                            " and later positions (op " + std::to_string(pk.hi_op) + "), but never its " +
+                                            repr(missing) + ": the transaction was not visible all at once";
+                        return ev;
+                    });
                 }
             }
+        }
     }
 
     // ---------------------------------------------------------------- cycles
@@ -2251,8 +2406,11 @@ struct Checker {
 py::object check(py::object path, py::object text, bool ww_deps, bool staleness, int64_t staleness_bound_ms,
                  int64_t cycle_steps, double cycle_seconds, bool weak_acks, bool final_read, int64_t final_start,
                  bool final_reached_end, std::vector<std::string> final_ends, bool idempotence,
-                 std::vector<std::string> tcp_breaking, bool precommitted_allowed) {
+                 std::vector<std::string> tcp_breaking, bool precommitted_allowed,
+                 std::vector<std::string> final_end_values, std::string final_bound) {
     Checker c;
+    c.final_end_values = std::move(final_end_values);
+    c.final_bound = std::move(final_bound);
     c.precommitted_allowed = precommitted_allowed;
     c.weak_acks = weak_acks;
     c.final_read = final_read;
@@ -2291,5 +2449,6 @@ PYBIND11_MODULE(_fastcheck, m) {
     m.def("check", &check, py::arg("path"), py::arg("text"), py::arg("ww_deps"), py::arg("staleness"),
           py::arg("staleness_bound_ms"), py::arg("cycle_steps"), py::arg("cycle_seconds"), py::arg("weak_acks"),
           py::arg("final_read"), py::arg("final_start"), py::arg("final_reached_end"), py::arg("final_ends"),
-          py::arg("idempotence"), py::arg("tcp_breaking"), py::arg("precommitted_allowed"));
+          py::arg("idempotence"), py::arg("tcp_breaking"), py::arg("precommitted_allowed"),
+          py::arg("final_end_values"), py::arg("final_bound"));
 }

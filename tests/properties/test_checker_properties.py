@@ -592,6 +592,7 @@ def test_the_properties_find_a_planted_checker_bug(monkeypatch):
             return  # the planted bug: a skip of one record is not reported
         real(a, key, prev, op, v2, add, skip, nonmono, verb)
 
+    monkeypatch.setenv("KAFKACHECK_CHECKER", "python")  # the bug is planted in the Python checker
     monkeypatch.setattr(checker, "_across", planted)
     with pytest.raises(AssertionError, match="poll-skip"):
         test_a_reader_that_jumps_over_a_record_is_a_poll_skip()

@@ -73,7 +73,8 @@ def reported(result: dict) -> set[str]:
 FAST_KINDS = {"G0", "G0-process", "G0-realtime", "G1c", "G1c-process", "G1c-realtime", "G-single", "G2",
               "int-poll-skip", "int-nonmonotonic-poll", "int-send-skip", "int-nonmonotonic-send", "poll-skip",
               "nonmonotonic-poll", "nonmonotonic-send", "G1b", "inconsistent-offsets", "duplicate", "G1a",
-              "precommitted-read", "lost-write", "unseen", "stalled"}
+              "precommitted-read", "lost-write", "stale-read", "nonatomic-read", "unread-after-heal",
+              "stale-after-heal", "idempotence-error", "empty-history", "unseen", "stalled"}
 
 
 def same_and_fast_where_covered(ops, config: dict) -> dict:
@@ -184,6 +185,32 @@ def test_the_engines_agree_on_a_history_with_an_injected_anomaly(tmp_path, injec
     same_and_fast_where_covered(ops, {"sub_via": ["subscribe"]})
 
 
+@pytest.mark.parametrize("reached_end", [True, False])
+def test_a_final_read_is_judged_alike(tmp_path, reached_end):
+    ops = bench_ops(tmp_path, 800, 5)
+    start = ops[len(ops) // 2]["time"]  # the polls after it count as the final read
+    final = {"performed": True, "reached_end": reached_end, "start_ns": start, "staleness_bound_ms": 5000,
+             "end_offsets": {f"t0:{i}": 40 + i for i in range(0, 16, 2)}}
+    result = same_and_fast_where_covered(ops, {**ASSIGN, "final_read": final})
+    assert "unread-after-heal" in result["anomaly_types"]
+    assert ("stale-after-heal" in result["anomaly_types"]) == (not reached_end)
+    empty = same_and_fast_where_covered([], ASSIGN)
+    assert empty["anomaly_types"] == ["empty-history"]
+
+
+def test_an_idempotence_error_is_judged_alike(tmp_path):
+    ops = bench_ops(tmp_path, 300, 6)
+    t = ops[-1]["time"]
+    for error in ("NOT_LEADER", "REQUEST_TIMED_OUT,OUT_OF_ORDER_SEQUENCE_NUMBER", "ProducerFenced"):
+        ops += [{"index": len(ops), "time": t + 1, "process": 99, "type": "invoke", "f": "send",
+                 "value": [["send", "t0:1", 10**6 + len(ops)]]},
+                {"index": len(ops) + 1, "time": t + 2, "process": 99, "type": "info", "f": "send",
+                 "value": [["send", "t0:1", 10**6 + len(ops)]], "error": error}]
+    result = same_and_fast_where_covered(ops, {**ASSIGN, "idempotence": True})
+    assert result["counts"]["idempotence-error"] == 2
+    same_and_fast_where_covered(ops, {**ASSIGN, "idempotence": True, "acks": "1"})
+
+
 # ---------------------------------------------------------------- cycles the fast engine reports
 
 
@@ -259,7 +286,11 @@ def test_what_the_fast_engine_does_not_cover_it_hands_over_and_says_why(tmp_path
     as_tuples[-1]["value"] = tuple(as_tuples[-1]["value"])  # JSON would make it a list: Python sees a tuple
     assert check_fast(as_tuples, ASSIGN) == "fallback: ops that JSON would change"
     same(as_tuples, ASSIGN)
-    assert check_fast(ops, {**ASSIGN, "staleness_bound_ms": 1}) == "fallback: stale-read"
+    tombstone = copy.deepcopy(ops)
+    send = next(op for op in tombstone if op["f"] == "send" and op["type"] == "ok")
+    send["value"][0][2][1] = None  # a tombstone: Python's value for it is made per offset
+    assert check_fast(tombstone, ASSIGN) == "fallback: a sent value that is not an integer"
+    same(tombstone, ASSIGN)
 
 
 def test_simulated_runs_get_one_verdict(tmp_path):
