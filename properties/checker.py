@@ -329,8 +329,10 @@ def _fast_unfit(rc: RunConfig, linearizable: bool) -> str | None:
     final = raw.get("final_read") or {}
     for why, unfit in (("linearizability", linearizable), ("consumer groups", rc.groups),
                        ("compaction", rc.compacted), ("exactly-once", rc.eos or raw.get("eos")),
-                       ("a final read's start that is not an integer",
-                        final.get("performed") and type(final.get("start_ns", 0)) is not int),
+                       ("a final read's start that is not a 64-bit integer",
+                        final.get("performed") and (type(final.get("start_ns", 0)) is not int
+                                                    or abs(final.get("start_ns", 0)) >= 2**62)),
+                       ("a staleness bound beyond 2**40 ms", abs(rc.staleness_bound_ms) >= 2**40),
                        ("a final read's end offsets that are not an object",
                         final.get("performed") and not isinstance(final.get("end_offsets") or {}, dict))):
         if unfit:
@@ -381,7 +383,7 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
     idempotence = (bool(rc.raw.get("idempotence")) and not rc.raw.get("txn") and not rc.raw.get("eos")
                    and not rc.weak_acks and not rc.raw.get("unclean_leader_election_enable"))
     out = _fastcheck.check(path, text, rc.ww_deps, not rc.compacted and not rc.subscribe, rc.staleness_bound_ms,
-                           budget.steps, budget.deadline - time.monotonic(), rc.weak_acks, performed,
+                           min(budget.steps, 2**62), budget.deadline - time.monotonic(), rc.weak_acks, performed,
                            final.get("start_ns", 0) if performed else 0, bool(final.get("reached_end")),
                            [str(k) for k in (final.get("end_offsets") or {})] if performed else [],
                            idempotence, sorted(TCP_BREAKING_FAULTS), rc.isolation_level == "read_uncommitted",
