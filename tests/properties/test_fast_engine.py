@@ -250,6 +250,45 @@ def test_write_cycles_and_realtime_cycles_are_reported_alike():
     assert result == judged_fast(ops, ASSIGN)
 
 
+# ---------------------------------------------------------------- Jepsen's cases (tests/data)
+
+JEPSEN = ROOT / "tests" / "data" / "jepsen_kafka_cases"
+
+
+def _numbered(ops: list[dict]) -> list[dict]:
+    """A Jepsen case with its named values numbered (Jepsen's tests name them; ours are integers)."""
+    ops = copy.deepcopy(ops)
+    number: dict = {}
+
+    def n(v):
+        return v if v is None or isinstance(v, int) else number.setdefault(v, 1000 + len(number))
+
+    for op in ops:
+        for mop in op.get("value") or []:
+            if not isinstance(mop, list) or not mop:
+                continue
+            if mop[0] == "send":
+                mop[2] = [mop[2][0], n(mop[2][1])] if isinstance(mop[2], list) else n(mop[2])
+            elif mop[0] == "poll" and len(mop) == 2:
+                for recs in mop[1].values():
+                    for rec in recs:
+                        rec[1] = n(rec[1])
+    return ops
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in JEPSEN.glob("*.json")))
+def test_the_engines_agree_on_jepsens_own_cases(name):
+    from traces.jepsen import convert
+
+    expect = json.loads((JEPSEN / f"{name}.json").read_text())
+    config = {"ww_deps": bool(expect["options"].get("ww-deps")), "sub_via": ["assign"]}
+    ops = convert((JEPSEN / f"{name}.edn").read_text(), name)
+    same(ops, config)  # named values: the fast engine hands them to Python
+    numbered = _numbered(ops)
+    result = same_and_fast_where_covered(numbered, config)
+    assert reported(result) == reported(check(ops, config, engine="python"))
+
+
 # ---------------------------------------------------------------- inputs and fallbacks
 
 
