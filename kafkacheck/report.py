@@ -28,6 +28,7 @@ import html
 import json
 import math
 import shlex
+import sys
 from pathlib import Path
 
 MAX_TIMELINE_OPS = 20_000  # client ops drawn on the timeline before sampling
@@ -643,11 +644,29 @@ def _sample(ops: list[_Op], keep: set[int], limit: int, target: int) -> tuple[li
     return [o for i, o in enumerate(ops) if i % k == 0 or o.index in keep], k
 
 
-def write_report(run_dir: str | Path, reproduce: str | None = None) -> Path:
+def write_report(run_dir: str | Path, reproduce: str | None = None) -> Path | None:
     """Write ``report.json`` and ``report.html`` into ``run_dir`` from what it holds;
     ``reproduce``: the command that made the run, when the directory does not say it (a
-    conform run's). Returns the page's path."""
+    conform run's). Returns the page's path.
+
+    Never raises (but Ctrl-C): the report is not worth a verdict, so a failure (a full disk,
+    an unwritable directory, a file it cannot read) is one line on stderr, removes the
+    report files it may have left stale, and returns None; the command goes on to its
+    verdict and exit code."""
     d = Path(run_dir)
+    try:
+        return _write_report(d, reproduce)
+    except Exception as e:  # noqa: BLE001 -- whatever it is, the run's verdict stands
+        print(f"kafkacheck: {d}: report.html not written: {type(e).__name__}: {e}", file=sys.stderr)
+        for name in ("report.html", "report.json"):
+            try:
+                (d / name).unlink(missing_ok=True)
+            except OSError:
+                pass
+        return None
+
+
+def _write_report(d: Path, reproduce: str | None) -> Path:
     meta = _read_json(d / "run.json")
     results = _read_json(d / "results.json")
     old = _read_json(d / "report.json")

@@ -140,3 +140,21 @@ def test_check_still_imports_only_the_standard_library_for_the_report():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+def test_a_report_that_cannot_be_written_changes_neither_verdict_nor_exit_code(tmp_path, capsys):
+    """A failing report (here report.html is a directory: as a full disk or an unwritable file
+    would) is one line on stderr; check still writes results.json and exits with its verdict."""
+    out = tmp_path / "bug"
+    assert main(["run", "--ops", "300", "--bug", "ack-before-isr", "--keep-going", "--no-progress",
+                 "--out", str(out)]) == 1
+    (out / "report.html").unlink()
+    (out / "report.html").mkdir()
+    (out / "results.json").unlink()
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 1
+    assert json.loads((out / "results.json").read_text())["valid"] is False
+    err = capsys.readouterr().err
+    assert err.count("report.html not written") == 1 and "Traceback" not in err, err
+    assert not (out / "report.json").exists()  # not left behind saying what the page does not
+    assert write_report(out) is None
