@@ -187,3 +187,67 @@ def test_ctrl_c_stops_a_spark_hunt_at_once_with_no_verdict_and_no_jvm_left(tmp_p
     while any(Path(f"/proc/{p}").exists() for p in spawned) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert spawned and not any(Path(f"/proc/{p}").exists() for p in spawned)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_standalone_cluster_finds_the_switch_at_the_local_seed(tmp_path):
+    """A Spark standalone master and one worker on 127.0.0.1 (the spark-class the pyspark package
+    ships): executors in JVMs of their own, whose Python workers run the interpreter
+    PYSPARK_PYTHON names; one that lacks kafkacheck fails the hunt with one line, exit 3."""
+    import pyspark
+
+    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+    port = _free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp_path / "logs"),
+           "SPARK_WORKER_DIR": str(tmp_path / "work")}
+    env.pop("PYSPARK_PYTHON", None)
+    log = (tmp_path / "daemons.log").open("w")
+    master = subprocess.Popen([str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(_free_port())], env=env, stdout=log,
+                              stderr=subprocess.STDOUT)
+    worker = subprocess.Popen([str(spark_class), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                               "--cores", "2", "--memory", "2g", "--webui-port", str(_free_port()),
+                               f"spark://127.0.0.1:{port}"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "Successfully registered with master" not in (tmp_path / "daemons.log").read_text():
+            assert time.monotonic() < deadline and worker.poll() is None, (tmp_path / "daemons.log").read_text()
+            time.sleep(0.5)
+        url = f"spark://127.0.0.1:{port}"
+        args = [sys.executable, "-m", "kafkacheck", "hunt", "--bug", "group-unload-strands-joins", "--runs", "8",
+                "--spark", url, "--out", str(tmp_path / "out")]
+        r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600,
+                           env={**env, "PYSPARK_PYTHON": sys.executable})
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert verdicts(r.stderr).get(5) == "INVALID unowned-partition"
+        assert all(verdicts(r.stderr)[s] == "True" for s in range(5))
+        assert any("reproduce with: kafkacheck run --seed 5 " in ln for ln in r.stdout.splitlines())
+        # a worker whose Python has PySpark but not kafkacheck: this interpreter without its site
+        # hooks (the editable install's), with only its site-packages on the path
+        bare = tmp_path / "python-without-kafkacheck"
+        bare.write_text(f"#!/bin/sh\nPYTHONPATH={Path(pyspark.__file__).parent.parent} exec {sys.executable} -S \"$@\"\n")
+        bare.chmod(0o755)
+        r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600,
+                           env={**env, "PYSPARK_PYTHON": str(bare)})
+        assert r.returncode == 3, r.stderr[-2000:]
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith("kafkacheck: error: a Spark task failed: ModuleNotFoundError"), r.stderr[-2000:]
+        assert "PYSPARK_PYTHON" in last and "Traceback" not in r.stderr
+    finally:
+        for p in (worker, master):
+            p.terminate()
+        for p in (worker, master):
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        log.close()
