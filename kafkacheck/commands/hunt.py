@@ -56,7 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="wall seconds a switch, a safety net: if it expires first the outcome is "
                            "unknown (exit 2), not missed (default 900)")
     hunt.add_argument("--jobs", type=int, default=None, metavar="N",
-                      help="runs in parallel (default: the CPU count, at most 4)")
+                      help="runs in parallel (default: the CPU count, at most 4; with --spark, the "
+                           "cluster's task slots)")
     hunt.add_argument("--quiet", action="store_true", help="only the final table")
     hunt.add_argument("--spark", metavar="MASTER", default=None,
                       help="run the seeds as Spark tasks at this master (local[2], spark://host:7077, "
