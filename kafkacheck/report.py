@@ -380,7 +380,7 @@ def _timeline(ops: list[_Op], drawn: list[_Op], windows: list[dict], events: lis
         y = top + lane_of[op.process] * lane_h + (lane_h - bar_h) / 2
         a = x(op.t0)
         b = x(op.t1 if op.t1 is not None else t1)
-        cls = f"op {op.type}" + (" anom" if op.index in flagged else "")
+        cls = f"op {_esc(op.type)}" + (" anom" if op.index in flagged else "")
         took = "" if op.t1 is None else f", {(op.t1 - op.t0) / 1e6:.1f} ms"
         title = (f"op {op.index} (invoke {op.inv}): process {op.process} {op.f} {op.type}"
                  + (f" {op.error}" if op.error else "") + f" at {op.t0 / 1e9:.3f} s{took}: {op.value}")
@@ -445,7 +445,7 @@ def _plots(ops: list[_Op], points: list[_Op], windows: list[dict], t0: int, t1: 
         if o.t1 is None or o.f not in types:
             continue
         ms = (o.t1 - o.t0) / 1e6
-        lat.append(f'<circle class="pt {o.type}" cx="{x(o.t1):.1f}" cy="{y_lat(ms):.1f}" r="1.6" '
+        lat.append(f'<circle class="pt {_esc(o.type)}" cx="{x(o.t1):.1f}" cy="{y_lat(ms):.1f}" r="1.6" '
                    f'fill="{_TYPE_COLOURS.get(o.f, _OTHER_COLOUR)}"/>')
     per: dict[str, list[list[float]]] = {f: [[] for _ in range(buckets)] for f in types}
     thr: dict[str, list[int]] = {f: [0] * buckets for f in types}

@@ -158,3 +158,60 @@ def test_a_report_that_cannot_be_written_changes_neither_verdict_nor_exit_code(t
     assert err.count("report.html not written") == 1 and "Traceback" not in err, err
     assert not (out / "report.json").exists()  # not left behind saying what the page does not
     assert write_report(out) is None
+
+
+HOSTILE = "<b>&\"' x\" onmouseover=\"alert(1)"
+
+
+def _hostile_run(run_dir: Path) -> None:
+    """A run directory whose every string from the history, the broker and the checker is
+    HOSTILE: topic, process, op type and error, fault, node event, explanation, target, options."""
+    run_dir.mkdir(parents=True)
+    topic = f"{HOSTILE}:0"
+    lines = [
+        {"index": 0, "time": 1_000, "process": HOSTILE, "type": "invoke", "f": "send", "value": [["send", topic, 1]]},
+        {"index": 1, "time": 2_000, "process": "nemesis", "type": "info", "f": HOSTILE, "value": {"nodes": [HOSTILE]}},
+        {"index": 2, "time": 5_000, "process": HOSTILE, "type": HOSTILE, "f": "send",
+         "value": [["send", topic, [0, 1]]], "error": HOSTILE},
+        {"index": 3, "time": 6_000, "process": 1, "type": "invoke", "f": HOSTILE, "value": [["poll"]]},
+        {"index": 4, "time": 9_000, "process": 1, "type": "ok", "f": HOSTILE, "value": [["poll", {topic: [[0, 1]]}]]},
+    ]
+    (run_dir / "history.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (run_dir / "events.jsonl").write_text(json.dumps({"time": 3_000, "node": HOSTILE, "kind": HOSTILE,
+                                                      HOSTILE: HOSTILE}) + "\n")
+    (run_dir / "run.json").write_text(json.dumps({
+        "format": 1, "run_id": HOSTILE, "target": HOSTILE, "workload": HOSTILE, "seed": HOSTILE,
+        "faults": [HOSTILE], "options": {HOSTILE: HOSTILE}, "versions": {"broker": HOSTILE},
+        "config": {"bugs": [HOSTILE], "features": {HOSTILE: 1}, "broker_config": {HOSTILE: HOSTILE},
+                   "topic_configs": {topic: {HOSTILE: HOSTILE}}, HOSTILE: HOSTILE}}))
+    (run_dir / "results.json").write_text(json.dumps({
+        "valid": False, "anomaly_types": [HOSTILE], "counts": {HOSTILE: 1}, "unknown": [HOSTILE],
+        "reproduce": HOSTILE, "allowed": {HOSTILE: 1},
+        "anomalies": {HOSTILE: [{"explanation": f"{topic} {HOSTILE}", "ops": [2, 4]}]},
+        "allowed_anomalies": {HOSTILE: [{"explanation": HOSTILE, "ops": [4]}]}}))
+
+
+def test_every_string_from_the_history_and_the_broker_is_escaped(tmp_path):
+    from html.parser import HTMLParser
+
+    class Tags(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags, self.attrs, self.text = [], [], []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            self.attrs += [name for name, _ in attrs]
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    out = tmp_path / "hostile"
+    _hostile_run(out)
+    assert write_report(out) is not None
+    parser = Tags()
+    parser.feed(_page(out))
+    assert "b" not in parser.tags
+    assert not [a for a in parser.attrs if a.startswith("on") or a in ("alert(1)", "x\"")], set(parser.attrs)
+    text = "".join(parser.text)
+    assert text.count(HOSTILE) >= 10  # shown, as text
