@@ -327,24 +327,26 @@ def _bands(windows: list[dict], x: _Scale, y0: float, y1: float, labels: bool) -
 
 
 def _lanes(ops: list[_Op], end_ns: int) -> tuple[dict, list[list]]:
-    """A lane for each process, a lane reused once its process has ended (a client that
-    continues under a new process id after an info goes on in the same lane)."""
+    """A lane for each process, a lane reused only once its process has crashed (its last op
+    ended info, or never ended) and ended: a client that goes on under a new process id after
+    an info goes on in the same lane, and two clients are never drawn as one."""
     spans: dict = {}
     for op in ops:
-        s = spans.setdefault(op.process, [op.t0, op.t0])
+        s = spans.setdefault(op.process, [op.t0, op.t0, False])
         s[1] = max(s[1], op.t1 if op.t1 is not None else end_ns)
+        s[2] = op.type in ("info", "invoke")  # ops are in invoke order: its last op says
     lane_of: dict = {}
-    lanes: list[list] = []  # [free from, processes]
-    for process, (a, b) in sorted(spans.items(), key=lambda kv: (kv[1][0], str(kv[0]))):
+    lanes: list[list] = []  # [free from (None: never), processes]
+    for process, (a, b, crashed) in sorted(spans.items(), key=lambda kv: (kv[1][0], str(kv[0]))):
         for i, lane in enumerate(lanes):
-            if lane[0] < a:
-                lane[0] = b
+            if lane[0] is not None and lane[0] < a:
+                lane[0] = b if crashed else None
                 lane[1].append(process)
                 lane_of[process] = i
                 break
         else:
             lane_of[process] = len(lanes)
-            lanes.append([b, [process]])
+            lanes.append([b if crashed else None, [process]])
     return lane_of, lanes
 
 
@@ -421,7 +423,7 @@ def _plots(ops: list[_Op], points: list[_Op], windows: list[dict], t0: int, t1: 
     types = sorted({o.f for o in done}, key=lambda f: (-sum(1 for o in done if o.f == f), f))[:6]
     x = _Scale(t0, t1, left, width - 10)
     buckets = 100
-    size = max((t1 - t0) / buckets, 1)
+    size = max(t1 - t0, 1) / buckets  # ns, maybe less than 1: an imported Jepsen test's history lasts 3 ns
     lat_max = max(((o.t1 - o.t0) / 1e6 for o in done), default=1.0)
     lat_min = max(min(((o.t1 - o.t0) / 1e6 for o in done), default=0.1), 0.01)
     log = lat_max / lat_min > 50
@@ -459,7 +461,7 @@ def _plots(ops: list[_Op], points: list[_Op], windows: list[dict], t0: int, t1: 
         if o.type != "ok":
             bad[b] += 1
     for f in types:
-        pts = [(x(int(t0 + (i + 0.5) * size)), y_lat(_quantile(sorted(v), 0.99)))
+        pts = [(x(t0 + (i + 0.5) * size), y_lat(_quantile(sorted(v), 0.99)))
                for i, v in enumerate(per[f]) if v]
         if pts:
             lat.append(f'<polyline class="q" points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in pts)}" '
@@ -471,12 +473,12 @@ def _plots(ops: list[_Op], points: list[_Op], windows: list[dict], t0: int, t1: 
             f'viewBox="0 0 {width} {h}">', _bands(windows, x, top, bottom, False), _axis(x, t0, t1, top, bottom)]
     for frac in (0, 0.5, 1):
         yy = bottom - frac * (bottom - top)
-        thru.append(f'<text class="tick" x="{left - 4}" y="{yy + 3:.1f}" text-anchor="end">{peak * frac:.0f}/s</text>'
+        thru.append(f'<text class="tick" x="{left - 4}" y="{yy + 3:.1f}" text-anchor="end">{_rate(peak * frac)}/s</text>'
                     f'<line class="grid" x1="{left}" x2="{width - 10}" y1="{yy:.1f}" y2="{yy:.1f}"/>')
     series = [(f, thr[f], _TYPE_COLOURS.get(f, _OTHER_COLOUR), "") for f in types]
     series.append(("fail/info", bad, "#e53935", ' stroke-dasharray="4 3"'))
     for name, counts, colour, dash in series:
-        pts = " ".join(f"{x(int(t0 + (i + 0.5) * size)):.1f},{bottom - c * per_s / peak * (bottom - top):.1f}"
+        pts = " ".join(f"{x(t0 + (i + 0.5) * size):.1f},{bottom - c * per_s / peak * (bottom - top):.1f}"
                        for i, c in enumerate(counts))
         thru.append(f'<polyline class="q" points="{pts}" stroke="{colour}"{dash}><title>{_esc(name)} per second'
                     f'</title></polyline>')
@@ -486,8 +488,12 @@ def _plots(ops: list[_Op], points: list[_Op], windows: list[dict], t0: int, t1: 
             f"({scale} scale); lines: the 99th percentile of every operation of the type in each of {buckets} "
             f"time buckets.</p><div class='plot'>{''.join(lat)}</div>"
             f"<h3>Throughput</h3><p class='note'>Operations completed ok per second, per type, and those that "
-            f"ended fail or info (dashed), in {buckets} time buckets of {size / 1e9:.2f} s.</p>"
+            f"ended fail or info (dashed), in {buckets} time buckets of {size / 1e9:.3g} s.</p>"
             f"<div class='plot'>{''.join(thru)}</div>")
+
+
+def _rate(v: float) -> str:
+    return f"{v:.0f}" if v == 0 or 1 <= v < 100_000 else f"{v:.2g}"
 
 
 def _lat_ticks(lo: float, hi: float, log: bool) -> list[float]:

@@ -215,3 +215,40 @@ def test_every_string_from_the_history_and_the_broker_is_escaped(tmp_path):
     assert not [a for a in parser.attrs if a.startswith("on") or a in ("alert(1)", "x\"")], set(parser.attrs)
     text = "".join(parser.text)
     assert text.count(HOSTILE) >= 10  # shown, as text
+
+
+def _svg(page: str, svg_id: str) -> str:
+    return re.search(rf'<svg id="{svg_id}".*?</svg>', page, re.S).group(0)
+
+
+def test_an_imported_jepsen_test_history_gets_a_lane_per_process_and_plots_inside_their_box(tmp_path):
+    """Jepsen's checker tests are histories of a few ns: the plots' buckets stay inside the
+    plot, and its two clients are two lanes though one's ops all end before the other's."""
+    edn = ROOT / "tests" / "data" / "jepsen_kafka_cases" / "g1a-test.edn"
+    out = tmp_path / "g1a"
+    assert main(["import-jepsen", str(edn), "--out", str(out), "--check"]) == 1
+    page = _page(out)
+    for svg_id in ("latency", "throughput"):
+        svg = _svg(page, svg_id)
+        width = int(re.search(r'width="(\d+)"', svg).group(1))
+        xs = [float(x) for pts in re.findall(r'points="([^"]*)"', svg) for x in re.findall(r'([-\d.]+),', pts)]
+        xs += [float(x) for x in re.findall(r'cx="([-\d.]+)"', svg)]
+        assert xs and all(0 <= x <= width for x in xs), (svg_id, max(xs))
+    lanes = re.findall(r'<text class="lane" x="2" y="[\d.]+">([^<]*)<', _svg(page, "timeline"))
+    assert lanes == ["p0", "p1"], lanes
+
+
+def test_a_lane_goes_on_with_a_new_process_only_after_an_info(tmp_path):
+    out = tmp_path / "lanes"
+    out.mkdir()
+    lines = []
+    for process, start, end_type in ((0, 0, "info"), (5, 100, "ok"), (1, 0, "ok"), (2, 100, "ok")):
+        lines += [{"time": start, "process": process, "type": "invoke", "f": "send", "value": []},
+                  {"time": start + 10, "process": process, "type": end_type, "f": "send", "value": []}]
+    lines.sort(key=lambda o: o["time"])
+    (out / "history.jsonl").write_text("".join(json.dumps({**o, "index": i}) + "\n" for i, o in enumerate(lines)))
+    write_report(out)
+    lanes = re.findall(r'<text class="lane" x="2" y="[\d.]+">([^<]*)<', _svg(_page(out), "timeline"))
+    # p0 crashed: the first process to start after it (p2) goes on in its lane; p1 ended ok,
+    # so its lane is its own, and p5 gets a new one
+    assert sorted(lanes) == ["p0, p2", "p1", "p5"], lanes
