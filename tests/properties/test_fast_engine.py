@@ -317,6 +317,42 @@ def test_wall_clock_times_and_integers_beyond_64_bits_are_read_as_python_reads_t
     same(ops, ASSIGN, tmp_path)
 
 
+def _outcome(path: Path, engine: str):
+    try:
+        return check(iter_history(path), ASSIGN, engine=engine)
+    except Exception as e:  # the same error, word for word, from either engine
+        return type(e).__name__, str(e)
+
+
+FUZZ_TEXT = None
+
+
+PIECES = [*'{}[],:"0123456789-.e \n\\aknpstu', "null", "1e400", "\u00e9", "\r", "9" * 20]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(["delete", "insert", "replace"]),
+                          st.sampled_from(PIECES)), min_size=1, max_size=4))
+def test_a_damaged_history_gets_one_verdict_or_one_error_from_either_engine(tmp_path, edits):
+    global FUZZ_TEXT
+    if FUZZ_TEXT is None:
+        generate(tmp_path / "fuzz.jsonl", 40, 7)
+        FUZZ_TEXT = (tmp_path / "fuzz.jsonl").read_text()
+    text = FUZZ_TEXT
+    for at, what, piece in edits:
+        i = at % (len(text) + 1)
+        if what == "delete":
+            text = text[:i] + text[i + len(piece):]
+        elif what == "insert":
+            text = text[:i] + piece + text[i:]
+        else:
+            text = text[:i] + piece + text[i + len(piece):]
+    path = tmp_path / "damaged.jsonl"
+    path.write_text(text)
+    assert _outcome(path, "fast") == _outcome(path, "python")
+
+
 def test_what_the_fast_engine_does_not_cover_it_hands_over_and_says_why(tmp_path):
     ops = bench_ops(tmp_path, 100, 0)
     assert check_fast(ops, {**ASSIGN, "groups": {"group": "g"}}) == "fallback: consumer groups"
