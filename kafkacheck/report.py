@@ -66,6 +66,18 @@ _OTHER_COLOUR = "#757575"
 
 # ---------------------------------------------------------------- reading the run directory
 
+_DECODER = json.JSONDecoder()
+
+
+def _loads(line: str):
+    """``json.loads`` of a history line, without its Python wrapper's cost (a third of reading
+    a million-op history); a line that does not start with its value goes to ``json.loads``."""
+    try:
+        return _DECODER.scan_once(line, 0)[0]
+    except StopIteration:
+        return json.loads(line)
+
+
 def _read_json(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -80,15 +92,16 @@ def _summary(value, limit: int = 90) -> str:
 
 
 class _Op:
-    __slots__ = ("comp", "error", "f", "inv", "process", "t0", "t1", "type", "value")
+    __slots__ = ("comp", "error", "f", "inv", "line", "process", "t0", "t1", "type", "value")
 
-    def __init__(self, inv: int, process, f: str, t0: int, value) -> None:
+    def __init__(self, inv: int, process, f: str, t0: int, line: int) -> None:
         self.inv, self.process, self.f, self.t0 = inv, process, f, t0
         self.comp: int | None = None
         self.t1: int | None = None
         self.type = "invoke"
         self.error: str | None = None
-        self.value = value
+        self.line = line  # history.jsonl's line whose value the op shows: its completion's, else its invoke's
+        self.value = ""  # that value, short: read by _read_values for the ops drawn only
 
     @property
     def index(self) -> int:
@@ -97,38 +110,58 @@ class _Op:
 
 def _read_history(path: Path) -> tuple[list[_Op], list[dict]]:
     """Client ops paired invoke-completion (in invoke order) and the nemesis's ops, as recorded;
-    values kept short."""
+    the client ops' values are left to :func:`_read_values` (summarising a million values
+    took most of a large run's report)."""
     ops: list[_Op] = []
     nemesis: list[dict] = []
     pending: dict = {}
+    names: dict[str, str] = {}  # one string per op name and type, not one per op
     if not path.is_file():
         return ops, nemesis
     with open(path) as fh:
-        for line in fh:
+        for n, line in enumerate(fh):
             if not line.strip():
                 continue
             try:
-                o = json.loads(line)
+                o = _loads(line)
                 index, process, kind, t = int(o["index"]), o["process"], o["type"], int(o["time"])
             except (ValueError, KeyError, TypeError):
                 continue
             if process == "nemesis":
                 nemesis.append({"index": index, "time": t, "type": kind, "f": str(o.get("f")), "value": o.get("value")})
                 continue
+            f = str(o.get("f"))
+            f = names.setdefault(f, f)
             if kind == "invoke":
-                op = _Op(index, process, str(o.get("f")), t, _summary(o.get("value"), 60))
+                op = _Op(index, process, f, t, n)
                 pending[process] = op
                 ops.append(op)
                 continue
             op = pending.pop(process, None)
             if op is None:  # a completion without its invoke
-                op = _Op(index, process, str(o.get("f")), t, "")
+                op = _Op(index, process, f, t, n)
                 ops.append(op)
-            op.comp, op.t1, op.type = index, t, kind
-            op.value = _summary(o.get("value"))
+            kind = str(kind)
+            op.comp, op.t1, op.type, op.line = index, t, names.setdefault(kind, kind), n
             if o.get("error") is not None:
                 op.error = str(o.get("error"))
     return ops, nemesis
+
+
+def _read_values(path: Path, ops: list[_Op]) -> None:
+    """The values of ``ops`` (the ones drawn), kept short: a second pass over the history that
+    parses only their lines."""
+    wanted = {op.line: op for op in ops}
+    if not wanted:
+        return
+    last = max(wanted)
+    with open(path) as fh:
+        for n, line in enumerate(fh):
+            op = wanted.get(n)
+            if op is not None:
+                op.value = _summary(_loads(line).get("value"), 90 if op.comp is not None else 60)
+            elif n > last:
+                break
 
 
 def _read_events(path: Path) -> tuple[list[tuple[int, dict]], dict[str, int]]:
@@ -746,6 +779,7 @@ def _write_report(d: Path, reproduce: str | None) -> Path:
     }
     (d / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
 
+    _read_values(d / "history.jsonl", drawn)
     timeline = _timeline(ops, drawn, windows, shown_events, t0, t1, flagged, event_ids)
     plots = _plots(ops, points, windows, t0, t1) if any(o.t1 is not None for o in ops) else ""
     title = f"kafkacheck: {meta.get('run_id') or d.name}"
