@@ -459,10 +459,33 @@ def machine_unknown(o: Outcome) -> bool:
     return o.machine is not None and not o.machine_found and o.machine_timed_out
 
 
+def verdict(outcomes: list[Outcome]) -> tuple[int, str]:
+    """The exit code of a --bug/--all hunt and its verdict line: every switch detected and
+    nothing found without one (0); a switch missed or a finding without one (1); a time limit
+    cut a hunt short (2)."""
+    missed = [o.bug or "no switch" for o in outcomes
+              if (o.bug is not None and not o.detected and not o.timed_out) or machine_missed(o)]
+    false = [o for o in outcomes if o.bug is None and (o.false_positives or o.machine_found)]
+    unknown = [o.bug or "the correct engine" for o in outcomes if o.timed_out or machine_unknown(o)]
+    switches = sum(o.bug is not None for o in outcomes)
+    if missed or false:
+        return EXIT_INVALID, ("[bold red]FAILED[/]: " + "; ".join(
+            ([f"missed {', '.join(missed)}"] if missed else []) +
+            (["a finding without a switch"] if false else [])))
+    if unknown:
+        return EXIT_UNKNOWN, f"[bold yellow]unknown[/]: the time limit cut {', '.join(unknown)} short"
+    return EXIT_VALID, (f"[bold green]passed[/]: {switches} switch{'es' if switches != 1 else ''} detected"
+                        + (", nothing found without one" if any(o.bug is None for o in outcomes) else ""))
+
+
 def print_table(outcomes: list[Outcome], runs: int) -> None:
-    from rich.console import Console
+    """The verdict, then a row a switch; the lines to copy (reproduce commands) below."""
     from rich.table import Table
 
+    from kafkacheck.console import stdout_console
+
+    console = stdout_console()
+    console.print(verdict(outcomes)[1])
     t = Table(title=f"kafkacheck hunt (up to {runs} runs a switch)")
     machines = any(o.machine for o in outcomes)
     for col in ("bug switch", "detected", "anomaly", "seconds", "runs", "seed",
@@ -477,7 +500,7 @@ def print_table(outcomes: list[Outcome], runs: int) -> None:
         t.add_row(o.bug, _verdict(o), ", ".join(o.anomalies) or "-",
                   f"{o.seconds:.1f}", str(o.runs), str(o.seed) if o.detected else "-",
                   f"{o.shrunk_ops} ops" if o.detected else "-", *([_machine_cell(o)] if machines else []))
-    Console().print(t)
+    console.print(t)
     for o in outcomes:  # plain lines, so that they can be copied whatever the terminal width
         if o.detected:
             print(f"{o.bug}: reproduce with: {o.command}"
@@ -546,12 +569,7 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int | No
                 for m in MACHINES:
                     hunt_machine(outcomes[-1], m, [], machine_programs, machine_time, log, out_dir)
     print_table(outcomes, runs)
-    missed = [o for o in outcomes if (o.bug is not None and not o.detected and not o.timed_out)
-              or machine_missed(o)]
-    false = [o for o in outcomes if o.bug is None and (o.false_positives or o.machine_found)]
-    if missed or false:
-        return EXIT_INVALID
-    return EXIT_UNKNOWN if any(o.timed_out or machine_unknown(o) for o in outcomes) else EXIT_VALID
+    return verdict(outcomes)[0]
 
 
 # ------------------------------------------------------------------ the swarm (no --bug)
@@ -724,12 +742,26 @@ def swarm_options(seed: int, ops: int, bug: str | None) -> dict:
 
 
 def print_swarm(out: SwarmOutcome) -> None:
-    from rich.console import Console
+    """The finding (or that there was none) first, then the coverage marks reached."""
     from rich.table import Table
 
+    from kafkacheck.console import stdout_console
     from reference.marks import MARKS
 
-    console = Console()
+    console = stdout_console()
+    engine = f"the engine with {out.with_switch} on" if out.with_switch else "the engine"
+    if out.found:
+        seed, kinds, drawn = out.found[0]
+        print(f"FOUND on {engine} after {out.runs} runs ({out.seconds:.1f} s): swarm seed {seed}: "
+              f"{', '.join(kinds)}")
+        print(f"  drawn: {drawn}")
+        print(f"  reproduce with: {swarm_command(seed, out.shrunk_ops or out.ops, out.with_switch)}")
+        if out.run_dir:
+            print(f"  saved: kafkacheck run --replay {out.run_dir} runs it again, byte for byte")
+    else:
+        print(f"nothing found on {engine} in {out.runs} swarm runs (seeds drawn by the steering; "
+              f"{out.seconds:.0f} s, stopped by the {out.stopped_by})")
+    sys.stdout.flush()
     t = Table(title=f"coverage marks reached in {out.runs} swarm runs")
     t.add_column("mark")
     t.add_column("runs", justify="right")
@@ -743,15 +775,3 @@ def print_swarm(out: SwarmOutcome) -> None:
     if unreached:
         print("never reached: " + ", ".join(unreached))
     print("runs by workload: " + ", ".join(f"{w} {n}" for w, n in sorted(out.by_workload.items())))
-    engine = f"the engine with {out.with_switch} on" if out.with_switch else "the engine"
-    if out.found:
-        seed, kinds, drawn = out.found[0]
-        print(f"FOUND on {engine} after {out.runs} runs ({out.seconds:.1f} s): swarm seed {seed}: "
-              f"{', '.join(kinds)}")
-        print(f"  drawn: {drawn}")
-        print(f"  reproduce with: {swarm_command(seed, out.shrunk_ops or out.ops, out.with_switch)}")
-        if out.run_dir:
-            print(f"  saved: kafkacheck run --replay {out.run_dir} runs it again, byte for byte")
-    else:
-        print(f"nothing found on {engine} in {out.runs} swarm runs (seeds drawn by the steering; "
-              f"{out.seconds:.0f} s, stopped by the {out.stopped_by})")

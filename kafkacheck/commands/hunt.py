@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from kafkacheck.commands import SUMMARIES
 from kafkacheck.commands.common import bug_help
 from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 from reference.bugs import BUGS
@@ -14,7 +15,7 @@ from reference.bugs import BUGS
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     hunt = sub.add_parser(
-        "hunt", help="hunt for bugs with a swarm of drawn runs; or prove each planted bug is found",
+        "hunt", help=SUMMARIES["hunt"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Without --bug or --all: a swarm hunt for bugs nobody planted. Each swarm seed draws "

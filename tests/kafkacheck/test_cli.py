@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -12,8 +13,10 @@ from kafkacheck.cli import main
 
 
 def kc(*args):
+    # as from a script or CI: no terminal, and no COLUMNS (a plugin of the test session sets it)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     return subprocess.run([sys.executable, "-m", "kafkacheck.cli", *args],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +157,10 @@ def test_bad_edn_and_non_unique_values_are_one_line_errors(tmp_path):
 def test_hunt_finds_a_planted_bug_and_shrinks_it(tmp_path):
     r = kc("hunt", "--bug", "ack-before-isr", "--time-limit", "120", "--jobs", "1", "--quiet", "--out", str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "yes" in r.stdout
+    assert r.stdout.splitlines()[0] == "passed: 1 switch detected"  # the verdict first
+    # piped, the table is as wide as its cells: the anomaly's name is whole (it was cut to
+    # eight characters at 80 columns)
+    assert [line for line in r.stdout.splitlines() if "│ ack-before-isr │ yes" in line and "invariant-violation" in line]
     assert "ack-before-isr: reproduce with: kafkacheck run --seed" in r.stdout
     # the finding is saved as a run directory, which --replay makes again byte for byte
     [saved] = tmp_path.glob("finding-seed*-queue-ack-before-isr-*")
@@ -279,10 +285,12 @@ def test_hunt_verdicts_count_runs_and_a_time_limit_is_unknown_not_missed():
     r = kc("hunt", "--bug", "group-unload-strands-joins", "--runs", "1", "--jobs", "1", "--quiet")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "NO" in r.stdout and "unknown" not in r.stdout
+    assert r.stdout.splitlines()[0] == "FAILED: missed group-unload-strands-joins"
     # a limit no run can meet (a run takes a second or so): the first wait for a result expires it
     r = kc("hunt", "--bug", "compaction-drops-latest", "--runs", "500", "--time-limit", "0.001", "--jobs", "1",
            "--quiet")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "unknown: the" in r.stdout and "of 500 runs" in r.stdout
+    assert r.stdout.splitlines()[0] == "unknown: the time limit cut compaction-drops-latest short"
     r = kc("hunt", "--runs", "0")
     assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1
