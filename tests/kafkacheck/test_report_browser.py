@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import time
 from pathlib import Path
 
@@ -59,6 +60,9 @@ def browser():
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
     try:
         driver.set_window_size(*SIZE)
+        # the window's size includes its frame: make the page's viewport, the screenshot, SIZE
+        inner = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+        driver.set_window_size(2 * SIZE[0] - inner[0], 2 * SIZE[1] - inner[1])
         yield driver
     finally:
         driver.quit()
@@ -88,9 +92,21 @@ def _check_page(driver, page: Path, shot: Path) -> int:
     ops = driver.execute_script("return document.querySelectorAll('#timeline rect.op').length")
     assert ops > 0, "no op drawn on the timeline"
     assert driver.execute_script("return document.getElementById('verdict') !== null")
-    driver.save_screenshot(str(shot))
+    assert driver.save_screenshot(str(shot)), f"no screenshot written to {shot}"
+    header = shot.read_bytes()[:24]  # a PNG of the window's size
+    assert header[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", header[16:24]) == SIZE, header
     assert _errors(driver) == []
     return ops
+
+
+def _history_op(page: Path, index: int) -> dict:
+    """History line ``index`` of the page's run directory."""
+    with open(page.parent / "history.jsonl") as fh:
+        for line in fh:
+            op = json.loads(line)
+            if op["index"] == index:
+                return op
+    raise AssertionError(f"no op {index} in {page.parent / 'history.jsonl'}")
 
 
 def _in_view(driver, element_id: str) -> dict:
@@ -121,7 +137,10 @@ def _check_links(driver, page: Path) -> None:
         where = _in_view(driver, op)
         assert where["target"] and where["targets"] == 1, where
         assert where["anomaly"], where
-        assert where["title"].startswith(f"op {op.removeprefix('op-')} "), where
+        index = int(op.removeprefix("op-"))
+        assert where["title"].startswith(f"op {index} "), where
+        recorded = _history_op(page, index)  # the op the history has at that index, not just the same id
+        assert f"process {recorded['process']} {recorded['f']} {recorded['type']}" in where["title"], (recorded, where)
         assert where["in_window"] and where["in_box"], where
         assert driver.execute_script("return location.hash") == f"#{op}"
     _open(driver, page, f"#{op}")
@@ -146,6 +165,28 @@ def test_simulated_runs_report_in_the_browser(browser, shots, tmp_path):
     _check_page(browser, valid / "report.html", shots / "report-simulated-valid.png")
     _check_page(browser, bug / "report.html", shots / "report-simulated-bug.png")
     _check_links(browser, bug / "report.html")
+    _check_event_link(browser, bug / "report.html")
+
+
+def _check_event_link(driver, page: Path) -> None:
+    """An invariant violation's link lands on the node event that recorded it: a mark of that
+    kind on the node lane, at the time the anomaly gives."""
+    from selenium.webdriver.common.by import By
+
+    _open(driver, page)
+    link = driver.find_elements(By.CSS_SELECTOR, "details.anomaly a.oplink[href^='#ev-']")[0]
+    event = link.get_attribute("href").rsplit("#", 1)[1]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    where = _in_view(driver, event)
+    assert where["target"] and where["targets"] == 1 and where["anomaly"], where
+    assert where["in_window"] and where["in_box"], where
+    with open(page.parent / "events.jsonl") as fh:  # ev-N: line N of events.jsonl
+        recorded = json.loads(fh.readlines()[int(event.removeprefix("ev-"))])
+    assert where["title"].startswith(f"{recorded['kind']} on node {recorded['node']} "
+                                     f"at {recorded['time'] / 1e9:.3f} s"), (recorded, where)
+    assert f"the event at {recorded['time'] / 1e9:.3f} s" == link.text, link.text
+    assert _errors(driver) == []
 
 
 def test_conform_runs_report_in_the_browser(browser, shots, tmp_path):
