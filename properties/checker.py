@@ -316,7 +316,8 @@ def check_fast(ops: Iterable[dict], config: dict | None = None, *,
     """The compiled engine alone: the verdict :func:`check` gives, or a string saying why this
     history is left to the Python checker ("fallback: ..."). It covers histories of integer values
     (a :class:`traces.history.HistoryStream`, which it reads itself, or a list of ops) under a
-    config without consumer groups, compaction, exactly-once or linearizability; of the anomalies it
+    config without compaction, exactly-once or linearizability (the consumer-group checks run in
+    Python, on the raw ops, beside it); of the anomalies it
     reports what :mod:`properties.jepsen_checks` and :mod:`properties.cycles` report, ``nonatomic-read``,
     the final read's findings, ``idempotence-error``, ``empty-history``, ``unseen`` and ``stalled``."""
     with _gc_paused():
@@ -327,8 +328,8 @@ def _fast_unfit(rc: RunConfig, linearizable: bool) -> str | None:
     """Why the compiled engine does not judge a run of this config (None: it does)."""
     raw = rc.raw
     final = raw.get("final_read") or {}
-    for why, unfit in (("linearizability", linearizable), ("consumer groups", rc.groups),
-                       ("compaction", rc.compacted), ("exactly-once", rc.eos or raw.get("eos")),
+    for why, unfit in (("linearizability", linearizable), ("compaction", rc.compacted),
+                       ("exactly-once", rc.eos or raw.get("eos")),
                        ("a final read's start that is not a 64-bit integer",
                         final.get("performed") and (type(final.get("start_ns", 0)) is not int
                                                     or abs(final.get("start_ns", 0)) >= 2**62)),
@@ -372,6 +373,8 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
         if ops.named_values:
             return "fallback: named values (a Jepsen import)"
         path = str(ops.path)
+        if rc.groups:  # the consumer-group checks read the raw ops (in Python): the file read once more
+            ops = list(ops)
     elif isinstance(ops, (list, tuple)):
         text = _jsonl(ops)
         if text is None:
@@ -403,6 +406,8 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
         r.allowed["unseen"] += out["unread"]
     if rc.stalled:
         _check_stall(rc.raw, r)
+    if rc.groups:
+        check_groups(ops, rc.raw, r.add)
     cycle_stats = out["cycles"]
     budget.used = out["budget_used"]
     budget.reason = out["budget_reason"] or None

@@ -311,6 +311,7 @@ struct Line {
     bool seek = false;
     uint8_t error = 0;  // its "error": 0 none, 1 a string, 2 a string naming an idempotence error, 3 other
     std::string error_s;
+    std::vector<int32_t> touched;  // the keys its rebalance log names
 };
 
 struct Op {
@@ -318,6 +319,7 @@ struct Op {
     uint8_t type, f;
     bool completed, seek, weak;
     uint8_t error;
+    uint32_t tb, te;  // the keys its completion's rebalance log touched, in `touched`
     int32_t error_id;  // in errors, when error is 1 or 2
     uint32_t npoll;
     uint32_t sb, se, pb, pe, kb, ke;
@@ -470,6 +472,7 @@ struct Checker {
     std::vector<PollKey> pkeys;
     std::vector<Rec> recs;
     std::vector<int32_t> akeys;
+    std::vector<int32_t> touched;
     std::vector<std::string> errors;
     std::vector<KeyState> keys;
     std::unordered_map<std::string, int32_t> key_ids;
@@ -631,6 +634,7 @@ struct Checker {
         L.nemesis = false;
         L.npoll = 0;
         L.error = 0;
+        L.touched.clear();
         for (uint32_t q = 0; q < o.n; ++q) {
             std::string_view k = j.s(j.kid(root, 2 * q));
             uint32_t v = j.kid(root, 2 * q + 1);
@@ -680,7 +684,21 @@ struct Checker {
             } else if (k == "seek_to_beginning") {
                 L.seek = j.truthy(v);
             } else if (k == "rebalance_log") {
-                if (j.truthy(v)) fallback("a rebalance log");
+                // frozenset(_key(k) for e in rebalance_log if isinstance(e, dict) for k in e.get("keys") or [])
+                if (!j.truthy(v)) continue;
+                if (vn.t != J_ARR) fallback("a rebalance log that is not a list");
+                for (uint32_t qi = 0; qi < vn.n; ++qi) {
+                    uint32_t e = j.kid(v, qi);
+                    if (j.at(e).t != J_OBJ) continue;
+                    j.unique_keys(e);
+                    for (uint32_t m = 0; m < j.at(e).n; ++m) {
+                        if (j.s(j.kid(e, 2 * m)) != "keys") continue;
+                        uint32_t ks = j.kid(e, 2 * m + 1);
+                        if (!j.truthy(ks)) continue;
+                        if (j.at(ks).t != J_ARR) fallback("a rebalance log's keys that are not a list");
+                        for (uint32_t r = 0; r < j.at(ks).n; ++r) L.touched.push_back(key_of(j, j.kid(ks, r)));
+                    }
+                }
             } else if (k == "error") {
                 if (vn.t == J_STR) {
                     std::string_view e = j.s(v);
@@ -763,6 +781,9 @@ struct Checker {
         op.kb = static_cast<uint32_t>(akeys.size());
         akeys.insert(akeys.end(), src->keys.begin(), src->keys.end());
         op.ke = static_cast<uint32_t>(akeys.size());
+        op.tb = static_cast<uint32_t>(touched.size());
+        if (comp) touched.insert(touched.end(), comp->touched.begin(), comp->touched.end());
+        op.te = static_cast<uint32_t>(touched.size());
         ops.push_back(op);
     }
 
@@ -1081,7 +1102,11 @@ struct Checker {
             if (!op.completed || !txn_f(op.f)) continue;
             if (op.npoll) {
                 reads_of(op, rd);
-                for (auto& kv : rd) pairs_in_op(op, kv.first, kv.second, false);
+                for (auto& kv : rd) {
+                    if (std::find(touched.begin() + op.tb, touched.begin() + op.te, kv.first) != touched.begin() + op.te)
+                        continue;  // a rebalance moved the key within the op
+                    pairs_in_op(op, kv.first, kv.second, false);
+                }
             }
             if (op.se - op.sb > 1) {
                 writes_of(op, wr);

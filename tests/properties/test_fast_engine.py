@@ -77,6 +77,10 @@ FAST_KINDS = {"G0", "G0-process", "G0-realtime", "G1c", "G1c-process", "G1c-real
               "stale-after-heal", "idempotence-error", "empty-history", "unseen", "stalled"}
 
 
+GROUP_KINDS = {"double-ownership", "fenced-commit", "cooperative-revoked-unmoved", "reassigned-before-revoked",
+               "expired-member-commit", "committed-offset-regressed", "unowned-partition", "processed-twice"}
+
+
 def same_and_fast_where_covered(ops, config: dict) -> dict:
     result = same(ops, config)
     if reported(result) <= FAST_KINDS:
@@ -355,7 +359,7 @@ def test_a_damaged_history_gets_one_verdict_or_one_error_from_either_engine(tmp_
 
 def test_what_the_fast_engine_does_not_cover_it_hands_over_and_says_why(tmp_path):
     ops = bench_ops(tmp_path, 100, 0)
-    assert check_fast(ops, {**ASSIGN, "groups": {"group": "g"}}) == "fallback: consumer groups"
+    assert check_fast(ops, {**ASSIGN, "compacted": True}) == "fallback: compaction"
     assert check_fast(ops, ASSIGN, linearizable=True) == "fallback: linearizability"
     as_tuples = copy.deepcopy(ops)
     as_tuples[-1]["value"] = tuple(as_tuples[-1]["value"])  # JSON would make it a list: Python sees a tuple
@@ -373,13 +377,15 @@ def test_simulated_runs_get_one_verdict(tmp_path):
     from traces.history import locate_run
 
     for i, (workload, bugs) in enumerate([("queue", []), ("txn", []), ("queue", ["truncate-to-high-watermark"]),
-                                          ("idempotent", [])]):
+                                          ("idempotent", []), ("groups", []), ("groups", ["group-generation-unfenced"])]):
         d = tmp_path / f"run{i}"
         simulate(RunOptions(seed=i, ops=200, workload=workload, bugs=bugs), d)
         meta, history, _ = locate_run(d)
         config = meta.get("config") or {}
         py = check(iter_history(history), config, engine="python")
         assert check(iter_history(history), config, engine="fast") == py
+        if reported(py) <= FAST_KINDS | GROUP_KINDS and workload != "idempotent":
+            assert judged_fast(iter_history(history), config) == py
 
 
 # ---------------------------------------------------------------- the property tests' models
