@@ -15,7 +15,7 @@ when there is one, results.json when the run was judged) and writes beside them:
 
 Large runs are sampled: past :data:`MAX_TIMELINE_OPS` client operations the timeline draws
 every k-th one and the latency plot :data:`MAX_POINTS` points, both always keeping the
-operations the anomalies name; the throughput and the latency quantile lines count every
+operations the page links to (its examples' ops); the throughput and the latency quantile lines count every
 operation. The page says what it sampled.
 
 Only the standard library is imported: ``kafkacheck check`` writes the report and has to start
@@ -721,8 +721,15 @@ def _write_report(d: Path, reproduce: str | None) -> Path:
     anomalies = results.get("anomalies") or {}
     allowed_ex = results.get("allowed_anomalies") or {}
     flagged = {o for items in anomalies.values() for a in items for o in (a.get("ops") or []) if isinstance(o, int)}
-    linked = flagged | {o for items in allowed_ex.values() for a in items[:5] for o in (a.get("ops") or [])
-                        if isinstance(o, int)}
+
+    def links(examples: dict, n: int) -> set[int]:  # the ops the page links to: see _examples, _op_links
+        return {o for items in examples.values() for a in items[:n]
+                for o in [o for o in (a.get("ops") or []) if isinstance(o, int)][:MAX_OP_LINKS]}
+
+    # a sampled page keeps the ops it links to, not every op an anomaly names (a buggy run's
+    # anomalies may name more ops than a page can draw)
+    linked_anomalies = links(anomalies, MAX_EXAMPLES)
+    linked = linked_anomalies | links(allowed_ex, 5)
     # the invariant violations the results name, as the node events that recorded them
     event_ids: dict[int, str] = {}
     by_time = {(int(e["time"]), str(e.get("node"))): n for n, e in events if e["kind"] in (
@@ -739,7 +746,7 @@ def _write_report(d: Path, reproduce: str | None) -> Path:
 
     verdict, details = _verdict_html(results, {o.index for o in ops} | {o.inv for o in ops}, event_link)
     drawn, k = _sample(ops, linked, MAX_TIMELINE_OPS, SAMPLED_TIMELINE_OPS)
-    points, kp = _sample(ops, flagged, MAX_POINTS, MAX_POINTS)
+    points, kp = _sample(ops, linked_anomalies, MAX_POINTS, MAX_POINTS)
     shown_events = events
     if len(events) > MAX_MARKS:
         step = math.ceil(len(events) / MAX_MARKS)
@@ -748,9 +755,9 @@ def _write_report(d: Path, reproduce: str | None) -> Path:
     sampled = []
     if k > 1:
         sampled.append(f"the timeline draws {len(drawn):,} of {len(ops):,} client operations (every {k}th, and "
-                       "every operation an anomaly names)")
+                       "every operation the examples below link to)")
     if kp > 1:
-        sampled.append(f"the latency plot draws {len(points):,} points (every {kp}th operation, and the anomalies'); "
+        sampled.append(f"the latency plot draws {len(points):,} points (every {kp}th operation, and the anomalies' linked ones); "
                        "its p99 lines and the throughput count every operation")
     if len(shown_events) < len(events):
         sampled.append(f"{len(shown_events):,} of {len(events):,} node events are marked")

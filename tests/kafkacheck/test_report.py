@@ -259,3 +259,22 @@ def test_a_lane_goes_on_with_a_new_process_only_after_an_info(tmp_path):
     # p0 crashed: the first process to start after it (p2) goes on in its lane; p1 ended ok,
     # so its lane is its own, and p5 gets a new one
     assert sorted(lanes) == ["p0, p2", "p1", "p5"], lanes
+
+
+def test_a_large_run_with_many_anomalies_draws_the_ops_it_links_not_all_it_names(tmp_path):
+    """A buggy long run's anomalies can name more ops than a page draws well: the sampled
+    timeline keeps the ops its links land on, and every link still lands."""
+    from kafkacheck.report import SAMPLED_TIMELINE_OPS
+
+    out = tmp_path / "many"
+    _large_history(out, 60_000, 1)
+    anomalies = [{"explanation": f"planted {i}", "ops": [4 * i + 1, 4 * i + 3]} for i in range(10_000)]
+    (out / "results.json").write_text(json.dumps({
+        "valid": False, "anomaly_types": ["lost-write"], "counts": {"lost-write": len(anomalies)},
+        "anomalies": {"lost-write": anomalies}}))
+    write_report(out)
+    report = json.loads((out / "report.json").read_text())
+    assert report["drawn"]["timeline_ops"] <= SAMPLED_TIMELINE_OPS + 100, report["drawn"]
+    page = _page(out)
+    linked = set(re.findall(r'class="oplink" href="#([^"]+)"', page))
+    assert len(linked) == 20 and linked <= _ids(page)
