@@ -814,10 +814,12 @@ def _write_report(d: Path, reproduce: str | None) -> Path:
 <html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head><body>
 <h1>{_esc(title)}</h1>
-<p class="meta">{_esc(target['version'] or target['name'] or 'unknown target')} &middot; workload
-{_esc(meta.get('workload'))} &middot; seed {_esc(meta.get('seed'))} &middot; bug switches
-{_esc(', '.join(target['bugs']) or 'none')} &middot; {len(ops):,} client operations,
-{len(windows)} fault{'' if len(windows) == 1 else 's'}</p>
+<p class="meta">{' &middot; '.join(_esc(part) for part in [
+    target['version'] or target['name'] or 'unknown target',
+    *([f"workload {meta['workload']}"] if meta.get('workload') is not None else []),
+    *([f"seed {meta['seed']}"] if meta.get('seed') is not None else []),
+    f"bug switches {', '.join(target['bugs']) or 'none'}",
+    f"{len(ops):,} client operations, {len(windows)} fault{'' if len(windows) == 1 else 's'}"])}</p>
 {verdict}
 <h2 id="timeline-heading">Timeline</h2>
 <p class="note">One lane per client process (a lane goes on with the next process of the same client);

@@ -259,6 +259,8 @@ def test_a_lane_goes_on_with_a_new_process_only_after_an_info(tmp_path):
     # p0 crashed: the first process to start after it (p2) goes on in its lane; p1 ended ok,
     # so its lane is its own, and p5 gets a new one
     assert sorted(lanes) == ["p0, p2", "p1", "p5"], lanes
+    # a bare history (no run.json): what is not known is left out, not printed as None
+    assert "None" not in _page(out) and "unknown target &middot; bug switches none" in _page(out)
 
 
 def test_a_large_run_with_many_anomalies_draws_the_ops_it_links_not_all_it_names(tmp_path):
