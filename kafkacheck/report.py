@@ -56,7 +56,8 @@ _ENDS: dict[str, frozenset[str] | None] = {
     "heal": None,
 }
 _NODE_STATE = frozenset({"pause", "kill", "sigkill", "disk-fault", "lose-unflushed", "clock-skew", "crash", "stop"})
-_INSTANT = frozenset({"client-drop"})
+_INSTANT = frozenset({"client-drop", "elect"})  # done at once: windows of no length
+_LEVELS = ("skew_ms", "ms", "p")  # a fault set to 0 on every level it has (delay ms 0, loss p 0) ends it
 _TYPE_COLOURS = {"send": "#1e88e5", "poll": "#00897b", "txn": "#8e24aa", "commit": "#f4511e", "committed": "#6d4c41",
                  "assign": "#9e9e9e", "subscribe": "#9e9e9e", "crash": "#000000"}
 _FAULT_COLOURS = {"partition": "#ffcc80", "kill": "#ef9a9a", "sigkill": "#ef9a9a", "pause": "#b39ddb",
@@ -197,9 +198,10 @@ def _nodes_of(value) -> list[str]:
 def fault_windows(nemesis: list[dict], end_ns: int) -> list[dict]:
     """The faults as windows ``{"f", "start", "end", "nodes", "value", "index"}``: a fault from
     its completion (or its invoke, without one) until the op that undoes it begins (resume ends
-    a pause of the same node, restart a kill, heal the network faults, a clock skew of 0 a
-    skew); one never undone lasts to ``end_ns``. Faults undone at once (a connection reset) are
-    windows of no length."""
+    a pause of the same node, restart a kill, heal the network faults, the same fault set to 0
+    (a clock skew of 0, a delay of 0 ms, a loss of p 0) that fault); one never undone lasts to
+    ``end_ns``; a hold-back lasts its ``ms``. Faults done at once (a connection reset, a forced
+    election) are windows of no length."""
     windows: list[dict] = []
     open_: list[dict] = []
     last_invoke: dict[str, int] = {}
@@ -210,9 +212,10 @@ def fault_windows(nemesis: list[dict], end_ns: int) -> list[dict]:
             continue
         started = last_invoke.pop(f, op["time"])
         nodes = _nodes_of(value)
-        is_end = f in _ENDS or (f == "clock-skew" and isinstance(value, dict) and not value.get("skew_ms"))
+        levels = [value.get(k) for k in _LEVELS if k in value] if isinstance(value, dict) else []
+        is_end = f in _ENDS or (f != "hold-back" and bool(levels) and not any(levels))
         if is_end:
-            ends = _ENDS.get(f, frozenset({"clock-skew"}))
+            ends = _ENDS.get(f, frozenset({f}))
             candidates = [w for w in open_ if (w["f"] not in _NODE_STATE if ends is None else w["f"] in ends)]
             if nodes:
                 same = [w for w in candidates if set(w["nodes"]) & set(nodes)]
@@ -221,8 +224,11 @@ def fault_windows(nemesis: list[dict], end_ns: int) -> list[dict]:
                 w["end"] = started
                 open_.remove(w)
             continue
-        w = {"f": f, "start": op["time"], "end": op["time"] if f in _INSTANT else None, "nodes": nodes,
-             "value": _summary(value, 120), "index": op["index"]}
+        end = op["time"] if f in _INSTANT else None
+        if f == "hold-back" and isinstance(value, dict) and isinstance(value.get("ms"), (int, float)):
+            end = op["time"] + int(value["ms"] * 1e6)  # it lasts what it says
+        w = {"f": f, "start": op["time"], "end": end, "nodes": nodes, "value": _summary(value, 120),
+             "index": op["index"]}
         windows.append(w)
         if w["end"] is None:
             open_.append(w)

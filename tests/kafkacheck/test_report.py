@@ -33,12 +33,17 @@ def test_fault_windows_pair_each_fault_with_what_ends_it():
                *op(2, "partition", {"grudge": {"1": [2]}}, 250), *op(3, "resume", {"nodes": [2]}, 300),
                *op(4, "kill", {"nodes": [3]}, 350), *op(5, "heal", None, 400),
                *op(6, "resume", {"nodes": [1]}, 500), *op(7, "clock-skew", {"node": 1, "skew_ms": 300}, 600),
-               *op(8, "clock-skew", {"node": 1, "skew_ms": 0}, 700)]
+               *op(8, "clock-skew", {"node": 1, "skew_ms": 0}, 700),
+               # a --template run's: a forced election is done at once; a delay ends when set to 0 ms
+               *op(9, "elect", {"error": "NONE", "leader": 2, "partition": 0, "topic": "t0"}, 710),
+               *op(10, "delay", {"ms": 20}, 720), *op(11, "delay", {"ms": 0}, 800),
+               *op(12, "hold-back", {"requests": ["FetchRequest"], "ms": 0.00005}, 810)]
     windows = {(w["f"], tuple(w["nodes"])): (w["start"], w["end"]) for w in fault_windows(nemesis, 1000)}
     assert windows == {("pause", ("1",)): (105, 500), ("pause", ("2",)): (205, 300),
                        ("partition", ()): (255, 400),  # heal ends the network's faults, not a pause or a kill
                        ("kill", ("3",)): (355, 1000),  # never restarted: to the end of the run
-                       ("clock-skew", ("1",)): (605, 700)}
+                       ("clock-skew", ("1",)): (605, 700),
+                       ("elect", ()): (715, 715), ("delay", ()): (725, 800), ("hold-back", ()): (815, 865)}
 
 
 def test_a_simulated_run_writes_its_report_with_every_anomaly_op_anchored(tmp_path):
