@@ -24,6 +24,7 @@ fast.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
@@ -701,13 +702,11 @@ def write_report(run_dir: str | Path, reproduce: str | None = None) -> Path | No
     d = Path(run_dir)
     try:
         return _write_report(d, reproduce)
-    except Exception as e:  # noqa: BLE001 -- whatever it is, the run's verdict stands
+    except Exception as e:  # whatever it is, the run's verdict stands
         print(f"kafkacheck: {d}: report.html not written: {type(e).__name__}: {e}", file=sys.stderr)
         for name in ("report.html", "report.json"):
-            try:
+            with contextlib.suppress(OSError):
                 (d / name).unlink(missing_ok=True)
-            except OSError:
-                pass
         return None
 
 
@@ -763,8 +762,8 @@ def _write_report(d: Path, reproduce: str | None) -> Path:
         sampled.append(f"the timeline draws {len(drawn):,} of {len(ops):,} client operations (every {k}th, and "
                        "every operation the examples below link to)")
     if kp > 1:
-        sampled.append(f"the latency plot draws {len(points):,} points (every {kp}th operation, and the anomalies' linked ones); "
-                       "its p99 lines and the throughput count every operation")
+        sampled.append(f"the latency plot draws {len(points):,} points (every {kp}th operation, and the anomalies' "
+                       "linked ones); its p99 lines and the throughput count every operation")
     if len(shown_events) < len(events):
         sampled.append(f"{len(shown_events):,} of {len(events):,} node events are marked")
 
