@@ -73,9 +73,11 @@ def _allowed_reasons() -> dict[str, str]:
     return reasons
 
 
-def print_verdict(result: dict, run_dir: Path, meta: dict, explain: bool = False) -> None:
+def print_verdict(result: dict, run_dir: Path, meta: dict, explain: bool = False,
+                  report: Path | None = None) -> None:
     """The verdict first, then the run's table, the violations and the allowed types (one line
-    each); ``explain``: up to five examples of each violation type and one of each allowed type."""
+    each); ``explain``: up to five examples of each violation type and one of each allowed type.
+    ``report``: the report.html written for this verdict, if one was."""
     console = stdout_console()
     console.print(verdict_line(result))
     stats = result.get("stats", {})
@@ -141,9 +143,8 @@ def print_verdict(result: dict, run_dir: Path, meta: dict, explain: bool = False
         console.print(f"[bold yellow]unknown[/]: {reason}")
     if result.get("valid") not in (True, "unknown") and result.get("reproduce"):
         console.print(f"reproduce with: {result['reproduce']}", highlight=False)
-    report = run_dir / "report.html"
     console.print(f"run directory: {run_dir}" + (f" (open {report} for the timeline and plots)"
-                                                if report.exists() else ""), highlight=False)
+                                                if report else ""), highlight=False)
 
 
 def _example(anomaly: dict) -> str:

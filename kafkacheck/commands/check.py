@@ -99,15 +99,16 @@ def main(args: argparse.Namespace) -> int:
         config["sub_via"] = [args.sub_via]
     meta = {**meta, "config": config}
     is_dir = Path(args.path).is_dir()
+    report = None
     result = judge(meta, ops, read_events(directory) if is_dir else None,
                    cycle_steps=args.cycle_budget, cycle_time_limit_s=args.cycle_time_limit,
                    forbid=tuple(args.forbid), linearizable=args.lin, engine=args.checker)
     if is_dir:
         write_results(directory / "results.json", result)
         from kafkacheck.report import write_report  # report.json, report.html
-        write_report(directory)
+        report = write_report(directory)
     if args.format == "json":
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
-        print_verdict(result, directory, meta, explain=args.explain)
+        print_verdict(result, directory, meta, explain=args.explain, report=report)
     return verdict_exit(result["valid"])

@@ -147,11 +147,11 @@ def main(args: argparse.Namespace) -> int:
     result["reproduce"] = reproduce
     (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     from kafkacheck.report import write_report  # report.json, report.html
-    write_report(out)
+    report = write_report(out)
     if args.format == "json":
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
-        print_verdict(result, out, outcome.run_meta, explain=args.explain)
+        print_verdict(result, out, outcome.run_meta, explain=args.explain, report=report)
     return verdict_exit(result["valid"])
 
 
