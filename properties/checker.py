@@ -56,6 +56,7 @@ from properties.jepsen_checks import (
     readers_of,
 )
 from properties.linearizable import KIND, check_log
+from traces.history import HistoryError, HistoryStream
 
 MAX_REPORTED = 50  # anomalies listed per type; the count is always complete
 
@@ -283,13 +284,18 @@ def _gc_paused() -> Iterator[None]:
 ENGINES = ("fast", "python")
 
 
+class EngineError(HistoryError):
+    """An unknown checker engine (as $KAFKACHECK_CHECKER): unusable input, one line, exit 3."""
+
+
 def engine_of(engine: str | None = None) -> str:
     """The checker's engine: ``engine``, else $KAFKACHECK_CHECKER, else ``fast`` (the compiled
     hot path of properties/_fastcheck, which hands what it does not cover to ``python``, the
     pure-Python checker and its oracle)."""
     e = engine or os.environ.get("KAFKACHECK_CHECKER") or "fast"
     if e not in ENGINES:
-        raise ValueError(f"unknown checker engine {e!r} (one of {', '.join(ENGINES)})")
+        source = "" if engine else "$KAFKACHECK_CHECKER: "
+        raise EngineError(f"{source}unknown checker engine {e!r} (one of {', '.join(ENGINES)})")
     return e
 
 
@@ -358,8 +364,6 @@ def _jsonl(ops: list | tuple) -> str | None:
 
 def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str, ...],
                 linearizable: bool) -> dict | str:
-    from traces.history import HistoryStream
-
     rc = RunConfig.of(config)
     why = _fast_unfit(rc, linearizable)
     if why:
