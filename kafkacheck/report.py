@@ -274,16 +274,19 @@ def _target(meta: dict) -> dict:
     return out
 
 
+def changed_options(args, defaults: dict) -> dict:
+    """The options of ``args`` (an argparse namespace) that differ from ``defaults`` (the
+    command's parser's), in the parser's order."""
+    return {name: getattr(args, name) for name, default in defaults.items()
+            if name != "command" and hasattr(args, name)
+            and getattr(args, name) not in (default, None, False)}
+
+
 def cli_command(command: str, args, defaults: dict) -> str:
     """``kafkacheck COMMAND`` with the options of ``args`` (an argparse namespace) that differ
     from ``defaults`` (the command's parser's), in the parser's order."""
     words = ["kafkacheck", command]
-    for name, default in defaults.items():
-        if name == "command" or not hasattr(args, name):
-            continue
-        value = getattr(args, name)
-        if value == default or value is None or value is False:
-            continue
+    for name, value in changed_options(args, defaults).items():
         flag = "--" + name.replace("_", "-")
         if value is True:
             words.append(flag)
@@ -690,10 +693,10 @@ def _sample(ops: list[_Op], keep: set[int], limit: int, target: int) -> tuple[li
     return [o for i, o in enumerate(ops) if i % k == 0 or o.index in keep], k
 
 
-def write_report(run_dir: str | Path, reproduce: str | None = None) -> Path | None:
+def write_report(run_dir: str | Path, reproduce: str | None = None, options: dict | None = None) -> Path | None:
     """Write ``report.json`` and ``report.html`` into ``run_dir`` from what it holds;
-    ``reproduce``: the command that made the run, when the directory does not say it (a
-    conform run's). Returns the page's path.
+    ``reproduce`` and ``options``: the command that made the run and its options, when the
+    directory does not say them (a conform run's). Returns the page's path.
 
     Never raises (but Ctrl-C): the report is not worth a verdict, so a failure (a full disk,
     an unwritable directory, a file it cannot read) is one line on stderr, removes the
@@ -701,7 +704,7 @@ def write_report(run_dir: str | Path, reproduce: str | None = None) -> Path | No
     verdict and exit code."""
     d = Path(run_dir)
     try:
-        return _write_report(d, reproduce)
+        return _write_report(d, reproduce, options)
     except Exception as e:  # whatever it is, the run's verdict stands
         print(f"kafkacheck: {d}: report.html not written: {type(e).__name__}: {e}", file=sys.stderr)
         for name in ("report.html", "report.json"):
@@ -710,7 +713,7 @@ def write_report(run_dir: str | Path, reproduce: str | None = None) -> Path | No
         return None
 
 
-def _write_report(d: Path, reproduce: str | None) -> Path:
+def _write_report(d: Path, reproduce: str | None, options: dict | None) -> Path:
     meta = _read_json(d / "run.json")
     results = _read_json(d / "results.json")
     old = _read_json(d / "report.json")
@@ -776,7 +779,7 @@ def _write_report(d: Path, reproduce: str | None) -> Path:
         "workload": meta.get("workload"),
         "seed": meta.get("seed"),
         "faults": meta.get("faults"),
-        "options": meta.get("options") or old.get("options"),
+        "options": meta.get("options") or options or old.get("options"),
         "reproduce": reproduce or _reproduce(meta, results, old),
         "started_at": meta.get("started_at"),
         "kafkacheck": (meta.get("versions") or {}).get("kafkacheck"),

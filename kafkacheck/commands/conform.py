@@ -387,12 +387,13 @@ def _write_reports(report, out: Path, console) -> None:
     console.print(f"wrote {out / 'report.json'}, {out / 'junit.xml'}, {out / 'report.html'}")
 
 
-def _command(args: argparse.Namespace) -> str:
-    """The kafkacheck conform command of ``args``: its options that differ from the defaults."""
+def _command(args: argparse.Namespace) -> tuple[str, dict]:
+    """The kafkacheck conform command of ``args`` and its options that differ from the defaults."""
     from kafkacheck.commands.common import standalone
-    from kafkacheck.report import cli_command
+    from kafkacheck.report import changed_options, cli_command
 
-    return cli_command("conform", args, vars(standalone(add_parser, "conform", [])))
+    defaults = vars(standalone(add_parser, "conform", []))
+    return cli_command("conform", args, defaults), changed_options(args, defaults)
 
 
 def _interrupt(signum, frame) -> None:
@@ -432,7 +433,8 @@ def _run_workload(args, target, client, out: Path, report, console) -> None:
             return
     seconds = time.monotonic() - start
     from kafkacheck.report import write_report
-    write_report(result["run_dir"], reproduce=_command(args))
+    command, options = _command(args)
+    write_report(result["run_dir"], reproduce=command, options=options)
     summary = result["summary"]
     report.nemesis.extend(summary["nemesis"])
     valid = result["valid"]

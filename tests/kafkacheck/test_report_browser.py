@@ -201,6 +201,7 @@ def test_conform_runs_report_in_the_browser(browser, shots, tmp_path):
     report = json.loads((bug / "txn" / "report.json").read_text())
     assert report["target"]["bugs"] == ["lso-off-by-one"]
     assert "--bug lso-off-by-one" in report["reproduce"]
+    assert report["options"]["bug"] == "lso-off-by-one" and report["options"]["workload"] == "txn"
     assert json.loads((bug / "txn" / "run.json").read_text())["config"]["bugs"] == ["lso-off-by-one"]
     assert json.loads((bug / "report.json").read_text())["bugs"] == ["lso-off-by-one"]
     assert '<property name="bug_switches" value="lso-off-by-one"' in (bug / "junit.xml").read_text()
