@@ -789,6 +789,8 @@ struct Checker {
 
     void feed(Line& L) {
         if (L.index != n_lines) fallback("indices are not dense");
+        if (L.time >= (int64_t(1) << 62) || L.time <= -(int64_t(1) << 62))
+            fallback("a time beyond 2**62 ns (the fast path's arithmetic would overflow)");
         ++n_lines;
         last_time = std::max(last_time, L.time);
         if (L.nemesis) {
