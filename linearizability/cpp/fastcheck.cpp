@@ -11,17 +11,19 @@
 //    ASCII, a carriage return, a float or a huge integer where an integer is needed, a string
 //    escape \u, a duplicate object key, a value that is not an integer (tombstones, names), a
 //    rebalance log, an invalid op or sequence: Python then names the problem);
-//  * a check that finds an anomaly other than a dependency cycle (duplicate, lost-write, G1a,
-//    poll-skip, G1b, stale-read, nonatomic-read, ...): those verdicts come from Python, whose
-//    evidence they are; the cycle searches (G0, G1c and variants, G-single, G2), which a correct
-//    history's verdict lists as allowed, are reported here with the same evidence.
-// The caller (Python) decides beforehand which run configurations it may judge (no groups,
-// compaction, exactly-once, linearizability, weak acks, final read, idempotence or stall checks).
+//  * a run configuration whose checks it does not have (compaction, exactly-once, --lin): the
+//    caller (properties/checker.py, check_fast) decides that beforehand.
+// Every other check it runs itself, with the Python checker's evidence word for word: the version
+// orders, the Jepsen-parity checks (duplicate, lost-write, G1a, skips and reversals, G1b,
+// stale-read), the cycle searches (G0, G1c and variants, G-single, G2), nonatomic-read, the final
+// read's, idempotence-error, empty-history and stalled; a consumer-group run's group checks run
+// in Python beside it.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -166,6 +168,9 @@ struct Json {
             frac = true;
         }
         (void)s;
+        // Python's int() refuses a literal of more than sys.get_int_max_str_digits() digits (4300
+        // by default, 640 at the least): the line is then an error there, so Python must judge it
+        if (!frac && de - ds > 640) fallback("json: an integer of more than 640 digits");
         if (frac || de - ds > 19) return add(J_NUM);  // a float, or an integer int64 cannot hold
         uint64_t v = 0;
         for (const char* q = ds; q < de; ++q) v = v * 10 + static_cast<uint64_t>(*q - '0');  // < 10^19 < 2^64
@@ -1030,7 +1035,7 @@ struct Checker {
         }
     }
 
-    // ---------------------------------------------------------------- the checks that fall back
+    // ---------------------------------------------------------------- the Jepsen-parity checks and the rest
 
     void check_plain() {
         std::vector<std::pair<int32_t, std::vector<int64_t>>> rd, wr;
@@ -1612,7 +1617,9 @@ struct Checker {
     }
 
     void check_staleness() {
-        int64_t end = 0;
+        // as Python's max(..., default=0): 0 without faults, else the last fault's end (which may
+        // be negative: times are whatever clock the recorder used)
+        int64_t end = nemesis.empty() ? 0 : std::numeric_limits<int64_t>::min();
         for (auto& s : nemesis) end = std::max(end, s.second);
         int64_t bound = staleness_bound_ms * 1000000;
         std::vector<std::vector<std::pair<int32_t, int64_t>>> acked(keys.size());
@@ -2450,8 +2457,10 @@ py::object check(py::object path, py::object text, bool ww_deps, bool staleness,
     c.staleness = staleness;
     c.staleness_bound_ms = staleness_bound_ms;
     c.budget.steps = cycle_steps;
+    // NaN never expires (as Python's comparisons with it), a negative limit at once
+    double limit_s = std::isnan(cycle_seconds) ? 1e12 : std::clamp(cycle_seconds, 0.0, 1e12);
     c.budget.deadline = std::chrono::steady_clock::now() +
-                        std::chrono::microseconds(static_cast<int64_t>(std::min(cycle_seconds, 1e12) * 1e6));
+                        std::chrono::microseconds(static_cast<int64_t>(limit_s * 1e6));
     try {
         if (!path.is_none()) {
             c.read_file(path.cast<std::string>());

@@ -321,6 +321,37 @@ def test_wall_clock_times_and_integers_beyond_64_bits_are_read_as_python_reads_t
     same(ops, ASSIGN, tmp_path)
 
 
+def test_an_integer_python_refuses_is_an_error_from_either_engine(tmp_path):
+    """Python's int() refuses a literal of more than 4,300 digits, even in a field the checker
+    never reads: the line is unusable, and the fast engine must not judge it valid."""
+    path = tmp_path / "history.jsonl"
+    path.write_text(json.dumps({"f": "send", "index": 0, "process": 0, "time": 1, "type": "invoke",
+                                "value": [["send", "t:0", 1]]})[:-1] + ', "note": 1' + "0" * 5000 + "}\n"
+                    + json.dumps({"f": "send", "index": 1, "process": 0, "time": 2, "type": "ok",
+                                  "value": [["send", "t:0", [0, 1]]]}) + "\n")
+    assert check_fast(iter_history(path), {}).startswith("fallback:")
+    assert _outcome(path, "fast") == _outcome(path, "python")
+    assert _outcome(path, "python")[0] == "HistoryError"
+
+
+def test_stale_reads_after_faults_that_ended_before_time_zero(tmp_path):
+    """Times are the recorder's clock, negative ones included: the faults' end is the last
+    fault's, not 0 (Python's max(..., default=0) gives 0 only without faults)."""
+    t = 10_000_000
+    rows = [("nemesis", "invoke", "partition", None, -100), ("nemesis", "info", "partition", None, -90),
+            (0, "invoke", "send", [["send", "k", 1]], -80), (0, "ok", "send", [["send", "k", [0, 1]]], -79),
+            (1, "invoke", "assign", ["k"], -78), (1, "ok", "assign", ["k"], -77),
+            (1, "invoke", "poll", [["poll"]], -70), (1, "ok", "poll", [["poll", {"k": [[0, 1]]}]], -69),
+            (0, "invoke", "send", [["send", "k", 2]], -60), (0, "ok", "send", [["send", "k", [1, 2]]], -59),
+            (1, "invoke", "poll", [["poll"]], -20), (1, "ok", "poll", [["poll", {}]], -19)]
+    ops = [{"index": i, "time": when * t, "process": p, "type": type_, "f": f, "value": value}
+           for i, (p, type_, f, value, when) in enumerate(rows)]
+    config = {**ASSIGN, "staleness_bound_ms": 1}
+    result = same(ops, config, tmp_path)
+    assert result["anomaly_types"] == ["stale-read"]
+    assert judged_fast(ops, config) == result
+
+
 def _outcome(path: Path, engine: str):
     try:
         return check(iter_history(path), ASSIGN, engine=engine)
@@ -331,7 +362,7 @@ def _outcome(path: Path, engine: str):
 FUZZ_TEXT = None
 
 
-PIECES = [*'{}[],:"0123456789-.e \n\\aknpstu', "null", "1e400", "\u00e9", "\r", "9" * 20]
+PIECES = [*'{}[],:"0123456789-.e \n\\aknpstu', "null", "1e400", "\u00e9", "\r", "9" * 20, "9" * 5000]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
