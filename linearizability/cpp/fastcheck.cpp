@@ -1801,13 +1801,18 @@ struct Checker {
                 order.emplace_back("(" + std::to_string(pr.first) + ", '" + name + "')", pr.first, kr.first);
             }
         std::sort(order.begin(), order.end());
+        // each key's transactions, in their order (Python's by_key_txn)
+        std::vector<std::vector<uint32_t>> txns_of(keys.size());
+        for (uint32_t x = 0; x < txn_values.size(); ++x)
+            txns_of[static_cast<size_t>(txn_values[x].key)].push_back(x);
         for (auto& ent : order) {
             int64_t process = std::get<1>(ent);
             int32_t key = std::get<2>(ent);
             PK& pk = read[process][key];
             std::sort(pk.read.begin(), pk.read.end());
-            for (const TV& t : txn_values) {
-                if (t.key != key) continue;
+            for (uint32_t x : txns_of[static_cast<size_t>(key)]) {
+                const TV& t = txn_values[x];
+                poll_signals();
                 std::vector<int64_t> got, missing;
                 int32_t mn = std::numeric_limits<int32_t>::max(), mx = -1;
                 for (auto& iv : t.vs) {
