@@ -28,7 +28,6 @@ import contextlib
 import html
 import json
 import math
-import shlex
 import sys
 from pathlib import Path
 
@@ -272,32 +271,6 @@ def _target(meta: dict) -> dict:
     if config.get("imported_from"):
         out["imported_from"] = config["imported_from"]
     return out
-
-
-def changed_options(args, defaults: dict) -> dict:
-    """The options of ``args`` (an argparse namespace) that differ from ``defaults`` (the
-    command's parser's), in the parser's order."""
-    return {name: getattr(args, name) for name, default in defaults.items()
-            if name != "command" and hasattr(args, name)
-            and getattr(args, name) not in (default, None, False)}
-
-
-def cli_command(command: str, args, defaults: dict) -> str:
-    """``kafkacheck COMMAND`` with the options of ``args`` (an argparse namespace) that differ
-    from ``defaults`` (the command's parser's), in the parser's order."""
-    words = ["kafkacheck", command]
-    for name, value in changed_options(args, defaults).items():
-        flag = "--" + name.replace("_", "-")
-        if value is True:
-            words.append(flag)
-        elif isinstance(value, (list, tuple)):
-            if name == "straggle_api":
-                words += [flag, ",".join(map(str, value))]
-            else:
-                words += [w for v in value for w in (flag, str(v))]
-        else:
-            words += [flag, str(value)]
-    return shlex.join(words)
 
 
 def _reproduce(meta: dict, results: dict, old: dict) -> str | None:

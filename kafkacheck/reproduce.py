@@ -9,6 +9,7 @@ and the default run directory's name by :func:`run_dir_name`: nothing parses a c
 from __future__ import annotations
 
 import hashlib
+import shlex
 
 # the order the options are printed in (and hashed in, for the run directory's name)
 ORDER = ("seed", "ops", "workload", "brokers", "partitions", "replication_factor", "min_insync_replicas", "acks",
@@ -36,6 +37,26 @@ def command_line(options: dict) -> str:
         raise ValueError(f"not options of kafkacheck run: {', '.join(unknown)}")
     return " ".join(["kafkacheck", "run", *(w for name in order if name in options
                                              for w in _words(name, options[name]))])
+
+
+def changed_options(args, defaults: dict) -> dict:
+    """The options of ``args`` (an argparse namespace) that differ from ``defaults`` (the
+    command's parser's), in the parser's order: what a command other than run (conform)
+    records of how it was made."""
+    return {name: getattr(args, name) for name, default in defaults.items()
+            if name != "command" and hasattr(args, name)
+            and getattr(args, name) not in (default, None, False)}
+
+
+def cli_command(command: str, options: dict) -> str:
+    """``kafkacheck COMMAND`` with ``options`` (as :func:`changed_options` gives them), quoted
+    for a shell."""
+    words = ["kafkacheck", command]
+    for name, value in options.items():
+        if name == "straggle_api":  # one option, its APIs comma-separated
+            value = ",".join(map(str, value))
+        words += _words(name, value)
+    return shlex.join(words)
 
 
 def run_finding_dir(options: dict) -> str:

@@ -390,10 +390,10 @@ def _write_reports(report, out: Path, console) -> None:
 def _command(args: argparse.Namespace) -> tuple[str, dict]:
     """The kafkacheck conform command of ``args`` and its options that differ from the defaults."""
     from kafkacheck.commands.common import standalone
-    from kafkacheck.report import changed_options, cli_command
+    from kafkacheck.reproduce import changed_options, cli_command
 
-    defaults = vars(standalone(add_parser, "conform", []))
-    return cli_command("conform", args, defaults), changed_options(args, defaults)
+    options = changed_options(args, vars(standalone(add_parser, "conform", [])))
+    return cli_command("conform", options), options
 
 
 def _interrupt(signum, frame) -> None:
