@@ -372,12 +372,14 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
         from properties import _fastcheck
     except ImportError:
         return "fallback: the C++ extension properties._fastcheck is not built"
+    applied = [c for c in CHECKS if c.applies(_Applies(rc, linearizable))]
+    runs = {c.name for c in applied}  # the table decides for both engines which checks run
     path = text = None
     if isinstance(ops, HistoryStream):
         if ops.named_values:
             return "fallback: named values (a Jepsen import)"
         path = str(ops.path)
-        if rc.groups:  # the consumer-group checks read the raw ops (in Python): the file read once more
+        if "groups" in runs:  # the consumer-group checks read the raw ops (in Python): the file read once more
             ops = list(ops)
     elif isinstance(ops, (list, tuple)):
         text = _jsonl(ops)
@@ -387,9 +389,8 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
         return "fallback: a stream of ops that is not a history file"
     final = rc.raw.get("final_read") or {}
     performed = bool(final.get("performed"))
-    idempotence = (bool(rc.raw.get("idempotence")) and not rc.raw.get("txn") and not rc.raw.get("eos")
-                   and not rc.weak_acks and not rc.raw.get("unclean_leader_election_enable"))
-    out = _fastcheck.check(path, text, rc.ww_deps, not rc.compacted and not rc.subscribe, rc.staleness_bound_ms,
+    idempotence = "idempotence" in runs and not _may_lose_acknowledged(rc)
+    out = _fastcheck.check(path, text, rc.ww_deps, "staleness" in runs, rc.staleness_bound_ms,
                            min(budget.steps, 2**62), budget.deadline - time.monotonic(), rc.weak_acks, performed,
                            final.get("start_ns", 0) if performed else 0, bool(final.get("reached_end")),
                            [str(k) for k in (final.get("end_offsets") or {})] if performed else [],
@@ -408,16 +409,15 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
             r.anomalies[kind].extend(items)
     if out["unread"] and not performed:  # _check_final_read without a final read
         r.allowed["unseen"] += out["unread"]
-    if rc.stalled:
+    if "stall" in runs:
         _check_stall(rc.raw, r)
-    if rc.groups:
+    if "groups" in runs:
         check_groups(ops, rc.raw, r.add)
     cycle_stats = out["cycles"]
     budget.used = out["budget_used"]
     budget.reason = out["budget_reason"] or None
     if "budget_reason" in cycle_stats:
         cycle_stats["budget_reason"] = budget.explain()
-    applied = [c for c in CHECKS if c.applies(_Applies(rc, linearizable))]
     return _verdict(r, rc, applied, forbid, cycle_stats, None, None, out["stats"])
 
 
@@ -693,6 +693,11 @@ IDEMPOTENCE_ERRORS = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "OutOfOrderSequence", "INV
 TCP_BREAKING_FAULTS = frozenset({"duplicate", "reorder", "loss", "partition", "straggle", "hold-back"})
 
 
+def _may_lose_acknowledged(rc: RunConfig) -> bool:
+    """Acknowledged records may be lost without a violation: acks 0 or 1, unclean elections."""
+    return rc.weak_acks or bool(rc.raw.get("unclean_leader_election_enable"))
+
+
 def _check_idempotence(a: Analysis, rc: RunConfig, r: Result, faults: frozenset = frozenset()) -> None:
     """With retries and up to five batches in flight, an idempotent producer whose records
     were not lost is never told OUT_OF_ORDER_SEQUENCE_NUMBER or that it was fenced. Not judged
@@ -701,7 +706,7 @@ def _check_idempotence(a: Analysis, rc: RunConfig, r: Result, faults: frozenset 
     or where the network lost, held back, reordered or duplicated single messages of a
     connection, which TCP never does (a batch then reaches its broker ahead of the one before
     it, and is refused: :data:`TCP_BREAKING_FAULTS`)."""
-    if faults & TCP_BREAKING_FAULTS or rc.weak_acks or rc.raw.get("unclean_leader_election_enable") or any(
+    if faults & TCP_BREAKING_FAULTS or _may_lose_acknowledged(rc) or any(
             r.counts.get(k) or r.allowed.get(k) for k in ("lost-write", "unread-after-heal")):
         return
     for op in a.ops:
