@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.commands.common import standalone
+from kafkacheck.commands.common import add_explain, standalone
 from kafkacheck.exits import UsageError, verdict_exit
 from kafkacheck.judge import judge, read_events, write_results
 from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S
@@ -36,9 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     chk.add_argument("path", help="a run directory or a history.jsonl")
     chk.add_argument("--format", choices=["table", "json"], default="table",
                      help="a readable table (default) or the results.json object")
-    chk.add_argument("--explain", action="store_true",
-                     help="after the verdict, explain an example of every anomaly type found, allowed "
-                          "ones included (report.html explains them too)")
+    add_explain(chk)
     chk.add_argument("--no-ww-deps", action="store_true",
                      help="do not infer write-write edges from offsets (Jepsen's default; with "
                           "them, which is ours, G0 and write-write G1c cycles are found)")
@@ -80,10 +78,7 @@ def main(args: argparse.Namespace) -> int:
     ops = iter_history(history, named_values(meta))  # streamed: a million-op history is never a list of dicts
     from properties.checker import engine_of
 
-    try:
-        engine_of(args.checker)  # $KAFKACHECK_CHECKER too
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    engine_of(args.checker)  # a bad $KAFKACHECK_CHECKER is refused before the history is read
     if args.cycle_budget <= 0:
         raise UsageError("--cycle-budget must be positive")
     if args.cycle_time_limit <= 0:

@@ -9,6 +9,13 @@ from kafkacheck.exits import Parser
 from reference.bugs import BUGS
 
 
+def add_explain(parser: argparse.ArgumentParser) -> None:
+    """--explain, for the commands that print a verdict (run, check)."""
+    parser.add_argument("--explain", action="store_true",
+                        help="after the verdict, explain an example of every anomaly type found, allowed "
+                             "ones included (report.html explains them too)")
+
+
 def bug_help() -> str:
     """The bug switches, one a line, for an epilog."""
     return "\n".join(f"  {name}: {text}" for name, text in BUGS.items())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fault_injection.nemesis import FAULTS, load_schedule, parse_faults
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.commands.common import bug_help, standalone
+from kafkacheck.commands.common import add_explain, bug_help, standalone
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.judge import judge_record
 from kafkacheck.reproduce import ORDER, command_line, run_dir_name
@@ -98,9 +98,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "whether its history.jsonl and events.jsonl are the same, byte for byte")
     run.add_argument("--out", metavar="DIR", help="run directory (default runs/<run_id>)")
     run.add_argument("--format", choices=["table", "json"], default="table")
-    run.add_argument("--explain", action="store_true",
-                     help="after the verdict, explain an example of every anomaly type found, allowed "
-                          "ones included (report.html explains them too)")
+    add_explain(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
