@@ -5,7 +5,7 @@ times."""
 
 from __future__ import annotations
 
-import json
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -38,22 +38,12 @@ def heavy(names: set[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tiny_history(tmp_path_factory) -> Path:
-    """A history of a few sends and a poll, as a client anywhere records one."""
+    """The benchmark's history of a few sends and a poll, as a client anywhere records one."""
+    spec = importlib.util.spec_from_file_location("startup", ROOT / "benchmarks" / "startup.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
     path = tmp_path_factory.mktemp("tiny") / "history.jsonl"
-    lines, t = [], 0
-    for i in range(3):
-        for type_, value in (("invoke", [["send", "t0:0", i]]), ("ok", [["send", "t0:0", [i, i]]])):
-            lines.append({"index": len(lines), "time": (t := t + 1000), "process": 0, "type": type_,
-                          "f": "send", "value": value})
-    lines.append({"index": len(lines), "time": t + 1000, "process": 1, "type": "invoke", "f": "assign",
-                  "value": ["t0:0"]})
-    lines.append({"index": len(lines), "time": t + 2000, "process": 1, "type": "ok", "f": "assign",
-                  "value": ["t0:0"]})
-    lines.append({"index": len(lines), "time": t + 3000, "process": 1, "type": "invoke", "f": "poll",
-                  "value": [["poll"]]})
-    lines.append({"index": len(lines), "time": t + 4000, "process": 1, "type": "ok", "f": "poll",
-                  "value": [["poll", {"t0:0": [[0, 0], [1, 1], [2, 2]]}]]})
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    benchmark.tiny_history(path)
     return path
 
 
