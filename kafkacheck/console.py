@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 # output that is not a terminal's (a log, a pipe): lines as long as they are, never cut or wrapped
@@ -36,6 +35,9 @@ def progress_bar(disabled: bool, total: int) -> Iterator:
     if disabled:
         yield None
         return
+    # here, not at the top: lin and check print through this module and never show a bar
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("ops"), TimeElapsedColumn(),
                   console=Console(stderr=True), transient=True) as p:
