@@ -25,6 +25,9 @@ SIMULATED: dict[str, str] = {
     "delay": "add latency to every message, between nodes and to clients",
     "straggle": "hold requests back for seconds, past request timeouts, so that retries and later "
                 "requests overtake them (a produce or EndTxn of one transaction landing in the next)",
+    "offline-partition": "every replica of one partition of the workload's topics down (paused past its broker "
+                         "session) while the rest of the cluster, its coordinators included, lives on, then "
+                         "back; the workload's topics get one replica per partition for it",
 }
 
 REAL: dict[str, str] = {
@@ -45,10 +48,13 @@ REAL: dict[str, str] = {
     "slow-nodes": "slow links between nodes",
     "last-replica-standing": "KIP-966's schedule: a leader cut off from its followers' replication until its "
                              "ISR is itself alone, then its power lost, the network healed, and it restarted",
+    "offline-partition": "every replica of one partition of the workload's topics down (kill -9, or a pause past the "
+                         "broker session) while the rest of the cluster, its coordinators included, lives on, then "
+                         "back; the workload's topics get one replica per partition, placed for it",
 }
 
 # the same fault on both sides
-SHARED = frozenset({"pause", "straggle"})
+SHARED = frozenset({"pause", "straggle", "offline-partition"})
 
 # a name of one side that the other side calls differently, and what to use there
 _ON_REAL = {

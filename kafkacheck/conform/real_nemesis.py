@@ -32,7 +32,7 @@ from fault_injection.real.straggle import STRAGGLE_APIS, Straggler
 from kafkacheck.conform.wall_history import History
 
 # the names of fault_injection/vocabulary.py's REAL, by what carries them out
-PROCESS_FAULTS = ["sigkill", "pause", "lose-unflushed"]
+PROCESS_FAULTS = ["sigkill", "pause", "lose-unflushed", "offline-partition"]
 NETWORK_FAULTS = ["client-partition", "client-one-way", "client-delay", "client-drop"]
 REQUEST_FAULTS = ["straggle"]  # through the proxies too, one request at a time
 # between the nodes of a spawned cluster (fault_injection/real/netns.py; needs root)
