@@ -56,6 +56,8 @@ from properties.jepsen_checks import (
     readers_of,
 )
 from properties.linearizable import KIND, check_log
+from properties.txn_checks import applies as hanging_applies
+from properties.txn_checks import check_hanging
 from traces.history import HistoryError, HistoryStream
 
 MAX_REPORTED = 50  # anomalies listed per type; the count is always complete
@@ -239,6 +241,9 @@ CHECKS: tuple[Check, ...] = (
                      "expired-member-commit", "committed-offset-regressed", "unowned-partition", "processed-twice"),
           "config.groups", lambda j: j.rc.groups,
           lambda j: check_groups(j.ops, j.rc.raw, j.r.add)),
+    Check("hanging-transactions", ("hanging-transaction",), "a run with probe sightings (config.txn_probe) or a "
+          "partition whose last stable offset stayed below its high watermark (config.final_read.stable_offsets)",
+          lambda j: hanging_applies(j.rc.raw), lambda j: check_hanging(j.compiled, j.rc.raw, j.r.add)),
     Check("final-read", ("stale-after-heal", "unread-after-heal"), "always (unseen values are allowed "
           "without a final read)", _always,
           lambda j: _check_final_read(j.rc.raw, j.unread, j.r, j.a, _superseded(j))),
@@ -379,8 +384,8 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
         if ops.named_values:
             return "fallback: named values (a Jepsen import)"
         path = str(ops.path)
-        if "groups" in runs:  # the consumer-group checks read the raw ops (in Python): the file read once more
-            ops = list(ops)
+        if runs & {"groups", "hanging-transactions"}:  # checks that read the raw ops (in Python): the file read
+            ops = list(ops)                             # once more
     elif isinstance(ops, (list, tuple)):
         text = _jsonl(ops)
         if text is None:
@@ -413,6 +418,8 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
         _check_stall(rc.raw, r)
     if "groups" in runs:
         check_groups(ops, rc.raw, r.add)
+    if "hanging-transactions" in runs:
+        check_hanging(compile_ops(ops)[0], rc.raw, r.add)
     cycle_stats = out["cycles"]
     budget.used = out["budget_used"]
     budget.reason = out["budget_reason"] or None

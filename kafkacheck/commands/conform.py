@@ -194,7 +194,7 @@ def _check_fine_faults(args: argparse.Namespace, faults: list[str]) -> None:
     that keeps its data in files, for a power loss)."""
     if args.workload == "none":
         return
-    fine = [f for f in faults if f in ("straggle", "lose-unflushed", "last-replica-standing")]
+    fine = [f for f in faults if f in ("straggle", "lose-unflushed", "last-replica-standing", "offline-partition")]
     if fine and args.spawn is None:
         raise UsageError(f"--faults {','.join(fine)}: kafkacheck can only do this to a broker it starts "
                          "(--spawn reference or --spawn kafka)")
@@ -203,6 +203,24 @@ def _check_fine_faults(args: argparse.Namespace, faults: list[str]) -> None:
                          "it flushed; Tansu (--spawn tansu) keeps its data in memory: use --spawn reference or kafka")
     if "last-replica-standing" in faults and args.brokers < 2:
         raise UsageError("--faults last-replica-standing needs followers to cut off: --brokers 3")
+    if "offline-partition" in faults:
+        _check_offline_partition(args, faults)
+
+
+def _check_offline_partition(args: argparse.Namespace, faults: list[str]) -> None:
+    """offline-partition kills the nodes of one partition while the rest of a cluster kafkacheck
+    started lives on, and places the topics on single replicas (which a power loss may empty)."""
+    if args.spawn not in ("reference", "kafka"):
+        raise UsageError("--faults offline-partition kills the nodes of a partition of a cluster kafkacheck starts: "
+                         "--spawn reference or --spawn kafka")
+    if args.brokers < 2 or (args.spawn == "kafka" and args.brokers < 3):
+        raise UsageError("--faults offline-partition takes a partition's nodes down while the rest of the cluster, "
+                         "its coordinators included, lives on: --brokers 3")
+    lossy = [f for f in faults if f in ("lose-unflushed", "last-replica-standing")]
+    if lossy:
+        raise UsageError(f"--faults offline-partition places the workload's topics on one replica per partition, "
+                         f"whose power loss ({', '.join(lossy)}) loses acknowledged writes, which Kafka permits: "
+                         "use them in separate runs")
 
 
 def _broker_config(args: argparse.Namespace) -> dict[str, str]:

@@ -4,7 +4,9 @@ A thread (:func:`nemesis_loop`) picks a fault every 2-4 s among those the target
 applies it, holds it, and heals it, recording each as nemesis ops of the history:
 
 * process faults, when kafkacheck started the broker: ``sigkill`` (kill -9, then restart),
-  ``pause`` (SIGSTOP, then SIGCONT) and ``lose-unflushed`` (a power loss) of a broker process;
+  ``pause`` (SIGSTOP, then SIGCONT) and ``lose-unflushed`` (a power loss) of a broker process,
+  and ``offline-partition`` (every node holding one partition of the workload's topics killed,
+  for a drawn time after the partition lost its leader: :mod:`kafkacheck.conform.offline`);
 * network faults on the clients' links, through the TCP fault proxy in front of each broker:
   ``client-partition`` (clients cut off both ways), ``client-one-way``, ``client-delay``
   (300 ms), ``client-drop`` (open connections reset);
@@ -29,6 +31,7 @@ import time
 from typing import Any
 
 from fault_injection.real.straggle import STRAGGLE_APIS, Straggler
+from kafkacheck.conform.offline import take_offline
 from kafkacheck.conform.wall_history import History
 
 # the names of fault_injection/vocabulary.py's REAL, by what carries them out
@@ -117,14 +120,16 @@ def _apply_node_fault(target, fault: str, value: dict) -> None:
 
 
 def nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop: threading.Event,
-                 nemesis_log: list[dict], topic: str = "", straggle_apis: tuple[str, ...] = STRAGGLE_APIS) -> None:
+                 nemesis_log: list[dict], topic: str = "", straggle_apis: tuple[str, ...] = STRAGGLE_APIS,
+                 placement: dict[str, list[int]] | None = None) -> None:
     """Until ``stop``: every 2-4 s one fault of ``faults`` (those the target allows), held,
     then healed; each recorded in ``h`` and summarised in ``nemesis_log``. ``straggle_apis``:
-    the APIs whose requests ``straggle`` may hold."""
+    the APIs whose requests ``straggle`` may hold; ``placement``: the replicas of each
+    partition of the workload's topics, when they were placed for ``offline-partition``."""
     procs = {name: p for name, p in target.processes.items() if name != "controller"}
     proxied = NETWORK_FAULTS + REQUEST_FAULTS
-    usable = [f for f in faults if (f in PROCESS_FAULTS and procs) or (f in proxied and target.proxies)
-              or (f in NODE_FAULTS and target.netns is not None)]
+    usable = [f for f in faults if (f in PROCESS_FAULTS and procs and (f != "offline-partition" or placement))
+              or (f in proxied and target.proxies) or (f in NODE_FAULTS and target.netns is not None)]
     if not usable:
         return
     n = _Nemesis(target, h, rng, stop, nemesis_log, topic, procs, straggle_apis)
@@ -132,7 +137,10 @@ def nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop
         while not stop.wait(rng.uniform(2.0, 4.0)):
             fault = rng.choice(usable)
             try:
-                if fault == "last-replica-standing":
+                if fault == "offline-partition":
+                    assert placement is not None
+                    carried_on = take_offline(n, placement)
+                elif fault == "last-replica-standing":
                     carried_on = n.last_replica_standing()
                 elif fault in NODE_FAULTS:
                     carried_on = n.node_fault(fault)

@@ -28,10 +28,12 @@ import threading
 import time
 from pathlib import Path
 
-from kafkacheck.conform.final_read import end_offsets, final_read
+from kafkacheck.conform.final_read import end_offsets, final_read, uncommitted_read
 from kafkacheck.conform.kinds import CLIENTS, make_poller
+from kafkacheck.conform.offline import create_placed_topics, draw_placement
 from kafkacheck.conform.real_nemesis import nemesis_loop
 from kafkacheck.conform.real_run import PARTITIONS, RealRun
+from kafkacheck.conform.txn_probe import TxnProbe, probe_unavailable
 from kafkacheck.workloads import WORKLOADS
 
 
@@ -46,19 +48,17 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     w = WORKLOADS[workload]
     run = RealRun(w, target, client_kind, timeout_s, seed)
     run.pauses = "straggle" in faults
-    rf = min(3, target.brokers)
-    for topic in run.topics():
-        error = create_topic(topic, PARTITIONS, rf, w.real_topic_configs)
-        if error:
-            raise RuntimeError(f"could not create the workload topic {topic}: {error}")
+    placement = _create_topics(run, create_topic, faults, seed, timeout_s)
+    rf = 1 if placement else min(3, target.brokers)
     time.sleep(1)
     nemesis_log: list[dict] = []
     threads = [threading.Thread(target=f, daemon=True) for f in w.real_threads(run, producers, consumers)]
     members = [threading.Thread(target=f, daemon=True) for f in w.real_members(run)]
     nemesis = threading.Thread(target=nemesis_loop, args=(target, faults, run.h, random.Random(seed + 1), run.stop,
                                                           nemesis_log, run.topic,
-                                                          straggle_apis or w.straggle_apis),
+                                                          straggle_apis or w.straggle_apis, placement),
                                daemon=True)
+    probe, probe_stop = _start_probe(run)
     for t in [*threads, *members, nemesis]:
         t.start()
     try:
@@ -70,6 +70,7 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     except BaseException:  # Ctrl-C: the nemesis ends its fault before the brokers are stopped
         run.stop.set()
         run.done.set()
+        probe_stop.set()
         nemesis.join(10)
         raise
     run.stop.set()
@@ -85,8 +86,18 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
         converged = run.settle_members(members)
         hung += sum(t.is_alive() for t in members)
     run.close_leftovers()
-    final = _read_back(run, log)
+    try:
+        final = _read_back(run, log)
+    finally:
+        probe_stop.set()
     config = _config(run, rf, seconds, {**final, "heal_ns": heal_ns})
+    if placement:
+        config["placement"] = placement
+    if probe is not None:
+        probe[1].join(10)
+        config["txn_probe"] = probe[0].summary()
+    if lines := broker_log_lines(target):
+        config["broker_log"] = lines
     result = _write_and_judge(run, out_dir, seed, config, faults)
     acked = sum(1 for op in run.h.recorder.ops if op["f"] in ("send", "txn") and op["type"] == "ok"
                 for mop in op["value"] if mop[0] == "send")
@@ -98,6 +109,55 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     return result
 
 
+def _create_topics(run: RealRun, create_topic, faults: list[str], seed: int, timeout_s: float) -> dict | None:
+    """The workload's topics, by the client under test; with ``offline-partition``, placed for it
+    (one replica per partition, round robin over the nodes in a drawn order) by kafkacheck's admin
+    client, and the placement returned."""
+    w, target = run.w, run.target
+    if "offline-partition" not in faults:
+        for topic in run.topics():
+            error = create_topic(topic, PARTITIONS, min(3, target.brokers), w.real_topic_configs)
+            if error:
+                raise RuntimeError(f"could not create the workload topic {topic}: {error}")
+        return None
+    placement = draw_placement(random.Random(seed + 2), run.topics(), PARTITIONS, list(range(1, target.brokers + 1)))
+    error = create_placed_topics(target.bootstrap, placement, w.real_topic_configs, timeout_s)
+    if error:
+        raise RuntimeError(f"could not create the workload topics {', '.join(run.topics())} as placed: {error}")
+    return placement
+
+
+def _start_probe(run: RealRun):
+    """The hanging-transaction probe of a transactional workload, when the broker serves its
+    APIs: ((probe, thread), its stop event), or (None, an event)."""
+    stop = threading.Event()
+    if not run.w.transactional or probe_unavailable(run.target.apis) is not None:
+        return None, stop
+    probe = TxnProbe(run.target.bootstrap, [k for t in run.topics() for k in run.keys(t)],
+                     list(range(1, run.target.brokers + 1)), run.h.now)
+    thread = threading.Thread(target=probe.run, args=(stop,), daemon=True)
+    thread.start()
+    return (probe, thread), stop
+
+
+# the broker log lines that are evidence of a hanging transaction: Kafka's marker sender
+# skipping a partition it could not find a leader for (KAFKA-20734)
+EVIDENCE_LINES = ("likely deleted already and hence can be skipped",)
+
+
+def broker_log_lines(target, most: int = 20) -> list[dict]:
+    """The lines of EVIDENCE_LINES in the logs of the processes kafkacheck started."""
+    out: list[dict] = []
+    for name, proc in sorted(target.processes.items()):
+        try:
+            text = proc.log_path.read_text(errors="replace")
+        except OSError:
+            continue
+        out += [{"node": name, "line": line.strip()[:500]} for line in text.splitlines()
+                if any(e in line for e in EVIDENCE_LINES)]
+    return out[:most]
+
+
 def _read_back(run: RealRun, log) -> dict:
     """After healing: what the workload reads first (the eos group's committed offsets),
     every partition's end offset, and the final read up to them (the final_read config, but
@@ -107,10 +167,11 @@ def _read_back(run: RealRun, log) -> dict:
     run.w.real_after_heal(run)
     ends: dict[str, int] = {}
     end_errors: dict[str, str] = {}
+    stable: dict[str, list[int]] = {}
     ends_deadline = time.monotonic() + 60
     client = CLIENTS[run.kind](target.bootstrap, run.timeout_s)
     for t in run.topics():
-        got, errors = end_offsets(client, t, PARTITIONS, run.isolation, ends_deadline)
+        got, errors = end_offsets(client, t, PARTITIONS, run.isolation, ends_deadline, stable)
         ends.update(got)
         end_errors.update(errors)
     if end_errors:
@@ -118,10 +179,17 @@ def _read_back(run: RealRun, log) -> dict:
             f"{next(iter(end_errors.values()))}")
     tps = [(t, p) for t in run.topics() for p in range(PARTITIONS)]
     reader = make_poller(run.kind, target.bootstrap, tps, run.timeout_s, run.isolation, keyed=run.keyed)
-    reached = final_read(h, reader, [f"{t}:{p}" for t, p in tps], ends)
+    positions: dict[str, int] = {}
+    reached = final_read(h, reader, [f"{t}:{p}" for t, p in tps], ends, positions)
+    uncommitted = {}
+    if run.isolation == "read_committed" and stable:  # what the final read skipped: aborted records, markers
+        highs = {k: hw for k, (_lso, hw) in stable.items()}
+        scan = make_poller(run.kind, target.bootstrap, tps, run.timeout_s, "read_uncommitted", keyed=run.keyed)
+        uncommitted = uncommitted_read(scan, highs)
     return {"performed": True, "start_ns": start_ns, "reached_end": reached,
             "took_ms": (h.now() - start_ns) // 1_000_000, "staleness_bound_ms": 60_000,
-            "end_offsets": ends, **({"end_offset_errors": end_errors} if end_errors else {})}
+            "end_offsets": ends, "positions": positions, **({"end_offset_errors": end_errors} if end_errors else {}),
+            **({"stable_offsets": stable} if stable else {}), **({"uncommitted": uncommitted} if uncommitted else {})}
 
 
 def _config(run: RealRun, rf: int, seconds: float, final_read: dict) -> dict:

@@ -12,7 +12,7 @@ import pytest
 from properties.checker import ENGINES
 
 CHECKER_TESTS = ("test_checker", "test_checker_properties", "test_checker_table", "test_jepsen_cases",
-                 "test_anomaly_types")
+                 "test_anomaly_types", "test_hanging")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

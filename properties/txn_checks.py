@@ -1,0 +1,213 @@
+"""Transactions that never end at a partition: ``hanging-transaction``.
+
+A transaction whose end the coordinator decided must end at every partition it wrote: its
+marker is written there (once the partition has a leader again), the partition's last stable
+offset (LSO) moves past its records, and read_committed consumers read them (commit) or skip
+them (abort). A coordinator that completes a transaction without a partition's marker leaves
+that partition with an open transaction of the producer id: the LSO stays at its first record,
+read_committed consumers of the partition read nothing beyond it, and only a later marker of
+the same producer id ends it, with that marker's result (Kafka's partition leader folds a later
+transaction of the producer id into the open one), or an administrator's abort. Kafka 4.3.0 to
+4.4.0 do this to a partition that has no leader when the markers are sent (KAFKA-20734).
+
+Three kinds of evidence, each enough on its own:
+
+* the final read (``config.final_read.stable_offsets``: each partition's last stable offset and
+  high watermark after the cluster healed and the final read waited for open transactions to
+  end): the LSO, below the high watermark, sits at the first record a transaction wrote there
+  whose commit was acknowledged;
+* the log (``config.final_read.uncommitted``: every data record of each partition, read with
+  read_uncommitted after the final read): a process's transaction whose commit was acknowledged
+  wrote a partition, and the same process's next write there follows it with no offset between
+  that does not hold a data record. A marker takes an offset of its own, and a producer cannot
+  write a partition in its next transaction before the marker of the previous one is there
+  (its coordinator answers CONCURRENT_TRANSACTIONS until every marker is written), so the
+  committed transaction's marker never came, and the next transaction's marker ended both;
+* the broker's own state (``config.txn_probe.sightings``, from brokers that serve KIP-664's
+  DescribeProducers, ListTransactions and DescribeTransactions): a partition's leader said
+  producer id X had a transaction open there since offset F, X's coordinator then said that
+  transaction was not pending at the partition (Empty, CompleteCommit, CompleteAbort, or
+  Ongoing or Prepare* without it), and the leader said again, after that, that it was open
+  since F: a hanging transaction as ``kafka-transactions.sh find-hanging`` defines it. A
+  coordinator that names a transaction complete has had every marker acknowledged.
+
+Each finding says what became of the transaction's records at the partition (``outcome``):
+``open`` (still open at the end), ``committed-later`` (read_committed reads returned them:
+a later marker of the producer committed them), ``aborted`` (in the log, but the final read read
+the partition to its end without them: a later marker aborted them, undoing a commit the client
+was told succeeded while it stands at the other partitions) or ``unknown``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from properties.analysis import Op, hashable
+
+NS_PER_S = 1e9
+_PENDING = ("Ongoing", "PrepareCommit", "PrepareAbort")
+
+
+def applies(config: dict) -> bool:
+    """Whether a run carries evidence this check reads: probe sightings, the log read with
+    read_uncommitted, or a partition whose last stable offset stayed below its high watermark."""
+    final = config.get("final_read") or {}
+    if (config.get("txn_probe") or {}).get("sightings") or final.get("uncommitted"):
+        return True
+    return any(isinstance(v, list) and len(v) == 2 and v[0] < v[1] for v in (final.get("stable_offsets") or {}).values())
+
+
+@dataclass
+class _Log:
+    """The transactional writes of a history and what was read of them, with the log read
+    uncommitted: who wrote each record, where each value sits, who read it first."""
+
+    writer: dict[tuple[str, int], Op] = field(default_factory=dict)
+    at: dict[tuple[str, object], int] = field(default_factory=dict)  # (key, value) -> offset
+    data: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))  # offsets holding data records
+    first_read: dict[tuple[str, object], Op] = field(default_factory=dict)
+    txns: list[Op] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, ops: list[Op], uncommitted: dict) -> _Log:
+        log = cls()
+        for key, pairs in uncommitted.items():
+            for pair in pairs:
+                if isinstance(pair, list) and len(pair) >= 2 and isinstance(pair[0], int):
+                    log.data[key].add(pair[0])
+                    log.at.setdefault((key, hashable(pair[1])), pair[0])
+        for op in ops:
+            if not op.completed:
+                continue
+            if op.f == "txn":
+                log.txns.append(op)
+                for key, off, value in op.sends:
+                    if off is not None:
+                        log.at.setdefault((key, value), off)
+            if op.type == "ok":
+                for poll in op.polls:
+                    for key, got in poll:
+                        for _off, value in got:
+                            log.first_read.setdefault((key, value), op)
+        for op in log.txns:
+            for key, value in {(k, v) for k, _o, v in op.sends}:
+                if (key, value) in log.at:
+                    log.writer.setdefault((key, log.at[(key, value)]), op)
+        return log
+
+    def offsets(self, op: Op, key: str) -> list[tuple[int, object]]:
+        """``op``'s records at ``key``: (offset, value), where the offset is known."""
+        return sorted((self.at[(key, v)], v) for k, _o, v in op.sends if k == key and (key, v) in self.at)
+
+
+def check_hanging(ops: list[Op], config: dict, add) -> None:
+    """Report ``hanging-transaction`` through ``add(kind, **evidence)``."""
+    final = config.get("final_read") or {}
+    log = _Log.of(ops, final.get("uncommitted") or {})
+    found: dict[tuple[str, int], dict] = {}
+    for key, pair in sorted((final.get("stable_offsets") or {}).items()):
+        writer = log.writer.get((key, pair[0])) if isinstance(pair, list) and len(pair) == 2 and pair[0] < pair[1] \
+            else None
+        if writer is not None and writer.type == "ok":
+            found[(key, pair[0])] = {"op": writer}
+    if final.get("uncommitted"):
+        for spot, (op, nxt, between) in _unmarked(log).items():
+            found.setdefault(spot, {"op": op}).update(next=nxt, between=between)
+    for s in (config.get("txn_probe") or {}).get("sightings") or []:
+        spot = (s["partition"], s["start_offset"])
+        found.setdefault(spot, {"op": log.writer.get(spot)}).setdefault("sighting", s)
+    for (key, first), entry in sorted(found.items()):
+        _report(key, first, entry, log, final, config.get("broker_log") or [], add)
+
+
+def _unmarked(log: _Log) -> dict[tuple[str, int], tuple[Op, Op, list[int]]]:
+    """Rule of the log: (key, first offset) -> (the committed op, the same process's next op
+    that wrote the key, the offsets between them, each a data record)."""
+    last: dict[tuple[object, str], Op] = {}  # (process, key) -> its latest op that wrote key
+    out: dict[tuple[str, int], tuple[Op, Op, list[int]]] = {}
+    for op in sorted(log.txns, key=lambda o: o.time):
+        for key in dict.fromkeys(k for k, _o, _v in op.sends):
+            prev, mine = last.get((op.process, key)), log.offsets(op, key)
+            if prev is not None and mine and prev.type == "ok" and (theirs := log.offsets(prev, key)):
+                b, c = theirs[-1][0], mine[0][0]
+                between = list(range(b + 1, c))
+                if c > b and all(o in log.data[key] for o in between):
+                    out.setdefault((key, theirs[0][0]), (prev, op, between))
+            if mine:
+                last[(op.process, key)] = op
+    return out
+
+
+def _report(key: str, first: int, entry: dict, log: _Log, final: dict, broker_log: list, add) -> None:
+    op, sighting, nxt = entry.get("op"), entry.get("sighting"), entry.get("next")
+    mine = log.offsets(op, key) if op is not None else []
+    outcome, read_by = _outcome(key, first, mine, log, final)
+    stable = (final.get("stable_offsets") or {}).get(key)
+    topic, _, partition = key.rpartition(":")
+    lines = [e for e in broker_log if f"{topic}-{partition}" in str(e.get("line", ""))][:3]
+    ops = [o.index for o in (op, nxt, read_by) if o is not None]
+    add("hanging-transaction", key=key, first_offset=first, outcome=outcome, values=[v for _o, v in mine],
+        offsets=[o for o, _v in mine], final_stable_offsets=stable, sighting=sighting,
+        next_op=nxt.index if nxt is not None else None, broker_log=lines, ops=list(dict.fromkeys(ops)),
+        explanation=_explain(key, first, entry, stable, outcome, read_by, lines))
+
+
+def _outcome(key: str, first: int, mine: list, log: _Log, final: dict) -> tuple[str, Op | None]:
+    """What became of the records (``mine``: the transaction's (offset, value) at ``key``)."""
+    stable = (final.get("stable_offsets") or {}).get(key)
+    if isinstance(stable, list) and len(stable) == 2 and stable[0] <= first < stable[1]:
+        return "open", None
+    reads = [log.first_read[(key, v)] for _o, v in mine if (key, v) in log.first_read]
+    if reads:
+        return "committed-later", min(reads, key=lambda o: o.time)
+    in_log = mine and all(o in log.data[key] for o, _v in mine)
+    if in_log and _read_to_its_end(key, final):
+        return "aborted", None
+    return "unknown", None
+
+
+def _read_to_its_end(key: str, final: dict) -> bool:
+    """Whether the final read read ``key`` to its end offset (its position there, when the run
+    recorded positions; else the whole read's)."""
+    end = (final.get("end_offsets") or {}).get(key)
+    if end is None:
+        return False
+    positions = final.get("positions")
+    return positions[key] >= end if isinstance(positions, dict) and key in positions else bool(final.get("reached_end"))
+
+
+def _explain(key: str, first: int, entry: dict, stable, outcome: str, read_by: Op | None, lines: list) -> str:
+    op, sighting, nxt = entry.get("op"), entry.get("sighting"), entry.get("next")
+    if op is not None:
+        told = {"ok": "the client was told it committed", "fail": "the client was told it failed",
+                "info": "its outcome was unknown to the client"}.get(op.type, op.type)
+        head = f"the transaction of op {op.index} ({told} at {op.time / NS_PER_S:.2f} s) wrote offset {first} of {key}"
+    else:
+        head = f"a transaction wrote offset {first} of {key} (no op of the history names that offset)"
+    parts = [head + ", and its marker never came there"]
+    if nxt is not None:
+        between = entry.get("between") or []
+        parts.append(f"the same process's next transaction there (op {nxt.index}) wrote right after it"
+                     + (f", offsets {between[0]}-{between[-1]} between holding data records only" if between else "")
+                     + ": no marker between them")
+    if sighting is not None:
+        coord = sighting.get("coordinator") or {}
+        state = coord.get("state", "unknown")
+        parts.append(f"at {sighting['at_ns'] / NS_PER_S:.2f} s the leader of {key} had producer id "
+                     f"{sighting['producer_id']}'s transaction open there since offset {first} while its coordinator "
+                     f"said the transaction {sighting.get('transactional_id')!r} was "
+                     f"{state}{' without ' + key if state in _PENDING else ''}")
+    if isinstance(stable, list) and len(stable) == 2:
+        parts.append(f"after healing the last stable offset of {key} was {stable[0]} and its high watermark {stable[1]}")
+    parts.append({
+        "open": "the transaction was still open at the end: read_committed consumers of the partition read nothing "
+                "beyond it",
+        "committed-later": (f"its records were first read by op {read_by.index} at {read_by.time / NS_PER_S:.2f} s, "
+                            "once a later marker of the producer ended it" if read_by is not None else ""),
+        "aborted": "its records are in the log, but the final read read the partition to its end without them: a "
+                   "later marker of the producer aborted them"
+                   + (", undoing a commit the client was told succeeded" if op is not None and op.type == "ok" else ""),
+        "unknown": "the final read did not show what became of its records"}[outcome])
+    log = f"; the broker logged: {lines[0].get('line')}" if lines else ""
+    return "; ".join(p for p in parts if p) + log
