@@ -236,6 +236,7 @@ def class_release(jar: Path) -> int:
 def compile_class(source: str, dist: KafkaDist, work: Path, release: int) -> dict[str, bytes]:
     """The edited source compiled alone against the version's jars: {jar entry: class bytes}."""
     javac = need_tool("javac", "it compiles the patched class")
+    print(f"compiling the edited KRaftMetadataCache.java against Apache Kafka {dist.version}'s jars")
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         src = Path(tmp) / "src" / SOURCE
         src.parent.mkdir(parents=True)
@@ -247,7 +248,7 @@ def compile_class(source: str, dist: KafkaDist, work: Path, release: int) -> dic
         if done.returncode != 0:
             raise Failed(f"javac refused the patched {SOURCE}: {(done.stdout + done.stderr).strip()[:400]}")
         built = {str(p.relative_to(classes)): p.read_bytes() for p in classes.rglob("*.class")}
-    print(f"compiled the patched KRaftMetadataCache for Java {release}: {len(built)} class file(s)")
+    print(f"compiled for Java {release}: {len(built)} class file(s)")
     return built
 
 
@@ -302,6 +303,7 @@ def check(dist: KafkaDist, home: Path, metadata_jar: Path, work: Path) -> None:
     if calls[1] != calls[0] + 1:
         raise Failed(f"javap: {calls[0]} Node.noNode() calls before, {calls[1]} after; expected one more")
     print(f"javap reads the patched class: Node.noNode() called {calls[0]} -> {calls[1]} times")
+    print("asking the original and the patched KRaftMetadataCache for leaders (the probe, two JVMs)")
     answers = [probe(classpath, work) for classpath in (dist.classpath(), str(home / "libs" / "*"))]
     for name, answer, want in (("the original", answers[0], BEFORE), ("the patched build", answers[1], AFTER)):
         if answer != want:

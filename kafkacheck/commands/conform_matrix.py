@@ -33,18 +33,19 @@ def run_matrix(args: argparse.Namespace, plan, conform_once, command: str) -> in
     if (code := _fetch_all(plan.versions, console)) is not None:
         return code
     rows = []
+    what = "Apache Kafka" if args.spawn == "kafka" else "the Java client of Apache Kafka"  # (--client java)
     for i, version in enumerate(plan.versions, 1):
-        console.print(f"== [{i}/{len(plan.versions)}] Apache Kafka {version} ==")
+        console.print(f"== [{i}/{len(plan.versions)}] {what} {version} ==")
         one = argparse.Namespace(**{**vars(args), "kafka_version": version, "out": str(out / version)})
         try:
             rows.append(_row(version, one, plan, conform_once))
         except KeyboardInterrupt:
             if rows:
                 print_matrix(rows, None, console, title="verdicts so far")
-            console.print(f"interrupted during Apache Kafka {version}: no verdict for it; {MATRIX_FILE} not written")
+            console.print(f"interrupted during {what} {version}: no verdict for it; {MATRIX_FILE} not written")
             raise
     bisection = bisect(rows)
-    print_matrix(rows, bisection, console, title=f"verdicts by Apache Kafka version ({len(rows)} versions)")
+    print_matrix(rows, bisection, console, title=f"verdicts by version of {what} ({len(rows)} versions)")
     write_matrix(rows, bisection, command, out / MATRIX_FILE)
     console.print(f"wrote {out / MATRIX_FILE}")
     return matrix_exit(rows)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.kafka
 
 
 def test_the_edit_changes_the_leader_step_of_one_method_once(kafka_dist, tmp_path):
-    source = fix.read_source(fix.fetch_sources("4.3.1", tmp_path))
+    source = fix.read_source(fix.fetch_sources("4.3.1", fix.cache_root() / "kafka20734" / "4.3.1"))  # its own cache
     patched = fix.patch_source(source, "4.3.1")
     changed = [line for line in difflib.unified_diff(source.splitlines(), patched.splitlines(), n=0)
                if line[:1] in "+-" and line[:3] not in ("+++", "---")]
