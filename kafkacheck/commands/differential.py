@@ -36,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from kafkacheck.conform.apache_kafka import KafkaUnavailable, check_version
+    from kafkacheck.conform.kafka_dist import KafkaUnavailable, check_version
     from kafkacheck.conform.targets import TargetError, spawn
     from kafkacheck.console import stdout_console
 

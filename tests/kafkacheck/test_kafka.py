@@ -52,7 +52,7 @@ def test_kafka_fetch_is_quick_once_cached_and_where_prints_the_cache(kafka_dist,
 
 
 def test_kafka_fetch_says_in_one_line_what_is_missing(kafka_dist, tmp_path, monkeypatch, capsys):
-    import kafkacheck.conform.apache_kafka as kafka
+    import kafkacheck.conform.kafka_dist as kafka
 
     monkeypatch.setenv("KAFKACHECK_CACHE", str(tmp_path / "cache"))
     real_which = kafka.shutil.which
