@@ -54,6 +54,7 @@ class Op:
     raw_value: Any = None  # the completion's value, for ops other than send, poll and txn
     weak: bool = False  # an ok send with acks 0 or 1, counted as info
     error: str | None = None  # what a send or txn that did not succeed was told
+    transactional_id: str | None = None  # the producer's, where the history names it
 
     def reads(self) -> dict[str, list]:
         """key -> values read, in read order, over all poll micro-ops."""
@@ -71,6 +72,10 @@ class Op:
 
 
 _intern = sys.intern
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
 
 
 def _key(k: Any) -> str:
@@ -188,7 +193,8 @@ def _fold(inv: dict | None, comp: dict | None, end_time: int) -> Op:
         sends=sends, polls=_parse_polls(value) if comp is not None else [],
         keys=keys, seek_to_beginning=bool(src.get("seek_to_beginning")), touched=touched,
         completed=comp is not None, raw_value=None if f in CLIENT_TXN_FS else value,
-        error=comp.get("error") if comp is not None and comp["type"] != "ok" and f in ("send", "txn") else None)
+        error=comp.get("error") if comp is not None and comp["type"] != "ok" and f in ("send", "txn") else None,
+        transactional_id=_text(src.get("transactional_id")) if f == "txn" else None)
 
 
 # ---------------------------------------------------------------------------- analysis

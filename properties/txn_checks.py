@@ -17,12 +17,14 @@ Three kinds of evidence, each enough on its own:
   end): the LSO, below the high watermark, sits at the first record a transaction wrote there
   whose commit was acknowledged;
 * the log (``config.final_read.uncommitted``: every data record of each partition, read with
-  read_uncommitted after the final read): a process's transaction whose commit was acknowledged
-  wrote a partition, and the same process's next write there follows it with no offset between
-  that does not hold a data record. A marker takes an offset of its own, and a producer cannot
-  write a partition in its next transaction before the marker of the previous one is there
-  (its coordinator answers CONCURRENT_TRANSACTIONS until every marker is written), so the
-  committed transaction's marker never came, and the next transaction's marker ended both;
+  read_uncommitted after the final read): a transaction wrote a partition (committed, aborted
+  or with an outcome the client did not learn), and the same producer's (transactional id's)
+  next records there follow it with no offset between that does not hold a data record. A
+  marker takes an offset of its own, and a producer cannot write a partition in its next
+  transaction before the marker of the previous one is there (its coordinator answers
+  CONCURRENT_TRANSACTIONS until every marker is written; a new producer with the id first has
+  the open transaction aborted), so the first transaction's marker never came there, and the
+  next transaction's marker ended both;
 * the broker's own state (``config.txn_probe.sightings``, from brokers that serve KIP-664's
   DescribeProducers, ListTransactions and DescribeTransactions): a partition's leader said
   producer id X had a transaction open there since offset F, X's coordinator then said that
@@ -100,6 +102,10 @@ class _Log:
         """``op``'s records at ``key``: (offset, value), where the offset is known."""
         return sorted((self.at[(key, v)], v) for k, _o, v in op.sends if k == key and (key, v) in self.at)
 
+    def in_log(self, op: Op, key: str) -> list[tuple[int, object]]:
+        """``op``'s records at ``key`` that the log read uncommitted holds at their offsets."""
+        return [(o, v) for o, v in self.offsets(op, key) if o in self.data[key]]
+
 
 def check_hanging(ops: list[Op], config: dict, add) -> None:
     """Report ``hanging-transaction`` through ``add(kind, **evidence)``."""
@@ -122,20 +128,23 @@ def check_hanging(ops: list[Op], config: dict, add) -> None:
 
 
 def _unmarked(log: _Log) -> dict[tuple[str, int], tuple[Op, Op, list[int]]]:
-    """Rule of the log: (key, first offset) -> (the committed op, the same process's next op
-    that wrote the key, the offsets between them, each a data record)."""
-    last: dict[tuple[object, str], Op] = {}  # (process, key) -> its latest op that wrote key
+    """Rule of the log: (key, first offset) -> (an op whose records at key are in the log, the
+    same producer's next op with records there, the offsets between them, each a data record).
+    The producer is the op's transactional id where the history names it (a client that lost
+    track of a commit starts over under a new process, with the same id), else its process."""
+    last: dict[tuple[object, str], Op] = {}  # (producer, key) -> its latest op with records at key
     out: dict[tuple[str, int], tuple[Op, Op, list[int]]] = {}
     for op in sorted(log.txns, key=lambda o: o.time):
+        producer = op.transactional_id or op.process
         for key in dict.fromkeys(k for k, _o, _v in op.sends):
-            prev, mine = last.get((op.process, key)), log.offsets(op, key)
-            if prev is not None and mine and prev.type == "ok" and (theirs := log.offsets(prev, key)):
+            prev, mine = last.get((producer, key)), log.in_log(op, key)
+            if prev is not None and mine and (theirs := log.in_log(prev, key)):
                 b, c = theirs[-1][0], mine[0][0]
                 between = list(range(b + 1, c))
                 if c > b and all(o in log.data[key] for o in between):
                     out.setdefault((key, theirs[0][0]), (prev, op, between))
             if mine:
-                last[(op.process, key)] = op
+                last[(producer, key)] = op
     return out
 
 
@@ -188,7 +197,7 @@ def _explain(key: str, first: int, entry: dict, stable, outcome: str, read_by: O
     parts = [head + ", and its marker never came there"]
     if nxt is not None:
         between = entry.get("between") or []
-        parts.append(f"the same process's next transaction there (op {nxt.index}) wrote right after it"
+        parts.append(f"the same producer's next transaction there (op {nxt.index}) wrote right after it"
                      + (f", offsets {between[0]}-{between[-1]} between holding data records only" if between else "")
                      + ": no marker between them")
     if sighting is not None:

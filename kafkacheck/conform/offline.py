@@ -3,11 +3,13 @@
 The workload's topics are placed for it (:func:`draw_placement`, :func:`create_placed_topics`):
 one replica per partition, round robin over the nodes in a drawn order, so that one node down leaves its
 partitions without a leader while the internal topics (replicated on every node) keep their
-coordinators. The fault (:func:`take_offline`) picks a partition, waits up to
-``OPEN_WAIT_S`` for a transaction to be open there (a busy transactional cluster always has
-one; the broker says so through KIP-664's DescribeProducers, where it serves it), kills (kill -9)
-every node holding it, records when the partition has no leader any more (the controller
-fences a node after its broker session), keeps it so for a drawn time, and restarts the nodes.
+coordinators. The fault (:func:`take_offline`) picks a partition, waiting up to
+``OPEN_WAIT_S`` for one where a transaction is open whose coordinator (and the workload's
+group coordinators) are on other nodes (a busy transactional cluster always has one; the broker
+says so through KIP-664's DescribeProducers, ListTransactions and DescribeTransactions, where it
+serves them), kills (kill -9) every node holding it, records when the partition has no leader
+any more (the controller fences a node after its broker session), keeps it so for a drawn
+time, and restarts the nodes.
 A commit whose transaction wrote the partition then finds it without a leader: Kafka 4.3.0 to
 4.4.0 complete such a transaction without that partition's marker (KAFKA-20734).
 
@@ -67,15 +69,15 @@ def process_name(target, node_id: int) -> str | None:
     return None
 
 
-def take_offline(n, placement: dict[str, list[int]]) -> bool:
+def take_offline(n, placement: dict[str, list[int]], groups: tuple[str, ...] = ()) -> bool:
     """One ``offline-partition`` fault through nemesis ``n`` (kafkacheck.conform.real_nemesis's
-    _Nemesis); False when the run ended during it (the run's healing restarts the nodes)."""
-    key = n.rng.choice(sorted(placement))
+    _Nemesis); False when the run ended during it (the run's healing restarts the nodes).
+    ``groups``: the consumer groups of the workload, whose coordinators live on too."""
+    key, open_since = _choose(n, placement, groups)
     names = [name for node in placement[key] if (name := process_name(n.target, node)) is not None]
     hold = round(n.rng.uniform(*HOLD_S), 2)
     if not names:
         raise RuntimeError(f"no process of kafkacheck's holds {key} (replicas {placement[key]})")
-    open_since = _wait_open(n, key)
     value = {"partition": key, "nodes": names, "how": "kill", "hold_s": hold,
              "open_transaction": open_since is not None,
              **({"open_since_offset": open_since} if open_since is not None else {})}
@@ -95,35 +97,37 @@ def take_offline(n, placement: dict[str, list[int]]) -> bool:
     return True
 
 
-def _wait_open(n, key: str) -> int | None:
-    """The first offset of a transaction open at ``key``, as its leader tells (None: none
-    within OPEN_WAIT_S, or the broker does not serve DescribeProducers)."""
-    if 61 not in n.target.apis:
-        return None
-    from kafka import KafkaAdminClient, TopicPartition
+def _choose(n, placement: dict[str, list[int]], groups: tuple[str, ...]) -> tuple[str, int | None]:
+    """The partition to take offline, and the first offset of a transaction open there: within
+    OPEN_WAIT_S, a partition (in a drawn order) where a transaction is open whose coordinator,
+    and the workload's group coordinators, are on other nodes; else one with any transaction
+    open; else the first drawn (None: the broker told of no open transaction, or does not
+    serve KIP-664's DescribeProducers, ListTransactions and DescribeTransactions)."""
+    from kafkacheck.conform.txn_probe import TxnView, probe_unavailable
 
-    topic, _, p = key.rpartition(":")
-    tp = TopicPartition(topic, int(p))
-    deadline = time.monotonic() + OPEN_WAIT_S
-    admin = None
+    keys = n.rng.sample(sorted(placement), len(placement))
+    if probe_unavailable(n.target.apis) is not None:
+        return keys[0], None
+    view = TxnView(n.target.bootstrap, sorted({b for r in placement.values() for b in r}), 2.0)
+    second: tuple[str, int] | None = None
     try:
-        admin = KafkaAdminClient(bootstrap_servers=n.target.bootstrap, request_timeout_ms=2000)
+        busy = {c for g in groups if (c := view.group_coordinator(g)) is not None}
+        deadline = time.monotonic() + OPEN_WAIT_S
         while time.monotonic() < deadline and not n.stop.is_set():
-            try:
-                state = admin.describe_producers([tp]).get(tp)
-            except Exception:
-                state = None
-            starts = [s.current_transaction_start_offset for s in (state.active_producers if state else [])
-                      if s.current_transaction_start_offset >= 0]
-            if starts:
-                return min(starts)
+            opened = view.open(keys)
+            owners = view.owners({pid for per in opened.values() for pid in per}) if opened else {}
+            for key in (k for k in keys if k in opened):
+                for pid, (_epoch, start) in sorted(opened[key].items()):
+                    coordinator = getattr(owners.get(pid, (None, None))[1], "coordinator_id", None)
+                    if coordinator is not None and not ({coordinator} | busy) & set(placement[key]):
+                        return key, start
+                    second = second or (key, start)
             n.stop.wait(0.05)
     except Exception:
-        return None
+        pass
     finally:
-        if admin is not None:
-            admin.close()
-    return None
+        view.close()
+    return second if second is not None else (keys[0], None)
 
 
 def _wait_leaderless(n, key: str, timeout_s: float) -> float | None:

@@ -121,11 +121,12 @@ def _apply_node_fault(target, fault: str, value: dict) -> None:
 
 def nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop: threading.Event,
                  nemesis_log: list[dict], topic: str = "", straggle_apis: tuple[str, ...] = STRAGGLE_APIS,
-                 placement: dict[str, list[int]] | None = None) -> None:
+                 placement: dict[str, list[int]] | None = None, groups: tuple[str, ...] = ()) -> None:
     """Until ``stop``: every 2-4 s one fault of ``faults`` (those the target allows), held,
     then healed; each recorded in ``h`` and summarised in ``nemesis_log``. ``straggle_apis``:
     the APIs whose requests ``straggle`` may hold; ``placement``: the replicas of each
-    partition of the workload's topics, when they were placed for ``offline-partition``."""
+    partition of the workload's topics, when they were placed for ``offline-partition``;
+    ``groups``: the workload's consumer groups (whose coordinators ``offline-partition`` spares)."""
     procs = {name: p for name, p in target.processes.items() if name != "controller"}
     proxied = NETWORK_FAULTS + REQUEST_FAULTS
     usable = [f for f in faults if (f in PROCESS_FAULTS and procs and (f != "offline-partition" or placement))
@@ -139,7 +140,7 @@ def nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop
             try:
                 if fault == "offline-partition":
                     assert placement is not None
-                    carried_on = take_offline(n, placement)
+                    carried_on = take_offline(n, placement, groups)
                 elif fault == "last-replica-standing":
                     carried_on = n.last_replica_standing()
                 elif fault in NODE_FAULTS:

@@ -39,19 +39,98 @@ def probe_unavailable(apis: dict[int, tuple[int, int]]) -> str | None:
     return f"the broker does not serve {', '.join(missing)}" if missing else None
 
 
+class TxnView:
+    """What the broker says of its transactions, through one kafka-python admin client kept
+    across calls (its connections to the brokers that are up stay ready)."""
+
+    def __init__(self, bootstrap: str, brokers: list[int], timeout_s: float = 5.0) -> None:
+        self.bootstrap, self.brokers, self.timeout_s = bootstrap, brokers, timeout_s
+        self._admin = None
+
+    def admin(self):
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap,
+                                           request_timeout_ms=int(self.timeout_s * 1000))
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            with contextlib.suppress(Exception):
+                admin.close()
+
+    def open(self, keys: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
+        """Per partition ("topic:p", each leader asked alone, so that one without a leader does
+        not hide the others): producer id -> (epoch, first offset of its open transaction)."""
+        from kafka import TopicPartition
+
+        admin = self.admin()
+        out: dict[str, dict[int, tuple[int, int]]] = {}
+        for key in keys:
+            topic, _, p = key.rpartition(":")
+            tp = TopicPartition(topic, int(p))
+            try:
+                state = admin.describe_producers([tp]).get(tp)
+            except Exception:
+                continue
+            opened = {s.producer_id: (s.producer_epoch, s.current_transaction_start_offset)
+                      for s in (state.active_producers if state else []) if s.current_transaction_start_offset >= 0}
+            if opened:
+                out[key] = opened
+        return out
+
+    def owners(self, pids: set[int]) -> dict[int, tuple[str, object]]:
+        """producer id -> (transactional id, its coordinator's description: state, partitions,
+        coordinator_id)."""
+        admin = self.admin()
+        ids: dict[int, str] = {}
+        for broker in self.brokers:  # each its own request: a broker down hides only its coordinators
+            try:
+                listed = admin.list_transactions(broker_ids=[broker], producer_id_filters=sorted(pids))
+            except Exception:
+                continue
+            ids.update((t.producer_id, t.transactional_id) for ts in listed.values() for t in ts)
+        described = {}
+        for txn_id in sorted(set(ids.values())):  # one at a time: a coordinator down hides only its own
+            try:
+                described.update(admin.describe_transactions([txn_id]))
+            except Exception:
+                continue
+        return {pid: (txn_id, described[txn_id]) for pid, txn_id in ids.items() if txn_id in described}
+
+    def group_coordinator(self, group: str) -> int | None:
+        """The node id of ``group``'s coordinator (FindCoordinator), or None."""
+        from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+        from kafkacheck.conform.targets import parse_bootstrap
+        from reference.server.protocol import round_trip
+
+        for host, port in parse_bootstrap(self.bootstrap):
+            try:
+                resp = round_trip(host, port, FindCoordinatorRequest[2](key=group, key_type=0),
+                                  FindCoordinatorResponse, "kafkacheck-probe", self.timeout_s)
+            except Exception:
+                continue
+            if resp.error_code == 0:
+                return resp.node_id
+        return None
+
+
 class TxnProbe:
     """Looks for hanging transactions on ``keys`` ("topic:p") until stopped."""
 
     def __init__(self, bootstrap: str, keys: list[str], brokers: list[int], clock: Callable[[], int],
                  timeout_s: float = 5.0) -> None:
-        self.bootstrap, self.keys, self.brokers, self.clock, self.timeout_s = bootstrap, keys, brokers, clock, timeout_s
+        self.view = TxnView(bootstrap, brokers, timeout_s)
+        self.keys, self.clock = keys, clock
         self.sightings: list[dict] = []
         self.looks = 0
         self.errors = 0
         self.last_error: str | None = None
         self.open_seen = 0  # looks that found a transaction open somewhere
         self._seen: set[tuple[str, int]] = set()
-        self._admin = None
 
     def run(self, stop: threading.Event) -> None:
         """Look every INTERVAL_S until ``stop``; errors (a broker down, a leader moving) are
@@ -70,10 +149,10 @@ class TxnProbe:
                     in_a_row += 1
                     self.last_error = f"{type(e).__name__}: {e}"[:200]
                     if in_a_row >= RENEW_AFTER:
-                        self._close()
+                        self.view.close()
                         in_a_row = 0
         finally:
-            self._close()
+            self.view.close()
 
     def summary(self) -> dict:
         return {"interval_s": INTERVAL_S, "looks": self.looks, "open_seen": self.open_seen, "errors": self.errors,
@@ -81,16 +160,16 @@ class TxnProbe:
 
     def look(self) -> None:
         first_ns = self.clock()
-        opened = self._open(self.keys)
+        opened = self.view.open(self.keys)
         if not opened:
             return
         self.open_seen += 1
-        owners = self._owners({pid for per in opened.values() for pid in per})
+        owners = self.view.owners({pid for per in opened.values() for pid in per})
         suspects = {(key, pid): start for key, per in opened.items() for pid, (_e, start) in per.items()
                     if pid in owners and not _pending(owners[pid][1], key)}
         if not suspects:
             return
-        again = self._open(sorted({key for key, _pid in suspects}))
+        again = self.view.open(sorted({key for key, _pid in suspects}))
         for (key, pid), start in sorted(suspects.items()):
             if (key, start) in self._seen or again.get(key, {}).get(pid, (None, None))[1] != start:
                 continue
@@ -101,58 +180,6 @@ class TxnProbe:
                 "producer_epoch": again[key][pid][0], "start_offset": start, "transactional_id": txn_id,
                 "coordinator": {"state": desc.state.value, "producer_epoch": desc.producer_epoch,
                                 "partitions": sorted(f"{tp.topic}:{tp.partition}" for tp in desc.topic_partitions)}})
-
-    def _admin_client(self):
-        if self._admin is None:
-            from kafka import KafkaAdminClient
-
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap,
-                                           request_timeout_ms=int(self.timeout_s * 1000))
-        return self._admin
-
-    def _close(self) -> None:
-        if self._admin is not None:
-            admin, self._admin = self._admin, None
-            with contextlib.suppress(Exception):
-                admin.close()
-
-    def _open(self, keys: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
-        """Per partition (its leader asked alone, so that one without a leader does not hide
-        the others): producer id -> (epoch, first offset of its open transaction)."""
-        from kafka import TopicPartition
-
-        admin = self._admin_client()
-        out: dict[str, dict[int, tuple[int, int]]] = {}
-        for key in keys:
-            topic, _, p = key.rpartition(":")
-            tp = TopicPartition(topic, int(p))
-            try:
-                state = admin.describe_producers([tp]).get(tp)
-            except Exception:
-                continue
-            opened = {s.producer_id: (s.producer_epoch, s.current_transaction_start_offset)
-                      for s in (state.active_producers if state else []) if s.current_transaction_start_offset >= 0}
-            if opened:
-                out[key] = opened
-        return out
-
-    def _owners(self, pids: set[int]) -> dict[int, tuple[str, object]]:
-        """producer id -> (transactional id, its coordinator's description)."""
-        admin = self._admin_client()
-        ids: dict[int, str] = {}
-        for broker in self.brokers:  # each its own request: a broker down hides only its coordinators
-            try:
-                listed = admin.list_transactions(broker_ids=[broker], producer_id_filters=sorted(pids))
-            except Exception:
-                continue
-            ids.update((t.producer_id, t.transactional_id) for ts in listed.values() for t in ts)
-        described = {}
-        for txn_id in sorted(set(ids.values())):  # one at a time: a coordinator down hides only its own
-            try:
-                described.update(admin.describe_transactions([txn_id]))
-            except Exception:
-                continue
-        return {pid: (txn_id, described[txn_id]) for pid, txn_id in ids.items() if txn_id in described}
 
 
 def _pending(desc, key: str) -> bool:

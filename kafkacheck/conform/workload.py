@@ -56,7 +56,8 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     members = [threading.Thread(target=f, daemon=True) for f in w.real_members(run)]
     nemesis = threading.Thread(target=nemesis_loop, args=(target, faults, run.h, random.Random(seed + 1), run.stop,
                                                           nemesis_log, run.topic,
-                                                          straggle_apis or w.straggle_apis, placement),
+                                                          straggle_apis or w.straggle_apis, placement,
+                                                          _groups(run)),
                                daemon=True)
     probe, probe_stop = _start_probe(run)
     for t in [*threads, *members, nemesis]:
@@ -125,6 +126,12 @@ def _create_topics(run: RealRun, create_topic, faults: list[str], seed: int, tim
     if error:
         raise RuntimeError(f"could not create the workload topics {', '.join(run.topics())} as placed: {error}")
     return placement
+
+
+def _groups(run: RealRun) -> tuple[str, ...]:
+    """The consumer groups of the workload's config (eos: the processors' group)."""
+    group = (run.w.real_config(run).get("eos") or {}).get("group")
+    return (group,) if group else ()
 
 
 def _start_probe(run: RealRun):

@@ -205,12 +205,13 @@ def real_processor_loop(run: RealRun, j: int, m: int) -> None:
     inputs = [(run.topic, p) for p in range(REAL_PARTITIONS) if p % m == j]
     in_keys = [f"{t}:{p}" for t, p in inputs]
     process = h.new_process()
+    txn_id = f"kafkacheck-{run.output}-{j}"
     sender: TxnSender | None = None
     poller: Poller | None = None
     seq = 0
     while not run.stop.is_set():
         if sender is None:
-            sender = run.txn_sender(f"kafkacheck-{run.output}-{j}")  # fences its predecessor
+            sender = run.txn_sender(txn_id)  # fences its predecessor
             continue
         if poller is None:  # (re)start at the group's committed offsets
             try:
@@ -224,7 +225,7 @@ def real_processor_loop(run: RealRun, j: int, m: int) -> None:
         seq += 1
         attempt = seq * m + j
         abort_on_purpose = rng.random() < 0.1
-        h.op(process, "invoke", "txn", [["poll"]])
+        h.op(process, "invoke", "txn", [["poll"]], transactional_id=txn_id)
         got: dict = {}
         done: list = []
         planned: list = []
@@ -250,28 +251,29 @@ def real_processor_loop(run: RealRun, j: int, m: int) -> None:
             rest = [["send", f"{run.output}:{p}", [None, w]] for p, w in planned[len(done):]]
             sender = run.abort(sender)
             h.op(process, "fail", "txn", [["poll", got], *done, *rest], error=str(e)[:80],
-                 offsets={f"{t}:{p}": o for (t, p), o in sorted(nxt.items())})
+                 offsets={f"{t}:{p}": o for (t, p), o in sorted(nxt.items())}, transactional_id=txn_id)
             run.closed(poller)
             poller = None
             continue
         offsets = {f"{t}:{p}": o for (t, p), o in sorted(nxt.items())}
         if abort_on_purpose:
             sender = run.abort(sender)
-            h.op(process, "fail", "txn", [["poll", got], *done], error="intentional-abort", offsets=offsets)
+            h.op(process, "fail", "txn", [["poll", got], *done], error="intentional-abort", offsets=offsets,
+                 transactional_id=txn_id)
             run.closed(poller)
             poller = None
             continue
         run.pause(run.pauses and rng.random() < 0.5)
         try:
             sender.commit()
-            h.op(process, "ok", "txn", [["poll", got], *done], offsets=offsets)
+            h.op(process, "ok", "txn", [["poll", got], *done], offsets=offsets, transactional_id=txn_id)
         except NotCommitted as e:  # certainly not committed: rewind to the committed offsets
-            h.op(process, "fail", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets)
+            h.op(process, "fail", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets, transactional_id=txn_id)
             sender = run.abort(sender)
             run.closed(poller)
             poller = None
         except Exception as e:
-            h.op(process, "info", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets)
+            h.op(process, "info", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets, transactional_id=txn_id)
             run.closed(sender)
             sender = None
             run.closed(poller)

@@ -292,7 +292,7 @@ def real_txn_loop(run: RealRun) -> None:
             continue
         sends = [(p, run.next_value(f"{topic}:{p}"))
                  for p in (rng.randrange(REAL_PARTITIONS) for _ in range(rng.randint(1, 3)))]
-        h.op(process, "invoke", "txn", [["send", f"{topic}:{p}", v] for p, v in sends])
+        h.op(process, "invoke", "txn", [["send", f"{topic}:{p}", v] for p, v in sends], transactional_id=txn_id)
         done: list = []
         abort_on_purpose = rng.random() < 0.2
         pausing = run.pauses and rng.random() < 0.5
@@ -304,21 +304,21 @@ def real_txn_loop(run: RealRun) -> None:
         except Exception as e:
             rest = [["send", f"{topic}:{p}", [None, v]] for p, v in sends[len(done):]]
             sender = run.abort(sender)
-            h.op(process, "fail", "txn", done + rest, error=str(e)[:80])
+            h.op(process, "fail", "txn", done + rest, error=str(e)[:80], transactional_id=txn_id)
             continue
         if abort_on_purpose:
             sender = run.abort(sender)
-            h.op(process, "fail", "txn", done, error="aborted on purpose")
+            h.op(process, "fail", "txn", done, error="aborted on purpose", transactional_id=txn_id)
             continue
         run.pause(pausing)
         try:
             sender.commit()
-            h.op(process, "ok", "txn", done)
+            h.op(process, "ok", "txn", done, transactional_id=txn_id)
         except NotCommitted as e:  # certainly not committed: its sends must never be read
-            h.op(process, "fail", "txn", done, error=str(e)[:80])
+            h.op(process, "fail", "txn", done, error=str(e)[:80], transactional_id=txn_id)
             sender = run.abort(sender)
         except Exception as e:
-            h.op(process, "info", "txn", done, error=str(e)[:80])
+            h.op(process, "info", "txn", done, error=str(e)[:80], transactional_id=txn_id)
             run.closed(sender)
             sender = None
             process = h.new_process()

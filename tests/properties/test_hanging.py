@@ -18,10 +18,11 @@ class H:
                          "type": type_, "f": f, "value": value, **extra})
         return self
 
-    def txn(self, p, sends, type_="ok"):
+    def txn(self, p, sends, type_="ok", txn_id=None):
         """``sends``: (key, value, offset)."""
-        self._op(p, "invoke", "txn", [["send", k, v] for k, v, _o in sends])
-        return self._op(p, type_, "txn", [["send", k, [o, v]] for k, v, o in sends])
+        extra = {"transactional_id": txn_id} if txn_id else {}
+        self._op(p, "invoke", "txn", [["send", k, v] for k, v, _o in sends], **extra)
+        return self._op(p, type_, "txn", [["send", k, [o, v]] for k, v, o in sends], **extra)
 
     def poll(self, p, reads):
         self._op(p, "invoke", "poll", [["poll"]])
@@ -150,3 +151,26 @@ def test_a_later_commit_that_carried_an_unmarked_one_is_committed_later():
     result = check(h.ops, config({"t:1": [3, 3]}, {"t:1": 3}, start_ns=start, uncommitted={"t:1": [[0, 1], [1, 2]]}))
     a = result["anomalies"]["hanging-transaction"][0]
     assert a["outcome"] == "committed-later" and a["ops"] == [1, 3, 7]
+
+
+def test_the_producer_is_its_transactional_id_across_processes():
+    # process 1 lost track of its commit (info) and went on as process 2 with the same id; its
+    # next records follow with no marker between. Process 3, another id, is no such producer.
+    h = (H().txn(1, [("t:1", 1, 0)], type_="info", txn_id="a").txn(3, [("t:1", 7, 1)], txn_id="b")
+         .txn(2, [("t:1", 2, 2)], txn_id="a"))
+    start = len(h.ops) * 1_000_000
+    h.assign(9, ["t:1"]).poll(9, {"t:1": [[1, 7], [2, 2]]})
+    log = {"t:1": [[0, 1], [1, 7], [2, 2]]}
+    result = check(h.ops, config({"t:1": [4, 4]}, {"t:1": 4}, start_ns=start, uncommitted=log))
+    [a] = result["anomalies"]["hanging-transaction"]
+    assert (a["first_offset"], a["next_op"], a["outcome"]) == (0, 5, "aborted")
+    assert "outcome was unknown to the client" in a["explanation"]
+
+
+def test_records_missing_from_the_log_say_nothing_of_markers():
+    # op 1's record is not in the log read uncommitted (lost): no claim about what lay between
+    h = H().txn(1, [("t:1", 1, 0)]).txn(1, [("t:1", 2, 1)])
+    start = len(h.ops) * 1_000_000
+    h.assign(9, ["t:1"]).poll(9, {"t:1": [[1, 2]]})
+    result = check(h.ops, config({"t:1": [3, 3]}, {"t:1": 3}, start_ns=start, uncommitted={"t:1": [[1, 2]]}))
+    assert "hanging-transaction" not in result["anomaly_types"]
