@@ -268,6 +268,8 @@ def _target(meta: dict) -> dict:
            "partitions": config.get("partitions"), "acks": config.get("acks")}
     if config.get("client"):
         out["client"] = config["client"]
+    if config.get("placement"):  # offline-partition: the replicas each partition was created with
+        out["placement"] = config["placement"]
     if config.get("imported_from"):
         out["imported_from"] = config["imported_from"]
     return out
@@ -774,7 +776,8 @@ def _write_report(d: Path, reproduce: str | None, options: dict | None) -> Path:
     target_rows = [("target", target["name"]), ("version", target["version"]), ("features", target["features"]),
                    ("bug switches", ", ".join(target["bugs"]) or "none"), ("client", target.get("client")),
                    ("brokers", target["brokers"]), ("replication factor", target["replication_factor"]),
-                   ("partitions", target["partitions"]), ("acks", target["acks"])]
+                   ("partitions", target["partitions"]), ("acks", target["acks"]),
+                   ("replica placement", target.get("placement"))]
     target_rows += [(f"broker config {k}", v) for k, v in target["broker_config"].items()]
     target_rows += [("imported from", target.get("imported_from"))]
     run_rows = [("reproduce", report["reproduce"]), ("options", report["options"]), ("workload", meta.get("workload")),
@@ -782,7 +785,8 @@ def _write_report(d: Path, reproduce: str | None, options: dict | None) -> Path:
                 ("started", meta.get("started_at")), ("kafkacheck", report["kafkacheck"]),
                 ("client operations", len(ops)), ("nemesis operations", len(nemesis))]
     run_rows += [(f"config {k}", v) for k, v in sorted(config.items())
-                 if k not in ("bugs", "timings_ms", "final_read", "topic_configs", "broker_config", "features")]
+                 if k not in ("bugs", "timings_ms", "final_read", "topic_configs", "broker_config", "features",
+                              "placement")]
     legend = ("<p class='legend'>" + "".join(f"<span><i style='background:{c}'></i>{_esc(f)}</span>"
                                              for f, c in _TYPE_COLOURS.items() if any(o.f == f for o in ops))
               + "<span><i style='background:#ffb300'></i>info (unknown outcome)</span>"

@@ -180,8 +180,25 @@ def test_read_committed_end_offsets_wait_for_open_transactions_to_end(monkeypatc
                                           final_read.time.monotonic() + 60)
     assert ends == {f"t:{p}": 9 for p in range(4)} and errors == {}
     stable[1] = [3] * 1000
-    ends, errors = final_read.end_offsets(Transactional(), "t", 4, "read_committed", final_read.time.monotonic())
+    told: dict = {}
+    ends, errors = final_read.end_offsets(Transactional(), "t", 4, "read_committed", final_read.time.monotonic(),
+                                          told)
     assert "t:1" not in ends and "transaction is still open" in errors["t:1"]
+    # the last [last stable offset, high watermark] the broker told: the hanging-transaction check's
+    assert told == {"t:0": [9, 9], "t:1": [3, 9], "t:2": [9, 9], "t:3": [9, 9]}
+
+
+def test_offline_partition_places_partitions_round_robin_in_a_drawn_order():
+    import random
+
+    from kafkacheck.conform.offline import draw_placement
+
+    placement = draw_placement(random.Random(2), ["in", "out"], 4, [1, 2, 3])
+    assert list(placement) == [f"{t}:{p}" for t in ("in", "out") for p in range(4)]
+    assert all(len(r) == 1 for r in placement.values())  # one replica each: one node down, its partitions offline
+    nodes = [r[0] for r in placement.values()]
+    assert nodes[:3] == nodes[3:6] and sorted(nodes[:3]) == [1, 2, 3]  # round robin: every node, evenly
+    assert placement == draw_placement(random.Random(2), ["in", "out"], 4, [1, 2, 3])  # the same seed, the same
 
 
 def test_a_kafka_python_producer_whose_flush_times_out_is_closed_with_its_thread(tmp_path):

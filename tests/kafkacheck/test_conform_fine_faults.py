@@ -108,6 +108,11 @@ def test_a_commit_error_is_definite_only_when_it_proves_the_transaction_did_not_
     (["--spawn", "kafka", "--kafka-version", "4.x"], "must look like"),
     (["--spawn", "reference", "--straggle-api", "EndTxn"], "add straggle to --faults"),
     (["--spawn", "reference", "--faults", "straggle", "--straggle-api", "Fetch"], "one or more of EndTxn"),
+    (["--bootstrap", "127.0.0.1:9", "--faults", "offline-partition"], "a broker it starts"),
+    (["--spawn", "tansu", "--faults", "offline-partition"], "--spawn reference or --spawn kafka"),
+    (["--spawn", "kafka", "--brokers", "1", "--faults", "offline-partition"], "coordinators included"),
+    (["--spawn", "reference", "--brokers", "1", "--faults", "offline-partition"], "coordinators included"),
+    (["--spawn", "kafka", "--faults", "offline-partition,lose-unflushed"], "power loss (lose-unflushed)"),
 ])
 def test_what_a_target_cannot_take_is_one_line_and_exit_3(tmp_path, capsys, args, says):
     try:
