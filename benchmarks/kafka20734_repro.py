@@ -1,34 +1,25 @@
-"""KAFKA-20734, reproduced by hand: a transaction committed while one of its partitions has no
-leader stays open at that partition forever (Apache Kafka 4.3.0 to 4.4.0).
+"""KAFKA-20734 reproduced with Kafka's own tools and one client: a transaction committed while one
+of its partitions has no leader stays open there forever (Apache Kafka 4.3.0 to 4.4.0).
 
-    python benchmarks/kafka20734_repro.py                        # Apache Kafka 4.4.0
-    python benchmarks/kafka20734_repro.py --version 4.2.2
-    python benchmarks/kafka20734_repro.py --kafka-home ~/kafka_2.13-4.4.0 --work /tmp/repro
+    python benchmarks/kafka20734_repro.py [--version 4.4.0 | --kafka-home DIR] [--work DIR]
 
-Each step prints the ``bin/*.sh`` command a maintainer would type (bootstrap ``localhost:9092``),
-the command it ran (that script's main class, ``java -cp``, as ``bin/kafka-run-class.sh`` runs it)
-and what it showed: (1) three KRaft nodes, each broker and controller, static quorum,
-formatted and started as ``kafka-storage.sh format`` and ``kafka-server-start.sh`` do
-(kafkacheck's KafkaCluster writes server.properties); (2) topic ``out`` with
-``kafka-topics.sh --replica-assignment 1,2`` (partition 0 on node 1, partition 1 on node 2, one
-replica each); (3) one client, kafka-python (transactional.id ``tx1``, acks all), writes ``a0``
-to out-0 and ``a1`` to out-1 in a transaction; (4) ``kill -9`` of node 2 until out-1 has no leader
-(the controller fences node 2 after broker.session.timeout.ms, 9 s); (5) ``commit_transaction()``;
-(6) node 2 restarted; (7) out-1's last stable offset (LSO) and high watermark (HW), watched for
-20 s, and read_committed reads; (8) the coordinator's log line; (9) ``kafka-transactions.sh
-describe``, ``describe-producers`` and ``find-hanging``; (10) when out-1 hangs, ``abort`` and the
-reads again.
+Each step prints the ``bin/*.sh`` command a maintainer would type (``localhost:9092``), the one it
+ran (the script's main class with ``java -cp``, as ``bin/kafka-run-class.sh`` runs it) and what it
+showed: three KRaft nodes (broker+controller, static quorum; kafkacheck's KafkaCluster writes
+server.properties, formats and starts them as ``kafka-storage.sh`` and ``kafka-server-start.sh``
+do); topic ``out`` by ``kafka-topics.sh --replica-assignment 1,2`` (out-0 on node 1, out-1 on node
+2); a kafka-python transaction (tx1, else tx2 or tx3: an id whose coordinator is not node 2) writes
+``a0`` to out-0 and ``a1`` to out-1; ``kill -9`` of node 2 until out-1 has no leader;
+``commit_transaction()``; node 2 restarted; out-1's last stable offset (LSO) and high watermark
+(HW) for 20 s, read_committed reads; the coordinator's log line; ``kafka-transactions.sh
+describe``, ``describe-producers``, ``find-hanging``; when out-1 hangs, ``abort`` and the reads
+again. Tools jars (kafka-tools and its dependencies): ``mvn dependency:copy-dependencies`` into
+``~/.cache/kafkacheck/kafka-tools-VERSION/libs`` (or the distribution's ``libs/``). Every node is
+stopped at the end, on errors, Ctrl-C and SIGTERM; the work directory (node logs) stays.
 
-The broker's jars are kafkacheck's cache (``KafkaDist``, fetched with mvn on first use) or
-``--kafka-home`` (a distribution's ``libs/``). The tools' jars (``org.apache.kafka:kafka-tools``
-and its dependencies, which a broker does not need) are fetched with ``mvn
-dependency:copy-dependencies`` into ``~/.cache/kafkacheck/kafka-tools-VERSION/libs``; a
-distribution has them in ``libs/``. Every node is stopped at the end, on errors and on Ctrl-C;
-the work directory (node logs) stays.
-
-Ends with ``AFFECTED`` (out-1's transaction stayed open) or ``NOT AFFECTED`` (both records
-became readable read_committed): exit 0 either way; 2 when a step failed; 3 for bad input
-(one line); 130 when interrupted.
+Ends with ``AFFECTED`` (out-1's transaction stayed open) or ``NOT AFFECTED`` (both records became
+readable read_committed): exit 0 either way, 2 when a step failed, 3 for bad input (one line),
+130 when interrupted.
 """
 
 from __future__ import annotations
@@ -40,27 +31,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from kafkacheck.conform.kafka_dist import (
-    FETCH_TIMEOUT_S,
-    LOG4J_VERSION,
-    KafkaDist,
-    KafkaHome,
-    KafkaUnavailable,
-    KafkaVersionUnknown,
-    NotKafka,
-    cache_root,
-    check_version,
-    maven_missing,
-    mvn_error,
-    need_tool,
-    open_home,
-    write_log_config,
-)
+from kafkacheck.conform import kafka_dist as kd
 
-TOPIC, TXN_ID = "out", "tx1"
+TOPIC = "out"
+TXN_IDS = ("tx1", "tx2", "tx3")  # hash to __transaction_state-0, -1, -2 (3 partitions)
 BIN_BOOTSTRAP = "localhost:9092"
 LOG_LINE = "Couldn't find leader endpoint for partitions"
 SETTLE_S = 20.0  # how long out-1 may take to become stable once node 2 is back
@@ -97,10 +75,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.version and args.kafka_home:
         raise BadInput("--version and --kafka-home: give one of them")
     try:
-        args.dist = open_home(args.kafka_home) if args.kafka_home else KafkaDist(check_version(args.version or "4.4.0"))
-    except (ValueError, NotKafka) as e:
+        home, version = args.kafka_home, args.version or "4.4.0"
+        args.dist = kd.open_home(home) if home else kd.KafkaDist(kd.check_version(version))
+    except (ValueError, kd.NotKafka) as e:
         raise BadInput(str(e).replace("--kafka-version", "--version")) from None
-    if isinstance(args.dist, KafkaHome) and not any(TOOLS_JAR.fullmatch(j.name) for j in args.dist.jars):
+    if isinstance(args.dist, kd.KafkaHome) and not any(TOOLS_JAR.fullmatch(j.name) for j in args.dist.jars):
         raise BadInput(f"--kafka-home {args.dist.home} has no kafka-tools jar (a binary distribution has it in libs/)")
     return args
 
@@ -109,23 +88,23 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def fetch_tools(version: str) -> Path:
     """kafka-tools VERSION and its runtime dependencies in the cache (mvn, once)."""
-    libs = cache_root() / f"kafka-tools-{version}" / "libs"
+    libs = kd.cache_root() / f"kafka-tools-{version}" / "libs"
     if (libs / f"kafka-tools-{version}.jar").exists():
         return libs
-    mvn = need_tool("mvn", "it fetches Kafka's tools from Maven Central")
+    mvn = kd.need_tool("mvn", "it fetches Kafka's tools from Maven Central")
     libs.parent.parent.mkdir(parents=True, exist_ok=True)
     print(f"fetching org.apache.kafka:kafka-tools:{version} into {libs.parent} (once)", flush=True)
     with tempfile.TemporaryDirectory(prefix=f".kafka-tools-{version}-", dir=libs.parent.parent) as tmp:
         deps = [("org.apache.kafka", "kafka-tools", version),
-                *(("org.apache.logging.log4j", a, LOG4J_VERSION) for a in ("log4j-slf4j-impl", "log4j-core"))]
+                *(("org.apache.logging.log4j", a, kd.LOG4J_VERSION) for a in ("log4j-slf4j-impl", "log4j-core"))]
         (Path(tmp) / "pom.xml").write_text(TOOLS_POM.format(v=version, deps="".join(DEPENDENCY.format(*d) for d in deps)))
         done = subprocess.run([mvn, "-q", "-B", "-f", f"{tmp}/pom.xml", "dependency:copy-dependencies",
                                f"-DoutputDirectory={tmp}/libs", "-DincludeScope=runtime"], capture_output=True,
-                              text=True, timeout=FETCH_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        if done.returncode != 0 and maven_missing(done.stdout + done.stderr, "org.apache.kafka:kafka-tools"):
-            raise KafkaVersionUnknown(f"org.apache.kafka:kafka-tools:{version} is not on Maven Central")
+                              text=True, timeout=kd.FETCH_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        if done.returncode != 0 and kd.maven_missing(done.stdout + done.stderr, "org.apache.kafka:kafka-tools"):
+            raise kd.KafkaVersionUnknown(f"org.apache.kafka:kafka-tools:{version} is not on Maven Central")
         if done.returncode != 0:
-            raise KafkaUnavailable(f"could not fetch kafka-tools {version}: {mvn_error(done.stdout + done.stderr)}")
+            raise kd.KafkaUnavailable(f"could not fetch kafka-tools {version}: {kd.mvn_error(done.stdout + done.stderr)}")
         libs.parent.mkdir(exist_ok=True)
         if not libs.exists():  # (another run may have fetched them meanwhile)
             Path(tmp, "libs").rename(libs)
@@ -136,15 +115,15 @@ class Tools:
     """Kafka's command-line tools, run as bin/kafka-run-class.sh runs them."""
 
     def __init__(self, dist, work: Path, bootstrap: str) -> None:
-        if isinstance(dist, KafkaHome):
+        if isinstance(dist, kd.KafkaHome):
             self.classpath, logging = dist.classpath(), dist.logging
         else:
             self.classpath, logging = str(fetch_tools(dist.version) / "*"), "log4j2"
         # as config/tools-log4j2.yaml: warnings and errors to stderr
-        self.java = [dist.java(), "-Xmx256M", *write_log_config(logging, work, "WARN", stderr=True, stem="tools-")]
+        self.java = [dist.java(), "-Xmx256M", *kd.write_log_config(logging, work, "WARN", stderr=True, stem="tools-")]
         self.bootstrap = bootstrap
 
-    def run(self, script: str, *args: str, check: bool = True) -> str:
+    def run(self, script: str, *args: str) -> str:
         main = TOOLS[script]
         print(f"$ {shlex.join([f'bin/{script}', '--bootstrap-server', BIN_BOOTSTRAP, *args])}")
         short_cp = self.classpath if len(self.classpath) < 100 else self.classpath[:60] + "..."
@@ -152,7 +131,7 @@ class Tools:
         done = subprocess.run([*self.java, "-cp", self.classpath, main, "--bootstrap-server", self.bootstrap, *args],
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         show(done.stdout + done.stderr or f"(no output; exit {done.returncode})")
-        if check and done.returncode != 0:
+        if done.returncode != 0:
             raise StepFailed(f"{script} {args[0]} exited with {done.returncode}")
         return done.stdout
 
@@ -169,43 +148,36 @@ def step(n: int, what: str) -> None:
 
 # ---------------------------------------------------------------- the client (kafka-python)
 
-def offsets(bootstrap: str, partition: int) -> tuple[int, int]:
-    """(last stable offset, high watermark) of out-PARTITION: ListOffsets read_committed and read_uncommitted."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    tp, got = TopicPartition(TOPIC, partition), []
-    for level in ("read_committed", "read_uncommitted"):
-        c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=level, request_timeout_ms=10000)
-        try:
-            got.append(c.end_offsets([tp])[tp])
-        finally:
-            c.close()
-    return got[0], got[1]
-
-
-def read(bootstrap: str, partition: int, level: str) -> list[str]:
-    """The values of out-PARTITION from its start, read at isolation ``level``."""
+def look(bootstrap: str, partition: int, level: str, values: bool = True) -> tuple[int, list[str]]:
+    """out-PARTITION's end offset at isolation ``level`` (read_committed: the LSO; read_uncommitted:
+    the HW) and, with ``values``, its values from the start."""
     from kafka import KafkaConsumer, TopicPartition
 
     tp = TopicPartition(TOPIC, partition)
     c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=level, consumer_timeout_ms=3000,
-                      enable_auto_commit=False)
+                      enable_auto_commit=False, request_timeout_ms=10000)
     try:
+        end = c.end_offsets([tp])[tp]
         c.assign([tp])
         c.seek_to_beginning(tp)
-        return [m.value.decode() for m in c]
+        return end, [m.value.decode() for m in c] if values else []
     finally:
         c.close()
+
+
+def offsets(bootstrap: str, partition: int) -> tuple[int, int]:
+    """(last stable offset, high watermark) of out-PARTITION."""
+    return look(bootstrap, partition, "read_committed", False)[0], look(bootstrap, partition, "read_uncommitted", False)[0]
 
 
 def show_partitions(bootstrap: str) -> dict[int, tuple[int, int, list[str]]]:
     """Each partition's LSO, HW and read_committed values, printed."""
     seen = {}
     for p in (0, 1):
-        lso, hw = offsets(bootstrap, p)
-        seen[p] = (lso, hw, read(bootstrap, p, "read_committed"))
-        print(f"  client: out-{p} last stable offset {lso}, high watermark {hw}; read_committed {seen[p][2]}, "
-              f"read_uncommitted {read(bootstrap, p, 'read_uncommitted')}")
+        (lso, committed), (hw, uncommitted) = (look(bootstrap, p, x) for x in ("read_committed", "read_uncommitted"))
+        seen[p] = (lso, hw, committed)
+        print(f"  client: out-{p} last stable offset {lso}, high watermark {hw}; read_committed {committed}, "
+              f"read_uncommitted {uncommitted}")
     return seen
 
 
@@ -223,10 +195,9 @@ def wait_until(what: str, test, timeout_s: float, interval_s: float = 0.5):
 
 def start_cluster(cluster) -> None:
     step(1, f"three KRaft nodes (broker+controller, static quorum) of {cluster.dist.label}")
-    for n in cluster.nodes:
-        print(f"$ bin/kafka-storage.sh format -t {cluster.cluster_id} -c {n.name}/server.properties")
-    for n in cluster.nodes:
-        print(f"$ bin/kafka-server-start.sh {n.name}/server.properties")
+    print("\n".join(f"$ bin/kafka-storage.sh format -t {cluster.cluster_id} -c {n.name}/server.properties"
+                    for n in cluster.nodes))
+    print("\n".join(f"$ bin/kafka-server-start.sh {n.name}/server.properties" for n in cluster.nodes))
     t0 = time.monotonic()
     cluster.start()
     node = cluster.nodes[0]
@@ -244,29 +215,59 @@ def create_topic(tools: Tools) -> None:
     tools.run("kafka-topics.sh", "--describe", "--topic", TOPIC)
 
 
-def open_transaction(bootstrap: str):
+def probe(cluster, request, response_class):
+    """One request to node 1 (which stays up) on a connection of its own; None when it fails."""
+    from reference.server.protocol import round_trip
+
+    try:
+        return round_trip(cluster.nodes[0].host, cluster.nodes[0].client_port, request, response_class,
+                          "kafka20734-repro", 2.0)
+    except (OSError, ValueError):
+        return None
+
+
+def coordinator_of(cluster, txn_id: str) -> int | None:
+    """The node FindCoordinator names for ``txn_id`` (None while there is none)."""
+    from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+    resp = probe(cluster, FindCoordinatorRequest[1](key=txn_id, key_type=1), FindCoordinatorResponse)
+    return resp.node_id if resp is not None and resp.error_code == 0 else None
+
+
+def leader_of(cluster, partition: int) -> int | None:
+    """out-PARTITION's leader as node 1's metadata says (-1: none)."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    resp = probe(cluster, MetadataRequest[1](topics=[TOPIC]), MetadataResponse)
+    return next((p.leader_id for t in (resp.topics if resp else []) if t.name == TOPIC for p in t.partitions
+                 if p.partition_index == partition), None)
+
+
+def choose_txn_id(cluster) -> str:
+    """A transactional id whose coordinator is not node 2: killing the coordinator too is another
+    scenario (the transaction moves to a new coordinator, and kafka-python's commit may never reach it)."""
+    for txn_id in TXN_IDS:
+        node = wait_until(f"a coordinator for {txn_id}", lambda t=txn_id: coordinator_of(cluster, t), 60)
+        print(f"  FindCoordinator({txn_id}): node {node}" + (" (node 2 is killed below: next id)" if node == 2 else ""))
+        if node != 2:
+            return txn_id
+    raise StepFailed(f"node 2 coordinates every transactional id of {TXN_IDS}")
+
+
+def open_transaction(cluster):
     from kafka import KafkaProducer
     from kafka.version import __version__
 
-    step(3, f"kafka-python {__version__}: a transaction (transactional.id {TXN_ID}) writes out-0 and out-1")
-    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=TXN_ID, acks="all",
+    step(3, f"kafka-python {__version__}: a transaction writes out-0 and out-1 (its coordinator stays up)")
+    txn_id = choose_txn_id(cluster)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id=txn_id, acks="all",
                              enable_idempotence=True)
     producer.init_transactions()
     producer.begin_transaction()
     for p in (0, 1):
         meta = producer.send(TOPIC, f"a{p}".encode(), partition=p).get(30)
-        print(f"  client: send a{p} to out-{p}: acknowledged at offset {meta.offset}")
-    return producer
-
-
-def leader_of(cluster, partition: int):
-    from kafkacheck.serve import partition_states
-
-    node = cluster.nodes[0]
-    try:
-        return partition_states(node.host, node.client_port, TOPIC).get(partition, (None, []))
-    except (OSError, ValueError):
-        return (None, [])
+        print(f"  client: {txn_id}: send a{p} to out-{p}: acknowledged at offset {meta.offset}")
+    return producer, txn_id
 
 
 def make_leaderless(cluster, tools: Tools) -> None:
@@ -275,15 +276,26 @@ def make_leaderless(cluster, tools: Tools) -> None:
     print(f"$ kill -9 {node.process.pid}")
     t0 = time.monotonic()
     node.process.kill()
-    wait_until("out-1 leaderless", lambda: leader_of(cluster, 1)[0] == -1, 60)
+    wait_until("out-1 leaderless", lambda: leader_of(cluster, 1) == -1, 60)
     print(f"  -> out-1 has no leader {time.monotonic() - t0:.1f} s after the kill")
     tools.run("kafka-topics.sh", "--describe", "--topic", TOPIC)
 
 
 def commit(producer) -> None:
     step(5, "commit_transaction() while out-1 has no leader")
-    t0 = time.monotonic()
-    producer.commit_transaction()
+    t0, result = time.monotonic(), []
+
+    def run():
+        try:
+            result.append(producer.commit_transaction())
+        except Exception as e:
+            result.append(e)
+
+    thread = threading.Thread(target=run, name="repro-commit", daemon=True)  # a stuck client is a failed step
+    thread.start()
+    thread.join(60)
+    if not result or isinstance(result[0], Exception):
+        raise StepFailed(f"commit_transaction() {'failed: ' + repr(result[0]) if result else 'did not return in 60 s'}")
     print(f"  client: commit_transaction() acknowledged in {time.monotonic() - t0:.1f} s")
 
 
@@ -294,7 +306,7 @@ def restart_node(cluster) -> None:
     t0 = time.monotonic()
     node.process.start()
     cluster.wait_ready(120)
-    wait_until("node 2 leading out-1", lambda: leader_of(cluster, 1)[0] == 2, 60)
+    wait_until("node 2 leading out-1", lambda: leader_of(cluster, 1) == 2, 60)
     print(f"  -> node 2 ready and leader of out-1 in {time.monotonic() - t0:.1f} s")
 
 
@@ -321,9 +333,9 @@ def coordinator_log(cluster) -> list[str]:
     return lines
 
 
-def transaction_tools(tools: Tools) -> str:
+def transaction_tools(tools: Tools, txn_id: str) -> str:
     step(9, "Kafka's transaction tools: the coordinator's view, the partition's, find-hanging")
-    tools.run("kafka-transactions.sh", "describe", "--transactional-id", TXN_ID)
+    tools.run("kafka-transactions.sh", "describe", "--transactional-id", txn_id)
     tools.run("kafka-transactions.sh", "describe-producers", "--topic", TOPIC, "--partition", "1")
     return tools.run("kafka-transactions.sh", "find-hanging", "--broker-id", "2", "--max-transaction-timeout", "0")
 
@@ -367,13 +379,13 @@ def reproduce(args) -> str:
     try:
         start_cluster(cluster)
         create_topic(tools)
-        producer = open_transaction(cluster.bootstrap)
+        producer, txn_id = open_transaction(cluster)
         make_leaderless(cluster, tools)
         commit(producer)
         restart_node(cluster)
         seen = outcome(tools, cluster.bootstrap)
         log_lines = coordinator_log(cluster)
-        hanging = transaction_tools(tools)
+        hanging = transaction_tools(tools, txn_id)
         after = abort(tools, cluster.bootstrap, seen[1][0]) if seen[1][0] < seen[1][1] else None
         return verdict(seen, log_lines, hanging, after)
     finally:
@@ -393,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"\nRESULT: {reproduce(args)}")
         return 0
-    except KafkaVersionUnknown as e:
+    except kd.KafkaVersionUnknown as e:
         print(f"kafka20734_repro.py: {e}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
