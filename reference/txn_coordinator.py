@@ -516,6 +516,26 @@ class TransactionCoordinator(Coordinator):
 
         self._write_meta(now_ms, new, done)
 
+    # ------------------------------------------------------------ KIP-664's admin reads
+
+    def describe(self, txn_id: str) -> tuple[Errors, TxnMetadata | None]:
+        """DescribeTransactions: the transaction, if this coordinator answers for its id
+        (Kafka's TransactionCoordinator.handleDescribeTransactions)."""
+        error = self._owns(txn_id) if txn_id else Errors.INVALID_REQUEST
+        meta = self.txns.get(txn_id)
+        if error is Errors.NONE and meta is None:
+            error = Errors.TRANSACTIONAL_ID_NOT_FOUND
+        return error, meta if error is Errors.NONE else None
+
+    def listing(self) -> tuple[Errors, list[TxnMetadata]]:
+        """ListTransactions: every transaction of the partitions this coordinator loaded, by
+        id; nothing while one of them is still loading (Kafka's listTransactionStates)."""
+        if not self.host.lease_valid():
+            return Errors.COORDINATOR_NOT_AVAILABLE, []
+        if any(self._ready(p) is Errors.COORDINATOR_LOAD_IN_PROGRESS for p in self.loaded):
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS, []
+        return Errors.NONE, [self.txns[t] for t in sorted(self.txns)]
+
     # ------------------------------------------------------------ timers
 
     def timer(self, now_ms: int, key: tuple) -> None:
