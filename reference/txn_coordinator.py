@@ -151,6 +151,7 @@ class TransactionCoordinator(Coordinator):
         self.unfenced = Bug.TXN_UNFENCED_REQUESTS in host.bugs
         self.skip_offline = Bug.TXN_MARKERS_SKIP_OFFLINE in host.bugs
         self.txns: dict[str, TxnMetadata] = {}
+        self.changes = 0  # counts the changes of ``txns`` (what the white-box invariants watch)
         self.pending: set[str] = set()  # transactional ids with a state change in the purgatory
         self.markers: dict[str, _Markers] = {}
         self._timeout_timer = False
@@ -177,6 +178,7 @@ class TransactionCoordinator(Coordinator):
             except (rec.CorruptRecordError, ValueError, KeyError):
                 continue  # a record this version cannot read is skipped, never fatal
         self.txns.update(loaded)
+        self.changes += 1
         self.host.event("txn-coordinator-loaded", partition=partition, leader_epoch=leader_epoch,
                         transactions=len(loaded))
         for meta in loaded.values():
@@ -203,6 +205,7 @@ class TransactionCoordinator(Coordinator):
             self.pending.discard(txn_id)
             if error is Errors.NONE:  # (committed by fewer replicas than min.insync.replicas: not applied)
                 self.txns[txn_id] = meta
+                self.changes += 1
             on_done(error)
 
         self.pending.add(txn_id)
