@@ -23,7 +23,12 @@ within milliseconds of the moment a fault is most likely to expose a mistake:
   (a little less or a little more), where expiry decisions flip;
 * ``request-held-back``: the next EndTxn, produce or AddPartitionsToTxn request reaches its
   broker only after the client's request timeout, when the client has retried or moved on
-  (KAFKA-17754: a delayed request of one transaction landing in the next).
+  (KAFKA-17754: a delayed request of one transaction landing in the next);
+* ``offline-around-commit``: a transaction is decided (EndTxn written) that wrote to a
+  partition of one replica on another broker than its coordinator's: that broker is paused
+  past its session, so that the partition has no leader while the coordinator sends its
+  markers, for as long as an offline-partition fault lasts (KAFKA-20734). Only in runs whose
+  workload topics are placed for ``offline-partition`` (one replica a partition).
 
 Every choice (whether to strike, when, how, how long) comes from the strategy's own seeded
 RNG, so a run stays deterministic. One aimed fault at a time, only while the cluster is
@@ -37,7 +42,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from fault_injection.nemesis import Nemesis
+from fault_injection.nemesis import Nemesis, offline_ms, offline_steps
 from fault_injection.simulation import Simulation
 from reference.messages import TopicPartition
 
@@ -53,6 +58,7 @@ AIMED: dict[str, str] = {
     "restart-during-cleaning": "crash a broker right after its cleaner rewrote a segment",
     "clock-jump-at-boundary": "jump a node's clock by about a session, lease or lag timeout",
     "request-held-back": "deliver a client's next EndTxn, produce or AddPartitionsToTxn after its timeout",
+    "offline-around-commit": "take a partition of one replica offline as a transaction that wrote there commits",
 }
 HELD_REQUESTS = (["EndTxnRequest"], ["ProduceRequest"], ["AddPartitionsToTxnRequest"],
                  ["EndTxnRequest", "ProduceRequest"])
@@ -61,7 +67,7 @@ HELD_REQUESTS = (["EndTxnRequest"], ["ProduceRequest"], ["AddPartitionsToTxnRequ
 _TRIGGERS = {
     "log-append": ("leader-after-write", "crash-after-append"),
     "truncate": ("election-during-truncation",),
-    "txn-decided": ("coordinator-failover-after-endtxn",),
+    "txn-decided": ("coordinator-failover-after-endtxn", "offline-around-commit"),
     "group-rebalance": ("member-paused-across-rebalance", "coordinator-paused-during-rebalance"),
     "compaction": ("restart-during-cleaning",),
 }
@@ -73,7 +79,8 @@ class AimedNemesis:
 
     def __init__(self, sim: Simulation, nemesis: Nemesis, strategies: list[str], rng: random.Random,
                  brokers: list[int], members: list[int], timings: dict[str, int],
-                 schedule: list[dict], end_ms: int, fault_ms: tuple[int, int]) -> None:
+                 schedule: list[dict], end_ms: int, fault_ms: tuple[int, int],
+                 placement: dict[str, list[int]] | None = None) -> None:
         unknown = [s for s in strategies if s not in AIMED]
         if unknown:
             raise ValueError(f"unknown aimed strategy {unknown[0]!r}; known: {', '.join(AIMED)}")
@@ -81,6 +88,7 @@ class AimedNemesis:
         self.strategies = set(strategies)
         self.brokers, self.members, self.timings = brokers, members, timings
         self.end_ms, self.fault_ms = end_ms, fault_ms
+        self.placement = placement or {}  # offline-partition's placement (one replica a partition)
         # how eager each strategy is: some runs strike at almost every chance, some rarely
         self.rate = {s: rng.choice([0.01, 0.05, 0.2, 0.5]) for s in sorted(self.strategies)}
         self.busy_until_ms = 0
@@ -124,9 +132,21 @@ class AimedNemesis:
         if strategies is None:
             return
         for s in strategies:
-            if s in self.strategies and self.rng.random() < self.rate[s]:
+            if s in self.strategies and self._applies(s, node, fields) and self.rng.random() < self.rate[s]:
                 self._strike(s, node, fields)
                 return
+
+    def _applies(self, strategy: str, node: int, fields: dict) -> bool:
+        """Whether the event is one the strategy strikes at (drawing nothing when it is not,
+        so that runs the strategy cannot strike in stay as they were)."""
+        if strategy == "offline-around-commit":
+            return bool(self._offline_targets(node, fields))
+        return True
+
+    def _offline_targets(self, node: int, fields: dict) -> list[str]:
+        """The placed partitions of a decided transaction whose replicas the coordinator's
+        broker ``node`` does not hold."""
+        return [k for k in fields.get("partitions", ()) if k in self.placement and node not in self.placement[k]]
 
     # ------------------------------------------------------------ how
 
@@ -167,6 +187,9 @@ class AimedNemesis:
             lasts = rng.randint(session + session // 2, 3 * session)  # fenced: its partitions move
             begin = {"f": "pause", "value": {"nodes": [node]}}
             heal = {"f": "resume", "value": {"nodes": [node]}}
+        elif strategy == "offline-around-commit":
+            key = rng.choice(self._offline_targets(node, fields))
+            begin, heal, lasts = offline_steps(rng, {key: self.placement[key]}, offline_ms(self.timings))
         elif strategy == "restart-during-cleaning":
             at = now_ms + rng.randint(0, 5)
             begin = {"f": "kill", "value": {"nodes": [node]}}

@@ -26,6 +26,16 @@ A ``hold-back`` step (``{"requests": [request type names], "ms": M}``) delays th
 of one of those kinds by M ms beyond the network's own delay (a request stuck in a broker's
 queue, processed after the client gave up on it and went on): the aimed nemeses use it.
 
+``offline-partition`` takes every replica of one partition of the workload's topics down while
+the rest of the cluster lives on: the runner places those topics with one replica a partition
+(``placement``: ``{"topic:p": [node]}``, drawn from the run's RNG), and the step pauses the
+partition's node(s) past the broker session, so that the controller fences them and the
+partition has no leader (``{"partition": "t0:1", "nodes": [2], "how": "pause"}``), for long
+enough that transactions that wrote there end while it has none (:func:`offline_ms`); it ends
+with ``resume`` of the same nodes. It cannot go with ``kill`` or ``disk``
+(:func:`offline_conflict`): the power loss of a partition's only replica loses acknowledged
+writes, which Kafka permits.
+
 Scripted schedules may also hold ``elect`` steps (``{"topic": T, "partition": P, "leader":
 N}``): an administrative leader election at the controller, as Kafka's ElectLeaders does for
 a preferred-replica election; the old leader stays in the ISR. The model-check replays use it.
@@ -122,18 +132,54 @@ def _scoped_grudge(rng: random.Random, links: str, controller: int, brokers: lis
 
 
 NETWORK_FAULTS = frozenset({"partition", "loss", "duplicate", "reorder", "delay", "straggle"})
+OFFLINE = "offline-partition"
+POWER_LOSS = ("kill", "disk")  # the faults offline-partition cannot go with
+
+
+def offline_conflict(faults: list[str]) -> str | None:
+    """The one-line refusal of ``offline-partition`` with a power loss, or None."""
+    lost = [f for f in POWER_LOSS if f in faults]
+    if OFFLINE not in faults or not lost:
+        return None
+    return (f"--faults offline-partition cannot go with {' or '.join(lost)}: the power loss of a partition's only "
+            "replica loses acknowledged writes, which Kafka permits")
+
+
+def offline_ms(timings: dict[str, int], liveness_check_ms: int = 500) -> tuple[int, int]:
+    """How long an offline partition stays down: the controller fences its broker after the
+    session (checked every ``liveness_check_ms``); a producer whose sends to it wait gives up
+    after its delivery (or request) timeout and aborts, and the coordinator looks for the
+    partition's leader for that abort's marker; a transaction the producer leaves open is
+    aborted by the coordinator after the transaction timeout: up to that much longer."""
+    least = (timings["session_timeout_ms"] + liveness_check_ms
+             + max(timings["delivery_timeout_ms"], timings["request_timeout_ms"]) + 1_000)
+    return least, least + timings["transaction_timeout_ms"]
+
+
+def offline_steps(rng: random.Random, placement: dict[str, list[int]],
+                  lasting_ms: tuple[int, int]) -> tuple[dict, dict, int]:
+    """One drawn partition of ``placement`` offline: its begin and end steps, and how long."""
+    if not placement:
+        raise ValueError("offline-partition needs the workload's topics placed (placement)")
+    key = rng.choice(sorted(placement))
+    nodes = list(placement[key])
+    return ({"f": OFFLINE, "value": {"partition": key, "nodes": nodes, "how": "pause"}},
+            {"f": "resume", "value": {"nodes": nodes}}, rng.randint(*lasting_ms))
 
 
 def random_schedule(rng: random.Random, faults: list[str], nodes: list[int], start_ms: int,
                     end_ms: int, stable_ms: tuple[int, int] = (1_000, 4_000),
                     fault_ms: tuple[int, int] = (1_000, 6_000), links: list[str] | None = None,
-                    clients: list[int] | None = None) -> list[dict]:
+                    clients: list[int] | None = None, placement: dict[str, list[int]] | None = None,
+                    offline_lasting_ms: tuple[int, int] = (0, 0)) -> list[dict]:
     """Faults one at a time between start and end; each fault is followed by its healing.
 
     ``links`` (None: the schedule of old, every network fault on every link, partitions
     between the controller and brokers ``nodes``, the first of them the controller): the link
     kinds a network fault is drawn to hit, ``all`` or one of
-    :data:`fault_injection.network.LINK_KINDS` (``client`` needs ``clients``)."""
+    :data:`fault_injection.network.LINK_KINDS` (``client`` needs ``clients``). ``placement``
+    and ``offline_lasting_ms``: the partitions ``offline-partition`` may take down, and for how
+    long (:func:`offline_ms`)."""
     steps: list[dict] = []
     t = start_ms + rng.randint(*stable_ms)
     while faults and t < end_ms:
@@ -145,6 +191,8 @@ def random_schedule(rng: random.Random, faults: list[str], nodes: list[int], sta
             kind, grudge = _scoped_grudge(rng, scope, nodes[0], nodes[1:], clients or [])
             begin, heal = ({"f": "partition", "value": {"kind": kind, "grudge": {
                 str(k): v for k, v in grudge.items()}}}, {"f": "heal", "value": None})
+        elif f == OFFLINE:
+            begin, heal, d = offline_steps(rng, placement or {}, offline_lasting_ms)
         else:
             begin, heal = _fault_steps(rng, f, n, nodes)
             if scope != "all":
@@ -190,7 +238,7 @@ def _fault_steps(rng: random.Random, f: str, n: int, nodes: list[int]) -> tuple[
 
 STEP_FS = {"partition", "heal", "kill", "restart", "pause", "resume", "disk-fault",
            "disk-heal", "clock-skew", "loss", "duplicate", "reorder", "delay", "straggle", "elect",
-           "hold-back"}
+           "hold-back", OFFLINE}
 
 
 def load_schedule(path: str) -> list[dict]:
@@ -209,7 +257,20 @@ def load_schedule(path: str) -> list[dict]:
             raise ScheduleError(
                 f"{path}: step {i} must be {{\"at_ms\": int, \"f\": one of {sorted(STEP_FS)}, "
                 f"\"value\": ...}}")
+        if s["f"] == OFFLINE and not _offline_value_ok(s.get("value")):
+            raise ScheduleError(f"{path}: step {i}: an offline-partition step's value is {{\"partition\": "
+                                "\"topic:p\", \"nodes\": [broker ids], \"how\": \"pause\"}} (the simulator "
+                                "pauses; a kill would be a power loss)")
+    kinds = {"disk" if s["f"] == "disk-fault" else s["f"] for s in steps}
+    if OFFLINE in kinds and (why := offline_conflict(sorted(kinds))) is not None:
+        raise ScheduleError(f"{path}: {why.removeprefix('--faults ')}")
     return sorted(steps, key=lambda s: s["at_ms"])
+
+
+def _offline_value_ok(v: Any) -> bool:
+    return (isinstance(v, dict) and isinstance(v.get("partition"), str) and v.get("how") == "pause"
+            and isinstance(v.get("nodes"), list) and bool(v["nodes"])
+            and all(isinstance(n, int) for n in v["nodes"]))
 
 
 class Nemesis:
@@ -254,7 +315,7 @@ class Nemesis:
         elif f == "restart":
             for n in v["nodes"]:
                 sim.start(n)
-        elif f == "pause":
+        elif f in ("pause", OFFLINE):  # (offline-partition: its nodes paused past their session)
             for n in v["nodes"]:
                 sim.pause(n)
         elif f == "resume":

@@ -105,6 +105,8 @@ class Simulation:
         self.observers: list[Callable[[int, str, dict], None]] = []
         self._brokers: dict[int, Broker] | None = None
         self._controller: list[Controller | None] | None = None  # cached like _brokers
+        if self.checker is not None:
+            self.observers.append(self.checker.saw_event)  # (markers written, for the invariants)
 
     # ------------------------------------------------------------ setup
 

@@ -48,7 +48,7 @@ MACHINE_FOR_BUG = {
     Bug.EPOCH_LOOKUP_FALLS_BACK_TO_HW: "queue",
     Bug.NO_SEQUENCE_CHECK: "queue", Bug.ACK_BEFORE_ISR: "queue", Bug.TXN_UNFENCED_REQUESTS: "txn",
     Bug.LSO_OFF_BY_ONE: "txn", Bug.GROUP_GENERATION_UNFENCED: "groups", Bug.COMPACTION_DROPS_LATEST: "compaction",
-    Bug.GROUP_UNLOAD_STRANDS_JOINS: "groups",
+    Bug.GROUP_UNLOAD_STRANDS_JOINS: "groups", Bug.TXN_MARKERS_SKIP_OFFLINE: "txn",
 }
 
 __all__ = ["MACHINES", "MACHINE_FOR_BUG", "Exploration", "Finding", "explore", "load", "machine", "replay",

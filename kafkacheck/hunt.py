@@ -71,6 +71,8 @@ SCENARIOS: dict[str, Scenario] = {
     Bug.GROUP_GENERATION_UNFENCED: Scenario(workload="groups", ops=2000),
     Bug.GROUP_UNLOAD_STRANDS_JOINS: Scenario(workload="groups", ops=2000),
     Bug.COMPACTION_DROPS_LATEST: Scenario(workload="compaction", ops=2000),
+    # KAFKA-20734's window: a partition of one replica offline while transactions end
+    Bug.TXN_MARKERS_SKIP_OFFLINE: Scenario(workload="txn", ops=1000, faults=("offline-partition",)),
 }
 # without a switch: every workload of the registry, at its own length
 NO_BUG_SCENARIOS = [Scenario(workload=name, ops=w.hunt_ops) for name, w in WORKLOADS.items()]

@@ -48,20 +48,22 @@ _EVENT_COLOURS = {"leader-elected": "#2e7d32", "isr-shrink": "#c62828", "isr-exp
                   "liveness-violation": "#d50000", "group-generation": "#00838f"}
 # a fault that ends another: the ops it ends (None: any still open but a node's own state)
 _ENDS: dict[str, frozenset[str] | None] = {
-    "resume": frozenset({"pause"}),
-    "restart": frozenset({"kill", "sigkill", "disk-fault", "lose-unflushed", "crash"}),
+    "resume": frozenset({"pause", "offline-partition"}),
+    "restart": frozenset({"kill", "sigkill", "disk-fault", "lose-unflushed", "crash", "offline-partition"}),
     "start": frozenset({"kill", "sigkill", "stop"}),
     "disk-heal": frozenset({"disk-fault"}),
     "release": frozenset({"straggle"}),
     "heal": None,
 }
-_NODE_STATE = frozenset({"pause", "kill", "sigkill", "disk-fault", "lose-unflushed", "clock-skew", "crash", "stop"})
+_NODE_STATE = frozenset({"pause", "kill", "sigkill", "disk-fault", "lose-unflushed", "clock-skew", "crash", "stop",
+                         "offline-partition"})
 _INSTANT = frozenset({"client-drop", "elect"})  # done at once: windows of no length
 _LEVELS = ("skew_ms", "ms", "p")  # a fault set to 0 on every level it has (delay ms 0, loss p 0) ends it
 _TYPE_COLOURS = {"send": "#1e88e5", "poll": "#00897b", "txn": "#8e24aa", "commit": "#f4511e", "committed": "#6d4c41",
                  "assign": "#9e9e9e", "subscribe": "#9e9e9e", "crash": "#000000"}
 _FAULT_COLOURS = {"partition": "#ffcc80", "kill": "#ef9a9a", "sigkill": "#ef9a9a", "pause": "#b39ddb",
-                  "disk-fault": "#bcaaa4", "clock-skew": "#80deea", "lose-unflushed": "#ef9a9a"}
+                  "disk-fault": "#bcaaa4", "clock-skew": "#80deea", "lose-unflushed": "#ef9a9a",
+                  "offline-partition": "#f48fb1"}
 _OTHER_COLOUR = "#757575"
 
 

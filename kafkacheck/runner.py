@@ -26,7 +26,7 @@ from pathlib import Path
 import kafkacheck
 from fault_injection.cluster import CLUSTER_TIMINGS, CONTROLLER_ID, MS, add_cluster, controller_config
 from fault_injection.cluster import broker_config as make_broker_config
-from fault_injection.nemesis import Nemesis, random_schedule
+from fault_injection.nemesis import OFFLINE, Nemesis, offline_ms, random_schedule
 from fault_injection.simulation import Simulation, young_collections_only
 from kafkacheck.workloads import WORKLOADS, Setup
 from kafkacheck.workloads.client import Budget, FinalReader, consumer_config, producer_config
@@ -210,6 +210,10 @@ class _Run:
                                else COMPACTED_TOPIC_CONFIGS) if self.kind.compacted else ())
         self.clients: list[Node] = []
         self.nemesis: Nemesis | None = None
+        # offline-partition: the workload's topics get one replica a partition, placed by a draw
+        self.offline = (OFFLINE in options.faults if options.schedule is None
+                        else any(step["f"] == OFFLINE for step in options.schedule))
+        self.placement: dict[str, list[int]] = {}
         self.expected_ms = 2_000 + options.ops * 70 // max(options.clients, 1)
 
     def start_cluster(self) -> None:
@@ -227,8 +231,8 @@ class _Run:
         first use; the harness creates them up front), and the workload's own."""
         o, sim, kind = self.options, self.sim, self.kind
         internal = min(3, o.brokers)
-        sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
-            1, o.topic, o.partitions, o.replication_factor, self.topic_configs))
+        place = self._placer()
+        sim.inject(ADMIN_ID, CONTROLLER_ID, place(1, o.topic, o.partitions, self.topic_configs))
         if kind.transactional:
             sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
                 2, TXN_TOPIC, self.broker_config.transaction_state_partitions, internal))
@@ -238,8 +242,26 @@ class _Run:
         self.workload = kind(Setup(o, self.timings, self.keys, self.broker_ids, self.budget,
                                    self._producer_config(), self._consumer_config()))
         for i, (topic, partitions) in enumerate(self.workload.topics()):
-            sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(4 + i, topic, partitions, o.replication_factor))
+            sim.inject(ADMIN_ID, CONTROLLER_ID, place(4 + i, topic, partitions, ()))
         sim.run_until(2_000 * MS)
+
+    def _placer(self) -> Callable[[int, str, int, tuple], CreateTopicsRequest]:
+        """How a workload topic is created: with the run's replication factor, or, for
+        offline-partition, with one replica a partition placed by a draw of the run's RNG
+        (the brokers in a drawn order, in turn), recorded in ``self.placement``."""
+        o = self.options
+        if not self.offline:
+            return lambda corr, topic, partitions, configs: CreateTopicsRequest(
+                corr, topic, partitions, o.replication_factor, configs)
+        rng = self.sim.child_rng()
+
+        def place(corr: int, topic: str, partitions: int, configs: tuple) -> CreateTopicsRequest:
+            order = rng.sample(self.broker_ids, len(self.broker_ids))
+            assignments = tuple((i, (order[i % len(order)],)) for i in range(partitions))
+            self.placement.update({f"{topic}:{i}": list(replicas) for i, replicas in assignments})
+            return CreateTopicsRequest(corr, topic, -1, -1, configs, assignments=assignments)
+
+        return place
 
     def _producer_config(self) -> ProducerConfig:
         config = producer_config(self.timings, acks_value(self.options.acks), self.kind.idempotent)
@@ -281,7 +303,8 @@ class _Run:
         schedule = o.schedule if o.schedule is not None else random_schedule(
             sim.child_rng(), o.faults, nodes, 2_000, self.expected_ms * 2,
             stable_ms=o.fault_stable_ms, fault_ms=o.fault_ms, links=o.fault_links,
-            clients=[CLIENT_BASE + i for i in range(o.clients)])
+            clients=[CLIENT_BASE + i for i in range(o.clients)], placement=self.placement,
+            offline_lasting_ms=offline_ms(t))
         if o.schedule is None and members and "pause" in o.faults:
             # members paused past their session timeout miss rebalances and wake up stale
             schedule = sorted(schedule + random_schedule(
@@ -293,7 +316,7 @@ class _Run:
             from fault_injection.aimed import AimedNemesis
 
             AimedNemesis(sim, nemesis, o.aimed, sim.child_rng(), self.broker_ids, members, t,
-                         schedule, self.expected_ms * 2, o.fault_ms)
+                         schedule, self.expected_ms * 2, o.fault_ms, self.placement)
         self.schedule_end_ms = max((s["at_ms"] for s in schedule), default=0)
         return schedule
 
@@ -364,7 +387,22 @@ class _Run:
             "took_ms": (reader.finished_ms or sim.now_ns // MS) - start_ms,
             "staleness_bound_ms": o.staleness_bound_ms,
             "end_offsets": {tp.key: off for tp, off in sorted(reader.consumer.end_offsets.items())},
+            "stable_offsets": self._stable_offsets(reader.keys),
         }
+
+    def _stable_offsets(self, keys: list[TopicPartition]) -> dict[str, list[int]]:
+        """``{"topic:p": [last stable offset, high watermark]}`` as each partition's leader
+        holds them at the end of the final read (white box: no request is sent); a partition
+        without a running leader is left out."""
+        controller, brokers = self.sim.controller(), self.sim.brokers()
+        out: dict[str, list[int]] = {}
+        for tp in sorted(keys):
+            state = controller.partitions.get(tp) if controller is not None else None
+            broker = brokers.get(state.leader) if state is not None else None
+            p = broker.partitions.get(tp) if broker is not None else None
+            if p is not None and p.is_leader:
+                out[tp.key] = [p.last_stable_offset(), p.log.high_watermark]
+        return out
 
     def meta(self, final_read: dict, stalled_at_ns: int | None, liveness: dict | None) -> dict:
         """run.json: what the checker needs to decide what is allowed, and how the run was made."""
@@ -378,7 +416,7 @@ class _Run:
             "eos": None,
             "sub_via": ["assign"],
             "groups": None,
-            "replication_factor": o.replication_factor,
+            "replication_factor": 1 if self.placement else o.replication_factor,
             "min_insync_replicas": o.min_insync_replicas,
             "partitions": o.partitions,
             "brokers": o.brokers,
@@ -399,6 +437,8 @@ class _Run:
         }
         if liveness is not None:
             config["liveness"] = liveness
+        if self.placement:
+            config["placement"] = self.placement
         settings = {"producer": o.producer_settings, "consumer": o.consumer_settings,
                     "broker": o.broker_settings}
         if any(settings.values()):

@@ -31,7 +31,7 @@ from dataclasses import replace
 from fault_injection.aimed import AIMED
 from fault_injection.cluster import CLUSTER_TIMINGS
 from fault_injection.model_shapes import model_templates, template_schedule
-from fault_injection.nemesis import NETWORK_FAULTS
+from fault_injection.nemesis import NETWORK_FAULTS, OFFLINE
 from kafkacheck.runner import RunOptions
 from kafkacheck.workloads import IDEMPOTENT_WORKLOADS, TXN_WORKLOADS, WORKLOADS
 from reference.assignors import ASSIGNORS
@@ -51,12 +51,19 @@ CRASHES = {"kill", "disk"}  # faults that crash a node (losing what it did not f
 SWARM_WORKLOADS = ("queue", "queue", "idempotent", "txn", "eos", "groups", "compaction")
 # the transactional workloads cost about six times as much a op: fewer ops keep runs short
 SWARM_OPS = {"txn": 500, "eos": 500}
-# the aimed strategies that only make sense for some workloads
+# the aimed strategies that only make sense for some workloads (offline-around-commit: drawn
+# with offline-partition, by _offline)
 _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
               "request-held-back": (*TXN_WORKLOADS, "idempotent"),
               "member-paused-across-rebalance": ("groups",),
               "coordinator-paused-during-rebalance": ("groups",),
-              "restart-during-cleaning": ("compaction",)}
+              "restart-during-cleaning": ("compaction",),
+              "offline-around-commit": ()}
+OFFLINE_P = 0.4  # transactional seeds that take a partition offline
+OFFLINE_AIMED_P = 0.5  # of those, the ones that also aim it at commits
+# the aimed strategies that may crash a broker (a power loss): not with offline-partition
+AIMED_CRASHING = frozenset({"leader-after-write", "crash-after-append", "election-during-truncation",
+                            "coordinator-failover-after-endtxn", "restart-during-cleaning"})
 DEFAULT_OPS = 2_000
 # the kinds of link a network fault may hit: all at once, or one kind (fault_injection.network)
 LINKS = ("all", "client", "replication", "controller")
@@ -195,6 +202,7 @@ def draw(seed: int, ops: int = DEFAULT_OPS) -> RunOptions:
                           faults=[], aimed=[], brokers=replicas, replication_factor=replicas,
                           min_insync_replicas=1, partitions=1, swarm={"template": variant},
                           fault_links=None)
+    options = _offline(seed, options)
     t = {**CLUSTER_TIMINGS, **(options.timings or {})}
     if WORKLOADS[workload].subscribe:
         # a member that crashed stays in its group, owning partitions, until its session
@@ -207,6 +215,25 @@ def draw(seed: int, ops: int = DEFAULT_OPS) -> RunOptions:
                       t["member_session_timeout_ms"] + t["member_rebalance_timeout_ms"],
                       t["member_max_poll_interval_ms"], 2 * t["session_timeout_ms"]) + 15_000
     return replace(options, liveness_ms=liveness_ms, swarm={"seed": seed, **(options.swarm or {})})
+
+
+def _offline(seed: int, options: RunOptions) -> RunOptions:
+    """Some transactional seeds take a partition offline (``offline-partition``, with its
+    one-replica placement) and some of those aim it at commits (``offline-around-commit``),
+    drawn from an RNG of their own, so that every other seed draws what it drew before. Those
+    seeds lose the faults and aimed strategies that crash a broker (kill, disk): a power loss
+    of a partition's only replica may lose acknowledged writes, which Kafka permits."""
+    if options.workload not in TXN_WORKLOADS or options.schedule is not None:
+        return options
+    rng = random.Random(f"kafkacheck-swarm-offline-{seed}")
+    if rng.random() >= OFFLINE_P:
+        return options
+    aimed = [a for a in options.aimed if a not in AIMED_CRASHING]
+    if rng.random() < OFFLINE_AIMED_P:
+        aimed = sorted([*aimed, "offline-around-commit"])
+    faults = [f for f in options.faults if f not in CRASHES]
+    return replace(options, faults=[*faults, OFFLINE], aimed=aimed,
+                   fault_links=options.fault_links if set(faults) & NETWORK_FAULTS else None)
 
 
 def _settings(o: RunOptions) -> list[tuple[str, object]]:

@@ -277,9 +277,12 @@ def _disturbed(ops: list[dict]) -> list[tuple[float, float]]:
                 network = None
             for n in [n for n in down if n[0] == "heal"]:
                 out.append((down.pop(n), t))
-        elif f in ("kill", "pause", "disk-fault", "clock-skew") and not (f == "clock-skew" and not v.get("skew_ms")):
+        elif (f in ("kill", "pause", "disk-fault", "clock-skew", "offline-partition")
+              and not (f == "clock-skew" and not v.get("skew_ms"))):
             disk_undo = "disk-heal" if v.get("kind") in ("full", "slow-flush") else "restart"
-            undo = {"pause": "resume", "clock-skew": "clock-skew", "disk-fault": disk_undo}.get(f, "restart")
+            offline_undo = "resume" if v.get("how", "pause") == "pause" else "restart"
+            undo = {"pause": "resume", "clock-skew": "clock-skew", "disk-fault": disk_undo,
+                    "offline-partition": offline_undo}.get(f, "restart")
             for n in nodes:
                 down.setdefault((undo, str(n)), t)
         elif f in ("restart", "resume", "disk-heal", "clock-skew"):

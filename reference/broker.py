@@ -265,6 +265,9 @@ class Broker(BrokerState):
     def leader_of(self, tp: TopicPartition) -> int:
         return self.leaders().get(tp, -1)
 
+    def has_partition(self, tp: TopicPartition) -> bool:
+        return tp in self.leaders()
+
     def verify_txn(self, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition,
                    then: Callable[[Errors], None], add: bool = False) -> None:
         produce.verify_txn(self, txn_id, producer_id, producer_epoch, tp, then, add)

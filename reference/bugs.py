@@ -24,6 +24,7 @@ class Bug(StrEnum):
     GROUP_UNLOAD_STRANDS_JOINS = "group-unload-strands-joins"
     COMPACTION_DROPS_LATEST = "compaction-drops-latest"
     LSO_OFF_BY_ONE = "lso-off-by-one"
+    TXN_MARKERS_SKIP_OFFLINE = "txn-markers-skip-offline"
 
 
 BUGS: dict[Bug, str] = {
@@ -81,6 +82,13 @@ BUGS: dict[Bug, str] = {
     Bug.LSO_OFF_BY_ONE: (
         "the last stable offset is one past the first offset of the earliest open "
         "transaction, so read_committed consumers see its first record before the commit"
+    ),
+    Bug.TXN_MARKERS_SKIP_OFFLINE: (
+        "KAFKA-20734 (Kafka 4.3.0 and later): the transaction coordinator's marker sender takes "
+        "a partition that exists but has no leader (every replica down) for a deleted one: it "
+        "drops the partition from the transaction, never writes its marker and completes the "
+        "transaction, so the records there stay open (the last stable offset stuck below the "
+        "high watermark) until the producer's next marker ends them with that marker's outcome"
     ),
 }
 

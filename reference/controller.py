@@ -441,6 +441,9 @@ class Controller(Node):
         if not legal_topic_name(req.name):  # whoever asks: the Kafka API's rule holds here too
             self.send(src, CreateTopicsResponse(req.correlation_id, req.name, Errors.INVALID_TOPIC_EXCEPTION))
             return
+        if req.assignments:
+            self._create_assigned(src, req)
+            return
         if req.num_partitions < 1:
             self.send(src, CreateTopicsResponse(req.correlation_id, req.name, Errors.INVALID_PARTITIONS))
             return
@@ -465,6 +468,61 @@ class Controller(Node):
                                                   leader, 0, 0))
         self.send(src, CreateTopicsResponse(req.correlation_id, req.name, Errors.NONE))
         self._push()
+
+    def _create_assigned(self, src: int, req: CreateTopicsRequest) -> None:
+        """A topic whose replicas the request places (Kafka's ReplicationControlManager.createTopic
+        with manual assignments, its checks in its order and words)."""
+        if any(tp.topic == req.name for tp in self.partitions):
+            error, message = Errors.TOPIC_ALREADY_EXISTS, f"Topic '{req.name}' already exists."
+        else:
+            error, message = self._check_assignments(req)
+        if error is not Errors.NONE:
+            self.send(src, CreateTopicsResponse(req.correlation_id, req.name, error, message))
+            return
+        if req.configs:
+            self.topic_configs[req.name] = tuple(req.configs)
+            self._commit({"type": "topic", "name": req.name, "configs": [list(c) for c in req.configs]})
+        for index, replicas in sorted(req.assignments):
+            live = tuple(r for r in replicas if self._live(r))
+            self._commit_partition(PartitionState(TopicPartition(req.name, index), tuple(replicas), live,
+                                                  live[0], 0, 0))
+        self.send(src, CreateTopicsResponse(req.correlation_id, req.name, Errors.NONE))
+        self._push()
+
+    def _check_assignments(self, req: CreateTopicsRequest) -> tuple[Errors, str | None]:
+        if req.replication_factor != -1:
+            return Errors.INVALID_REQUEST, ("A manual partition assignment was specified, but replication "
+                                            "factor was not set to -1.")
+        if req.num_partitions != -1:
+            return Errors.INVALID_REQUEST, ("A manual partition assignment was specified, but numPartitions "
+                                            "was not set to -1.")
+        bad = Errors.INVALID_REPLICA_ASSIGNMENT
+        seen: set[int] = set()
+        size = None
+        for index, replicas in req.assignments:
+            if index in seen:
+                return bad, f"Found multiple manual partition assignments for partition {index}"
+            seen.add(index)
+            if not replicas:
+                return bad, "The manual partition assignment includes an empty replica list."
+            ids = sorted(replicas)
+            for i, b in enumerate(ids):
+                if b not in self.brokers:
+                    return bad, (f"The manual partition assignment includes broker {b}, but no such "
+                                 "broker is registered.")
+                if i and ids[i - 1] == b:
+                    return bad, f"The manual partition assignment includes the broker {b} more than once."
+            if size is not None and len(ids) != size:
+                return bad, (f"The manual partition assignment includes a partition with {len(ids)} "
+                             f"replica(s), but this is not consistent with previous partitions, which "
+                             f"have {size} replica(s).")
+            size = len(ids)
+            if not any(self._live(b) for b in ids):
+                return bad, (f"All brokers specified in the manual partition assignment for partition "
+                             f"{index} are fenced or in controlled shutdown.")
+        if seen != set(range(len(seen))):
+            return bad, "partitions should be a consecutive 0-based integer sequence"
+        return Errors.NONE, None
 
     def _on_delete_topics(self, src: int, req: DeleteTopicsRequest) -> None:
         """Remove a topic from the metadata; each replica deletes its log when the image

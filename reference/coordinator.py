@@ -64,6 +64,9 @@ class CoordinatorHost(Protocol):
     def leader_of(self, tp: TopicPartition) -> int:
         """The partition's leader in the broker's metadata (-1: none)."""
 
+    def has_partition(self, tp: TopicPartition) -> bool:
+        """The partition is in the broker's metadata (with a leader or without one)."""
+
     def take_producer_id(self) -> int:
         """A producer id of the broker's block (-1 while a new block is on its way)."""
 

@@ -16,7 +16,13 @@ node just acted. The checks are incremental so they can run after every step:
   unrestarted member of the controller's ISR (checked for the newest acknowledged batch of
   each partition after every step, for all of them by :meth:`check_all_acked`);
 * ``lso-below-open-txn``: a leader's last stable offset never passes the first offset of a
-  transaction still open in its log (read_committed must not see it).
+  transaction still open in its log (read_committed must not see it);
+* ``txn-complete-after-markers``: a transaction coordinator completes a transaction (writes
+  Complete{Commit,Abort}) only after each partition of the transaction got a marker of the
+  producer, of the transaction's epoch or a newer one, since the coordinator held it in
+  Prepare{Commit,Abort} (the partition leaders' ``txn-marker`` events, told through
+  :meth:`InvariantChecker.saw_event`). A marker the coordinator counts as done because the
+  partition refused it as fenced is then one a newer epoch or coordinator wrote there.
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ from reference.broker import Broker
 from reference.controller import Controller
 from reference.frozen import frozen
 from reference.messages import TopicPartition
+from reference.txn_coordinator import COMPLETE_ABORT, COMPLETE_COMMIT, PREPARE_ABORT, PREPARE_COMMIT, TxnMetadata
+
+_PREPARED = (PREPARE_COMMIT, PREPARE_ABORT)
+_COMPLETED = (COMPLETE_COMMIT, COMPLETE_ABORT)
 
 
 @frozen
@@ -62,13 +72,26 @@ class InvariantChecker:
         self.checked_metadata_version = -1
         self._controller_version = -1
         self._verified: dict[tuple[int, TopicPartition, int], bytes] = {}
+        # txn-complete-after-markers: (producer id, key) -> the epochs of the markers written
+        # there, in order; per coordinator node, the count of its changes last seen, and each
+        # transaction as last seen there with, in Prepare, the marker counts of its partitions
+        self.markers: dict[tuple[int, str], list[int]] = {}
+        self.txn_changes: dict[int, int] = {}
+        self.txn_seen: dict[int, dict[str, tuple[TxnMetadata, dict[str, int] | None]]] = {}
 
     # ------------------------------------------------------------ inputs
 
     def node_restarted(self, node_id: int) -> None:
         self.seen.pop(node_id, None)
+        self.txn_changes.pop(node_id, None)
+        self.txn_seen.pop(node_id, None)
         for k in [k for k in self.checked_hw if k[0] == node_id]:
             del self.checked_hw[k]
+
+    def saw_event(self, node: int, kind: str, fields: dict) -> None:
+        """A node's event (the simulator tells every one): markers written are remembered."""
+        if kind == "txn-marker":
+            self.markers.setdefault((fields["producer_id"], fields["key"]), []).append(fields["producer_epoch"])
 
     def acknowledged(self, tp: TopicPartition, offset: int) -> None:
         """An acks=all produce of the batch starting at ``offset`` was answered with success."""
@@ -91,6 +114,8 @@ class InvariantChecker:
         if controller is not None:
             self._check_controller(controller, out)
         shrunk = self._check_broker(broker, out) if broker is not None else []
+        if broker is not None and broker.txn.changes != self.txn_changes.get(broker.node_id):
+            self._check_txn_completions(broker, out)
         if controller is None:
             return out
         if controller.metadata_version != self.checked_metadata_version:
@@ -174,6 +199,34 @@ class InvariantChecker:
                                          f"brokers {holder} and {n} both lead epoch {p.leader_epoch}"))
             self._check_matching(n, tp, log, out)
         return shrunk
+
+    def _check_txn_completions(self, b: Broker, out: list[Violation]) -> None:
+        """The transactions whose state changed on coordinator ``b``: one seen in Prepare and
+        now Complete must have had its markers since (txn-complete-after-markers)."""
+        n, coordinator = b.node_id, b.txn
+        self.txn_changes[n] = coordinator.changes
+        seen = self.txn_seen.setdefault(n, {})
+        for txn_id, meta in coordinator.txns.items():
+            prev = seen.get(txn_id)
+            if prev is not None and prev[0] is meta:
+                continue
+            if meta.state in _PREPARED:
+                seen[txn_id] = (meta, {tp.key: len(self.markers.get((meta.producer_id, tp.key), ()))
+                                       for tp in meta.partitions})
+                continue
+            seen[txn_id] = (meta, None)
+            if prev is None or prev[1] is None or meta.state not in _COMPLETED:
+                continue
+            prepared, counts = prev
+            if (prepared.producer_id, prepared.producer_epoch) != (meta.producer_id, meta.producer_epoch):
+                continue  # not the end of that transaction (seen again after an unload)
+            for key, before in sorted(counts.items()):
+                epochs = self.markers.get((prepared.producer_id, key), [])
+                if not any(e >= prepared.producer_epoch for e in epochs[before:]):
+                    out.append(Violation(
+                        "txn-complete-after-markers", n, key,
+                        f"the coordinator completed {txn_id!r} ({meta.state}, producer {prepared.producer_id} "
+                        f"epoch {prepared.producer_epoch}) without a marker in {key}"))
 
     def _check_matching(self, n: int, tp: TopicPartition, log, out: list[Violation]) -> None:
         key = (n, tp)

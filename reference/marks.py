@@ -62,6 +62,7 @@ MARKS: dict[str, str] = {
     "txn-timed-out": "the coordinator aborted a transaction that outlived its timeout",
     "txn-marker-retried": "writing a transaction marker failed and is retried",
     "txn-marker-to-moved-leader": "marker requests resent after a partition's leader changed",
+    "txn-marker-awaits-leader": "markers held for a partition without a leader until it has one",
     # groups
     "group-coordinator-loaded": "a group coordinator loaded its groups from the offsets topic",
     "group-member-expired": "a group member removed after its session timeout",

@@ -122,11 +122,16 @@ class AlterPartitionResponse:
 
 @frozen
 class CreateTopicsRequest:
+    """A new topic: ``num_partitions`` partitions of ``replication_factor`` replicas placed by the
+    controller, or, with ``assignments`` (both numbers -1, as Kafka requires), partition index ->
+    its replicas as given (the first live one leads)."""
+
     correlation_id: int
     name: str
     num_partitions: int
     replication_factor: int
     configs: tuple[tuple[str, str], ...] = ()
+    assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 @frozen
@@ -134,6 +139,7 @@ class CreateTopicsResponse:
     correlation_id: int
     name: str
     error: Errors
+    message: str | None = None  # why it was refused, in Kafka's words where Kafka has them
 
 
 @frozen

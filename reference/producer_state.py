@@ -71,6 +71,7 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT_MAX))
     txn_first_offset: int = -1  # first offset of the transaction open here, -1 when none
     coordinator_epoch: int = -1  # of the last marker: an older coordinator is fenced
+    last_timestamp: int = -1  # the max timestamp of its last batch or marker (DescribeProducers)
 
 
 @frozen
@@ -168,6 +169,7 @@ class ProducerStateManager:
                 e.producer_epoch = h.producer_epoch  # a fencing bump: sequences restart
                 e.batches.clear()
             e.coordinator_epoch = rec.control_coordinator_epoch(batch)
+            e.last_timestamp = h.max_timestamp
             self.verification_guards.pop(h.producer_id, None)
             first, e.txn_first_offset = e.txn_first_offset, -1
             if first >= 0:
@@ -180,6 +182,7 @@ class ProducerStateManager:
             e = self.producers[h.producer_id] = ProducerEntry(h.producer_epoch, txn_first_offset=first)
         e.batches.append(BatchMetadata(h.base_sequence, last_sequence_of(h),
                                        h.base_offset, h.last_offset))
+        e.last_timestamp = h.max_timestamp
         if h.is_transactional and e.txn_first_offset < 0:
             e.txn_first_offset = h.base_offset
             self.verification_guards.pop(h.producer_id, None)  # the transaction is open here now
@@ -191,6 +194,11 @@ class ProducerStateManager:
         firsts = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset >= 0]
         firsts.extend(first for first, _marker in self._completed)
         return min(firsts) if firsts else None
+
+    def active_producers(self) -> list[tuple[int, ProducerEntry]]:
+        """(producer id, its entry) of every producer the partition keeps, by id (KIP-664's
+        DescribeProducers: Kafka's ProducerStateManager.activeProducers)."""
+        return sorted(self.producers.items())
 
     def open_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction here."""

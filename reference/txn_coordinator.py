@@ -149,7 +149,9 @@ class TransactionCoordinator(Coordinator):
         super().__init__(host, num_partitions)
         self.transaction_version = transaction_version
         self.unfenced = Bug.TXN_UNFENCED_REQUESTS in host.bugs
+        self.skip_offline = Bug.TXN_MARKERS_SKIP_OFFLINE in host.bugs
         self.txns: dict[str, TxnMetadata] = {}
+        self.changes = 0  # counts the changes of ``txns`` (what the white-box invariants watch)
         self.pending: set[str] = set()  # transactional ids with a state change in the purgatory
         self.markers: dict[str, _Markers] = {}
         self._timeout_timer = False
@@ -176,6 +178,7 @@ class TransactionCoordinator(Coordinator):
             except (rec.CorruptRecordError, ValueError, KeyError):
                 continue  # a record this version cannot read is skipped, never fatal
         self.txns.update(loaded)
+        self.changes += 1
         self.host.event("txn-coordinator-loaded", partition=partition, leader_epoch=leader_epoch,
                         transactions=len(loaded))
         for meta in loaded.values():
@@ -202,6 +205,7 @@ class TransactionCoordinator(Coordinator):
             self.pending.discard(txn_id)
             if error is Errors.NONE:  # (committed by fewer replicas than min.insync.replicas: not applied)
                 self.txns[txn_id] = meta
+                self.changes += 1
             on_done(error)
 
         self.pending.add(txn_id)
@@ -427,10 +431,20 @@ class TransactionCoordinator(Coordinator):
             return
         busy = {tp for _d, tps in m.in_flight.values() for tp in tps}
         by_leader: dict[int, list[TopicPartition]] = {}
+        leaderless: list[TopicPartition] = []
         for tp in sorted(m.remaining - busy):
             leader = self.host.leader_of(tp)
             if leader >= 0:
                 by_leader.setdefault(leader, []).append(tp)
+            elif self.host.has_partition(tp):
+                leaderless.append(tp)
+        if leaderless and self.skip_offline:
+            self._skip_leaderless(now_ms, txn_id, m, leaderless)
+            if not m.remaining:
+                return
+        elif leaderless:
+            # Kafka's Node.noNode: the marker waits in the unknown-broker queue for a leader
+            mark("txn-marker-awaits-leader")
         coordinator_epoch = self.loaded.get(self.partition_of(txn_id), -1)
         commit = m.meta.state == PREPARE_COMMIT
         for leader, tps in sorted(by_leader.items()):
@@ -442,6 +456,19 @@ class TransactionCoordinator(Coordinator):
             self.host.set_timer(MARKER_TIMEOUT_MS, ("txn", "marker-timeout", txn_id, corr))
         if m.remaining - busy - {tp for tps in by_leader.values() for tp in tps}:
             self.host.set_timer(MARKER_RETRY_MS, ("txn", "markers", txn_id))
+
+    def _skip_leaderless(self, now_ms: int, txn_id: str, m: _Markers, tps: list[TopicPartition]) -> None:
+        """The bug (KAFKA-20734): Kafka 4.3's metadata cache answers "no endpoint" for a
+        partition whose leader is -1, and TransactionMarkerChannelManager takes that for a
+        deleted partition (KAFKA-5202): it removes the partition from the transaction without
+        its marker and completes the transaction once the others are written."""
+        self.host.event("txn-markers-skipped", transactional_id=txn_id, producer_id=m.meta.producer_id,
+                        producer_epoch=m.meta.producer_epoch, partitions=[tp.key for tp in tps],
+                        reason="no leader endpoint: the partitions are likely deleted already and can be skipped")
+        m.remaining.difference_update(tps)
+        if not m.remaining and not m.in_flight:
+            del self.markers[txn_id]
+            self.host.set_timer(0, ("txn", "complete", txn_id))  # (once the write under way settled)
 
     def on_markers_response(self, now_ms: int, resp: WriteTxnMarkersResponse) -> None:
         for txn_id, m in list(self.markers.items()):
@@ -491,6 +518,26 @@ class TransactionCoordinator(Coordinator):
                 self.host.set_timer(MARKER_RETRY_MS, ("txn", "complete", txn_id))
 
         self._write_meta(now_ms, new, done)
+
+    # ------------------------------------------------------------ KIP-664's admin reads
+
+    def describe(self, txn_id: str) -> tuple[Errors, TxnMetadata | None]:
+        """DescribeTransactions: the transaction, if this coordinator answers for its id
+        (Kafka's TransactionCoordinator.handleDescribeTransactions)."""
+        error = self._owns(txn_id) if txn_id else Errors.INVALID_REQUEST
+        meta = self.txns.get(txn_id)
+        if error is Errors.NONE and meta is None:
+            error = Errors.TRANSACTIONAL_ID_NOT_FOUND
+        return error, meta if error is Errors.NONE else None
+
+    def listing(self) -> tuple[Errors, list[TxnMetadata]]:
+        """ListTransactions: every transaction of the partitions this coordinator loaded, by
+        id; nothing while one of them is still loading (Kafka's listTransactionStates)."""
+        if not self.host.lease_valid():
+            return Errors.COORDINATOR_NOT_AVAILABLE, []
+        if any(self._ready(p) is Errors.COORDINATOR_LOAD_IN_PROGRESS for p in self.loaded):
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS, []
+        return Errors.NONE, [self.txns[t] for t in sorted(self.txns)]
 
     # ------------------------------------------------------------ timers
 

@@ -155,7 +155,7 @@ def heatmap(c: Corpus, runs_anomalies: DataFrame) -> DataFrame:
 
 
 FAULT_STARTS = ("partition", "kill", "pause", "disk-fault", "clock-skew", "loss", "duplicate", "reorder",
-                "delay", "straggle", "disk")
+                "delay", "straggle", "disk", "offline-partition")
 
 
 def time_to_anomaly(c: Corpus, runs_anomalies: DataFrame) -> DataFrame:

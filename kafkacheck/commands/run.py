@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from fault_injection.nemesis import FAULTS, load_schedule, parse_faults
+from fault_injection.nemesis import FAULTS, OFFLINE, load_schedule, offline_conflict, parse_faults
 from kafkacheck.commands import SUMMARIES
 from kafkacheck.commands.common import add_explain, bug_help, standalone
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
@@ -199,6 +199,11 @@ def _options(args: argparse.Namespace):
     if args.workload in ("eos", "groups") and args.clients < 2:
         raise UsageError(f"the {args.workload} workload needs --clients 2 or more "
                          "(a producer and consumers)")
+    if (why := offline_conflict(faults)) is not None:
+        raise UsageError(why)
+    if OFFLINE in faults and args.replication_factor not in (None, 1):
+        raise UsageError("--faults offline-partition places the workload's topics with one replica a partition: "
+                         "leave out --replication-factor (or give 1)")
     rf = args.replication_factor if args.replication_factor is not None else min(3, args.brokers)
     if not 1 <= rf <= args.brokers:
         raise UsageError(f"--replication-factor must be between 1 and --brokers ({args.brokers})")

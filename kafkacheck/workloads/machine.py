@@ -106,7 +106,9 @@ class ClusterMachine(RuleBasedStateMachine):
         self.options = options
         marks.reset()
         sim = self.sim = Simulation(seed)
-        # replication factor 3 with min.insync.replicas 2, or 2 with 1 (the model's shape)
+        # replication factor 3 with min.insync.replicas 2, or 2 with 1 (the model's shape); or
+        # (``placed``, offline-partition's shape) one replica a partition, partition p on the
+        # broker BROKERS[p]
         rf = options.get("replication", 3)
         min_isr = 2 if rf == 3 else 1
         bconfig = broker_config(min_isr)
@@ -115,8 +117,10 @@ class ClusterMachine(RuleBasedStateMachine):
             sim.start(n)
         self.nemesis = Nemesis(sim, SERVERS)
         sim.run_until(1_000 * MS)
+        configs = COMPACTED if self.compacted else ()
         sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
-            1, TOPIC, PARTITIONS, rf, COMPACTED if self.compacted else ()))
+            1, TOPIC, -1, -1, configs, assignments=tuple((p, (BROKERS[p],)) for p in range(PARTITIONS)))
+            if options.get("placed") else CreateTopicsRequest(1, TOPIC, PARTITIONS, rf, configs))
         # Kafka creates its internal topics on first use; the harness creates them up front
         sizes = {TXN_TOPIC: bconfig.transaction_state_partitions, OFFSETS_TOPIC: bconfig.offsets_partitions}
         for i, internal in enumerate(self.internal_topics()):
@@ -179,14 +183,16 @@ class ClusterMachine(RuleBasedStateMachine):
         others = [n for n in self.sim.processes if n != node]
         servers = [n for n in SERVERS if n != node]
         if kind in ("kill", "torn-write", "corrupt") and node in BROKERS and (
-                not self._others_in_sync(node) or self.options.get("replication", 3) < 3):
+                not self._others_in_sync(node) or self.options.get("replication", 3) < 3
+                or self.options.get("placed")):
             # one broker crashed at a time, and only once the last one is back in every ISR:
             # Kafka does not fsync, so two crashes closer than that may lose acknowledged
             # records (and a broker restarted after losing unflushed data leaves the ISR and
             # ELR, KIP-966, so crashing every replica leaves a partition offline for good);
             # that is Kafka's failure model, not a bug. With two replicas (min.insync.replicas
             # 1) nothing crashes: one crash and the other replica fenced leave a partition
-            # offline for good (the crashed one was its last ISR member)
+            # offline for good (the crashed one was its last ISR member); a partition of one
+            # replica (placed) loses what it did not flush
             return
         if kind in ("kill", "restart", "pause", "resume"):
             self._fault(kind, {"nodes": [node]})

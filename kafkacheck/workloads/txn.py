@@ -222,9 +222,13 @@ class TxnMachine(ClusterMachine):
     def internal_topics(self) -> list[str]:
         return [TXN_TOPIC]
 
-    @initialize(seed=st.integers(0, 2**16))
-    def boot(self, seed: int) -> None:
-        self._boot(seed)
+    @initialize(seed=st.integers(0, 2**16), placed=st.booleans())
+    def boot(self, seed: int, placed: bool = False) -> None:
+        """``placed``: the topic gets one replica a partition, for ``offline_partition``."""
+        if placed:
+            self._boot(seed, placed=True)
+        else:
+            self._boot(seed)  # (as programs recorded before placed existed replay)
 
     def make_actors(self) -> None:
         for w in range(2):
@@ -267,6 +271,20 @@ class TxnMachine(ClusterMachine):
         # time passes until the request is sent and held (for at most 3 s): healing at the
         # program's end would release a hold still waiting
         sim.run_until(sim.now_ns + 3_000 * MS, stop=lambda: held not in sim.holds)
+
+    @rule(partition=st.integers(0, PARTITIONS - 1), ms=st.sampled_from([3_000, 6_000, 12_000]))
+    def offline_partition(self, partition: int, ms: int) -> None:
+        """KAFKA-20734's window (with a ``placed`` boot): the broker of the partition's one
+        replica paused for ``ms``, past its session (the partition has no leader), then resumed,
+        while the writers' transactions go on."""
+        self._step("offline_partition", partition=partition, ms=ms)
+        if not self.options.get("placed"):
+            return
+        assert self.sim is not None
+        node = BROKERS[partition]
+        self._fault("offline-partition", {"partition": self.keys[partition].key, "nodes": [node], "how": "pause"})
+        self.sim.run_until(self.sim.now_ns + ms * MS)
+        self._fault("resume", {"nodes": [node]})
 
     @rule(p=st.sampled_from([0.05, 0.2, 0.5]), ms=st.sampled_from([3_000, 6_000]))
     def straggle(self, p: float, ms: int) -> None:

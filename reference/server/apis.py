@@ -49,6 +49,7 @@ from reference.server.group_apis import (
     sync_group,
     txn_offset_commit,
 )
+from reference.server.txn_admin_apis import describe_producers, describe_transactions, list_transactions
 from reference.topics import INTERNAL_TOPICS, legal_topic_name
 
 # topic configs the engine applies, and those it accepts without acting on them
@@ -286,20 +287,24 @@ async def create_topics(c: Connection, req: Any, v: int) -> dict:
     results = []
     created = []
     for t in req.topics:
-        partitions = c.info.default_partitions if t.num_partitions == -1 else t.num_partitions
-        rf = min(c.info.default_replication_factor, max(live, 1)) if t.replication_factor == -1 \
-            else t.replication_factor
+        # manual replica assignments (num_partitions and replication_factor -1, as Kafka
+        # requires): the controller checks them as Kafka's does
+        assigned = tuple((a.partition_index, tuple(a.broker_ids)) for a in t.assignments or ())
+        if assigned:
+            partitions, rf = len(assigned), len(assigned[0][1])
+        else:
+            partitions = c.info.default_partitions if t.num_partitions == -1 else t.num_partitions
+            rf = min(c.info.default_replication_factor, max(live, 1)) if t.replication_factor == -1 \
+                else t.replication_factor
         configs = {cfg.name: cfg.value for cfg in t.configs}
         error, message = Errors.NONE, None
         if not legal_topic_name(t.name):
             error, message = Errors.INVALID_TOPIC_EXCEPTION, f"illegal topic name {t.name!r}"
         elif t.name in INTERNAL_TOPICS or t.name in existing:
             error, message = Errors.TOPIC_ALREADY_EXISTS, f"topic {t.name} already exists"
-        elif t.assignments:
-            error, message = Errors.INVALID_REQUEST, "manual replica assignments are not supported"
-        elif partitions < 1:
+        elif partitions < 1 and not assigned:
             error, message = Errors.INVALID_PARTITIONS, "the number of partitions must be at least 1"
-        elif rf < 1 or rf > live:
+        elif (rf < 1 or rf > live) and not assigned:
             error, message = Errors.INVALID_REPLICATION_FACTOR, \
                 f"replication factor {rf} with {live} live brokers"
         elif (why := validate_topic_configs(configs)) is not None:
@@ -314,13 +319,14 @@ async def create_topics(c: Connection, req: Any, v: int) -> dict:
         results.append(entry)
         if error is Errors.NONE and not req.validate_only:
             cfg = tuple(sorted((k, v) for k, v in configs.items() if k in TOPIC_CONFIGS))
-            created.append((entry, c._create(t.name, partitions, rf, cfg)))
+            created.append((entry, c._create(t.name, t.num_partitions, t.replication_factor, cfg, assigned)
+                            if assigned else c._create(t.name, partitions, rf, cfg)))
     answers = await asyncio.gather(*(job for _, job in created))
     for (entry, _), r in zip(created, answers, strict=True):
         if r is None:
             entry["error_code"], entry["error_message"] = int(Errors.REQUEST_TIMED_OUT), "the controller did not answer"
         elif r.error is not Errors.NONE:
-            entry["error_code"], entry["error_message"] = int(r.error), r.error.name
+            entry["error_code"], entry["error_message"] = int(r.error), r.message or r.error.name
         if entry["error_code"]:
             entry.update(num_partitions=-1, replication_factor=-1, configs=[])
     wait = max(req.timeout_ms, 0) / 1000
@@ -437,5 +443,6 @@ HANDLERS: dict[int, Handler] = {
     15: describe_groups, 16: list_groups, 18: api_versions, 19: create_topics, 20: delete_topics,
     21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch, 24: add_partitions_to_txn,
     25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit, 32: describe_configs, 60: describe_cluster,
+    61: describe_producers, 65: describe_transactions, 66: list_transactions,
 }
 assert set(HANDLERS) == set(protocol.SUPPORTED), "every served API needs a handler"

@@ -287,10 +287,11 @@ class Connection:
         return self.info.endpoints.get(node_id, ("", -1))
 
     def _create(self, name: str, partitions: int, replication_factor: int,
-                configs: tuple[tuple[str, str], ...] = ()) -> Awaitable[Any]:
+                configs: tuple[tuple[str, str], ...] = (),
+                assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()) -> Awaitable[Any]:
         return self.call(self.info.controller_id, CreateTopicsRequest, 30.0, name=name,
                          num_partitions=partitions, replication_factor=replication_factor,
-                         configs=configs)
+                         configs=configs, assignments=assignments)
 
     async def _await_topic(self, name: str, present: bool, deadline_s: float) -> None:
         """Wait (at most ``deadline_s``) until this broker's metadata shows the topic with a

@@ -62,6 +62,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     28: (0, 5),   # TxnOffsetCommit
     32: (1, 4),   # DescribeConfigs
     60: (0, 1),   # DescribeCluster
+    61: (0, 0),   # DescribeProducers (KIP-664)
+    65: (0, 0),   # DescribeTransactions (KIP-664)
+    66: (0, 1),   # ListTransactions (KIP-664; v2's transactional id pattern, KIP-1152, is not served)
 }
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"

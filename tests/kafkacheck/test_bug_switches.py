@@ -108,3 +108,21 @@ def test_a_coordinator_that_strands_waiting_joins_when_it_unloads_is_caught(tmp_
     are still behind the generation the others settled in."""
     caught(tmp_path, capsys, ["--workload", "groups", "--seed", "5", "--ops", "2000"], "group-unload-strands-joins",
            "unowned-partition")
+
+
+def test_a_coordinator_that_skips_the_markers_of_an_offline_partition_is_caught(tmp_path, capsys):
+    """KAFKA-20734: the invariant sees the transaction completed without a partition's marker;
+    with --keep-going the history shows an acknowledged commit's records aborted by the
+    producer's next transaction there."""
+    args = ["--workload", "txn", "--faults", "offline-partition", "--ops", "1000"]
+    code, result = run(tmp_path, "skip", [*args, "--bug", "txn-markers-skip-offline"])
+    capsys.readouterr()
+    assert code == 1
+    assert {a["invariant"] for a in result["anomalies"]["invariant-violation"]} == {"txn-complete-after-markers"}
+    code, result = run(tmp_path, "skip-keep", [*args, "--seed", "4", "--bug", "txn-markers-skip-offline",
+                                               "--keep-going"])
+    capsys.readouterr()
+    assert {"lost-write", "invariant-violation"} <= set(result["anomaly_types"])
+    code, correct = run(tmp_path, "correct", args)
+    capsys.readouterr()
+    assert code == 0, correct["anomaly_types"]

@@ -174,3 +174,18 @@ def test_duplicated_requests_without_idempotence_only_duplicate_records(tmp_path
         capsys.readouterr()
         result = json.loads((out / "results.json").read_text())
         assert set(result["anomaly_types"]) <= {"duplicate"}, result["anomaly_types"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["txn", "eos"])
+@pytest.mark.parametrize("transaction_version", ["1", "2"])
+@pytest.mark.parametrize("seed", range(10))
+def test_a_partition_offline_while_transactions_end_leaves_the_correct_engine_valid(
+        tmp_path, capsys, seed, transaction_version, workload):
+    """offline-partition (KAFKA-20734's window): the markers of the offline partition wait for
+    its leader, and every transaction ends whole."""
+    code, result = verdict(tmp_path, seed, 10_000, "--workload", workload, "--faults", "offline-partition",
+                           "--transaction-version", transaction_version)
+    capsys.readouterr()
+    assert code == 0, result["anomaly_types"]
+    reaches(tmp_path / str(seed), result, marks=("txn-marker-awaits-leader",), nemesis=("offline-partition",))

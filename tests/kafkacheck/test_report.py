@@ -285,3 +285,16 @@ def test_a_large_run_with_many_anomalies_draws_the_ops_it_links_not_all_it_names
     page = _page(out)
     linked = set(re.findall(r'class="oplink" href="#([^"]+)"', page))
     assert len(linked) == 20 and linked <= _ids(page)
+
+
+def test_an_offline_partition_ends_with_the_resume_or_restart_of_its_nodes():
+    def op(i, f, value, t):
+        return [{"index": 2 * i, "time": t, "type": "invoke", "f": f, "value": value},
+                {"index": 2 * i + 1, "time": t + 5, "type": "info", "f": f, "value": value}]
+
+    nemesis = [*op(0, "offline-partition", {"partition": "t0:1", "nodes": [2], "how": "pause"}, 100),
+               *op(1, "heal", None, 200), *op(2, "resume", {"nodes": [2]}, 300),
+               *op(3, "offline-partition", {"partition": "t0:0", "nodes": [1], "how": "kill"}, 400),
+               *op(4, "restart", {"nodes": [1]}, 500)]
+    windows = [(w["f"], w["nodes"], w["start"], w["end"]) for w in fault_windows(nemesis, 1000)]
+    assert windows == [("offline-partition", ["2"], 105, 300), ("offline-partition", ["1"], 405, 500)]

@@ -217,3 +217,50 @@ def test_an_administrative_election_moves_leadership_and_keeps_the_old_leader_in
     c.timer(1_500, "liveness")   # 1 and 3 fenced; 2 leads alone
     assert c.elect_leader(1_500, TP, 1) is Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
     assert c.partitions[TP].leader == 2
+
+
+def create(c: Controller, req: CreateTopicsRequest):
+    c.receive(0, 9, req)
+    [resp] = [o.message for o in c.drain() if isinstance(o, Send) and o.dst == 9]
+    return resp
+
+
+def test_manual_assignments_place_each_partition_on_the_replicas_given():
+    c, _s, epochs = cluster()
+    resp = create(c, CreateTopicsRequest(2, "m", -1, -1, assignments=((0, (3,)), (1, (2,)), (2, (1,)))))
+    assert resp.error is Errors.NONE
+    placed = {tp.partition: (s.replicas, s.leader, s.isr) for tp, s in c.partitions.items() if tp.topic == "m"}
+    assert placed == {0: ((3,), 3, (3,)), 1: ((2,), 2, (2,)), 2: ((1,), 1, (1,))}
+    # the only replica fenced: the partition has no leader, and keeps its last ISR member
+    heartbeat(c, epochs, (1, 2), 900)
+    c.timer(1_500, "liveness")
+    s = c.partitions[TopicPartition("m", 0)]
+    assert (s.leader, s.isr) == (-1, (3,))
+
+
+def test_manual_assignments_are_checked_as_kafka_checks_them():
+    c, _s, epochs = cluster()
+    heartbeat(c, epochs, (1, 2), 900)
+    c.timer(1_500, "liveness")  # broker 3 fenced
+    bad = Errors.INVALID_REPLICA_ASSIGNMENT
+    cases = [
+        (2, -1, ((0, (1,)),), Errors.INVALID_REQUEST, "replication factor was not set to -1"),
+        (-1, 1, ((0, (1,)),), Errors.INVALID_REQUEST, "numPartitions was not set to -1"),
+        (-1, -1, ((0, (1,)), (0, (2,))), bad, "multiple manual partition assignments for partition 0"),
+        (-1, -1, ((0, ()),), bad, "empty replica list"),
+        (-1, -1, ((0, (1, 7)),), bad, "broker 7, but no such broker is registered"),
+        (-1, -1, ((0, (2, 2)),), bad, "the broker 2 more than once"),
+        (-1, -1, ((0, (1, 2)), (1, (1,))), bad, "with 1 replica(s), but this is not consistent"),
+        (-1, -1, ((0, (3,)),), bad, "are fenced or in controlled shutdown"),
+        (-1, -1, ((0, (1,)), (2, (2,))), bad, "consecutive 0-based"),
+    ]
+    for rf, n, assignments, error, words in cases:
+        resp = create(c, CreateTopicsRequest(5, "m", n, rf, assignments=assignments))
+        assert (resp.error, words in (resp.message or "")) == (error, True), (assignments, resp)
+        assert not any(tp.topic == "m" for tp in c.partitions)
+    resp = create(c, CreateTopicsRequest(5, "t", -1, -1, assignments=((0, (1,)),)))
+    assert resp.error is Errors.TOPIC_ALREADY_EXISTS
+    # a fenced replica may be placed beside a live one, which leads
+    resp = create(c, CreateTopicsRequest(5, "m", -1, -1, assignments=((0, (3, 2)),)))
+    s = c.partitions[TopicPartition("m", 0)]
+    assert resp.error is Errors.NONE and (s.replicas, s.leader, s.isr) == ((3, 2), 2, (2,))
