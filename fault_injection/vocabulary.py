@@ -48,9 +48,10 @@ REAL: dict[str, str] = {
     "slow-nodes": "slow links between nodes",
     "last-replica-standing": "KIP-966's schedule: a leader cut off from its followers' replication until its "
                              "ISR is itself alone, then its power lost, the network healed, and it restarted",
-    "offline-partition": "every replica of one partition of the workload's topics down (kill -9, or a pause past the "
-                         "broker session) while the rest of the cluster, its coordinators included, lives on, then "
-                         "back; the workload's topics get one replica per partition, placed for it",
+    "offline-partition": "every node holding one partition of the workload's topics killed (kill -9) while a "
+                         "transaction is open there and the rest of the cluster, its coordinators included, lives "
+                         "on; back once the partition was without a leader for a drawn time; the workload's topics "
+                         "get one replica per partition, placed for it",
 }
 
 # the same fault on both sides

@@ -55,6 +55,7 @@ class Op:
     weak: bool = False  # an ok send with acks 0 or 1, counted as info
     error: str | None = None  # what a send or txn that did not succeed was told
     transactional_id: str | None = None  # the producer's, where the history names it
+    aborted: bool = False  # a failed txn whose abort the client was told succeeded (the history says so)
 
     def reads(self) -> dict[str, list]:
         """key -> values read, in read order, over all poll micro-ops."""
@@ -194,7 +195,8 @@ def _fold(inv: dict | None, comp: dict | None, end_time: int) -> Op:
         keys=keys, seek_to_beginning=bool(src.get("seek_to_beginning")), touched=touched,
         completed=comp is not None, raw_value=None if f in CLIENT_TXN_FS else value,
         error=comp.get("error") if comp is not None and comp["type"] != "ok" and f in ("send", "txn") else None,
-        transactional_id=_text(src.get("transactional_id")) if f == "txn" else None)
+        transactional_id=_text(src.get("transactional_id")) if f == "txn" else None,
+        aborted=f == "txn" and comp is not None and comp["type"] == "fail" and comp.get("aborted") is True)
 
 
 # ---------------------------------------------------------------------------- analysis

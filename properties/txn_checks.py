@@ -15,7 +15,8 @@ Three kinds of evidence, each enough on its own:
 * the final read (``config.final_read.stable_offsets``: each partition's last stable offset and
   high watermark after the cluster healed and the final read waited for open transactions to
   end): the LSO, below the high watermark, sits at the first record a transaction wrote there
-  whose commit was acknowledged;
+  whose end was acknowledged (its commit, or its abort: a failed ``txn`` op with
+  ``"aborted": true``);
 * the log (``config.final_read.uncommitted``: every data record of each partition, read with
   read_uncommitted after the final read): a transaction wrote a partition (committed, aborted
   or with an outcome the client did not learn), and the same producer's (transactional id's)
@@ -115,7 +116,7 @@ def check_hanging(ops: list[Op], config: dict, add) -> None:
     for key, pair in sorted((final.get("stable_offsets") or {}).items()):
         writer = log.writer.get((key, pair[0])) if isinstance(pair, list) and len(pair) == 2 and pair[0] < pair[1] \
             else None
-        if writer is not None and writer.type == "ok":
+        if writer is not None and (writer.type == "ok" or writer.aborted):  # its end was acknowledged
             found[(key, pair[0])] = {"op": writer}
     if final.get("uncommitted"):
         for spot, (op, nxt, between) in _unmarked(log).items():
@@ -154,7 +155,8 @@ def _report(key: str, first: int, entry: dict, log: _Log, final: dict, broker_lo
     outcome, read_by = _outcome(key, first, mine, log, final)
     stable = (final.get("stable_offsets") or {}).get(key)
     topic, _, partition = key.rpartition(":")
-    lines = [e for e in broker_log if f"{topic}-{partition}" in str(e.get("line", ""))][:3]
+    names = (f"{topic}-{partition}", f'"{key}"')  # Kafka's TopicPartition, the reference's key in JSON
+    lines = [e for e in broker_log if any(n in str(e.get("line", "")) for n in names)][:3]
     ops = [o.index for o in (op, nxt, read_by) if o is not None]
     add("hanging-transaction", key=key, first_offset=first, outcome=outcome, values=[v for _o, v in mine],
         offsets=[o for o, _v in mine], final_stable_offsets=stable, sighting=sighting,
@@ -189,8 +191,9 @@ def _read_to_its_end(key: str, final: dict) -> bool:
 def _explain(key: str, first: int, entry: dict, stable, outcome: str, read_by: Op | None, lines: list) -> str:
     op, sighting, nxt = entry.get("op"), entry.get("sighting"), entry.get("next")
     if op is not None:
-        told = {"ok": "the client was told it committed", "fail": "the client was told it failed",
-                "info": "its outcome was unknown to the client"}.get(op.type, op.type)
+        told = {"ok": "the client was told it committed", "info": "its outcome was unknown to the client",
+                "fail": "the client was told it failed" + (" and that its abort succeeded" if op.aborted else "")
+                }.get(op.type, op.type)
         head = f"the transaction of op {op.index} ({told} at {op.time / NS_PER_S:.2f} s) wrote offset {first} of {key}"
     else:
         head = f"a transaction wrote offset {first} of {key} (no op of the history names that offset)"

@@ -9,7 +9,10 @@ group coordinators) are on other nodes (a busy transactional cluster always has 
 says so through KIP-664's DescribeProducers, ListTransactions and DescribeTransactions, where it
 serves them), kills (kill -9) every node holding it, records when the partition has no leader
 any more (the controller fences a node after its broker session), keeps it so for a drawn
-time, and restarts the nodes.
+time, and restarts the nodes; as soon as the partition has a leader again, the run's
+hanging-transaction probe (:mod:`kafkacheck.conform.txn_probe`) watches it for ``WATCH_S``: a
+transaction completed without its marker is open there from then until the producer's next
+write there ends it, often within a second.
 A commit whose transaction wrote the partition then finds it without a leader: Kafka 4.3.0 to
 4.4.0 complete such a transaction without that partition's marker (KAFKA-20734).
 
@@ -26,6 +29,7 @@ import time
 
 OPEN_WAIT_S = 3.0  # how long the fault waits for a transaction open on its partition
 HOLD_S = (2.0, 10.0)  # how long the partition stays without a leader
+WATCH_S = 3.0  # how long the hanging-transaction probe watches the partition once it has a leader again
 
 
 def draw_placement(rng: random.Random, topics: list[str], partitions: int, nodes: list[int]) -> dict[str, list[int]]:
@@ -94,15 +98,19 @@ def take_offline(n, placement: dict[str, list[int]], groups: tuple[str, ...] = (
     for name in names:
         n.apply("restart", {"nodes": [name]}, n.procs[name].start)
         n.note("restart", name)
+    if n.probe is not None and _wait_led(n, key, 60.0):
+        n.probe.watch([key], WATCH_S, n.stop)
     return True
 
 
 def _choose(n, placement: dict[str, list[int]], groups: tuple[str, ...]) -> tuple[str, int | None]:
     """The partition to take offline, and the first offset of a transaction open there: within
-    OPEN_WAIT_S, a partition (in a drawn order) where a transaction is open whose coordinator,
-    and the workload's group coordinators, are on other nodes; else one with any transaction
-    open; else the first drawn (None: the broker told of no open transaction, or does not
-    serve KIP-664's DescribeProducers, ListTransactions and DescribeTransactions)."""
+    OPEN_WAIT_S, the first partition (in a drawn order) found with a transaction open whose
+    coordinator, and the workload's group coordinators, are on other nodes; else one with any
+    transaction open; else the first drawn (None: the broker told of no open transaction, or does
+    not serve KIP-664's DescribeProducers, ListTransactions and DescribeTransactions). The
+    coordinators are looked up first, so that the fault strikes within milliseconds of seeing
+    the open transaction: a transaction of a fast broker is open for little longer."""
     from kafkacheck.conform.txn_probe import TxnView, probe_unavailable
 
     keys = n.rng.sample(sorted(placement), len(placement))
@@ -112,22 +120,38 @@ def _choose(n, placement: dict[str, list[int]], groups: tuple[str, ...]) -> tupl
     second: tuple[str, int] | None = None
     try:
         busy = {c for g in groups if (c := view.group_coordinator(g)) is not None}
+        coordinators: dict[int, int] = {}  # producer id -> its coordinator's node
         deadline = time.monotonic() + OPEN_WAIT_S
         while time.monotonic() < deadline and not n.stop.is_set():
-            opened = view.open(keys)
-            owners = view.owners({pid for per in opened.values() for pid in per}) if opened else {}
-            for key in (k for k in keys if k in opened):
-                for pid, (_epoch, start) in sorted(opened[key].items()):
-                    coordinator = getattr(owners.get(pid, (None, None))[1], "coordinator_id", None)
-                    if coordinator is not None and not ({coordinator} | busy) & set(placement[key]):
-                        return key, start
-                    second = second or (key, start)
-            n.stop.wait(0.05)
+            for key, pid, start in view.each_open(keys):
+                if pid not in coordinators:
+                    coordinators.update((p, d.coordinator) for p, (_t, d) in view.owners({pid}).items())
+                if pid in coordinators and not ({coordinators[pid]} | busy) & set(placement[key]):
+                    return key, start
+                second = second or (key, start)
+            n.stop.wait(0.01)
     except Exception:
         pass
-    finally:
-        view.close()
     return second if second is not None else (keys[0], None)
+
+
+def _wait_led(n, key: str, timeout_s: float) -> bool:
+    """Whether ``key`` has a leader again within ``timeout_s`` (polled every 20 ms)."""
+    from kafkacheck.conform.targets import parse_bootstrap
+    from kafkacheck.serve import partition_states
+
+    topic, _, p = key.rpartition(":")
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and not n.stop.wait(0.02):
+        for host, port in parse_bootstrap(n.target.bootstrap):
+            try:
+                states = partition_states(host, port, topic)
+            except Exception:
+                continue
+            if states.get(int(p), (-1,))[0] >= 0:
+                return True
+            break
+    return False
 
 
 def _wait_leaderless(n, key: str, timeout_s: float) -> float | None:

@@ -121,12 +121,15 @@ def _apply_node_fault(target, fault: str, value: dict) -> None:
 
 def nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop: threading.Event,
                  nemesis_log: list[dict], topic: str = "", straggle_apis: tuple[str, ...] = STRAGGLE_APIS,
-                 placement: dict[str, list[int]] | None = None, groups: tuple[str, ...] = ()) -> None:
+                 placement: dict[str, list[int]] | None = None, groups: tuple[str, ...] = (),
+                 probe=None) -> None:
     """Until ``stop``: every 2-4 s one fault of ``faults`` (those the target allows), held,
     then healed; each recorded in ``h`` and summarised in ``nemesis_log``. ``straggle_apis``:
     the APIs whose requests ``straggle`` may hold; ``placement``: the replicas of each
     partition of the workload's topics, when they were placed for ``offline-partition``;
-    ``groups``: the workload's consumer groups (whose coordinators ``offline-partition`` spares)."""
+    ``groups``: the workload's consumer groups (whose coordinators ``offline-partition`` spares);
+    ``probe``: the run's hanging-transaction probe (``offline-partition`` has it watch a partition
+    that comes back)."""
     procs = {name: p for name, p in target.processes.items() if name != "controller"}
     proxied = NETWORK_FAULTS + REQUEST_FAULTS
     usable = [f for f in faults if (f in PROCESS_FAULTS and procs and (f != "offline-partition" or placement))
@@ -134,6 +137,7 @@ def nemesis_loop(target, faults: list[str], h: History, rng: random.Random, stop
     if not usable:
         return
     n = _Nemesis(target, h, rng, stop, nemesis_log, topic, procs, straggle_apis)
+    n.probe = probe
     try:
         while not stop.wait(rng.uniform(2.0, 4.0)):
             fault = rng.choice(usable)
@@ -170,6 +174,7 @@ class _Nemesis:
         self.lag, self.session = _node_timings(target) if target.netns is not None else (0.0, 0.0)
         self.straggle_apis = straggle_apis
         self.straggler: Straggler | None = None
+        self.probe = None  # a kafkacheck.conform.txn_probe.TxnProbe
 
     def close(self) -> None:
         if self.straggler is not None:

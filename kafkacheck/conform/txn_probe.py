@@ -1,7 +1,8 @@
 """The broker's own view of a run's transactions: hanging transactions as KIP-664 defines them.
 
 While a transactional workload runs (and through the final read), :class:`TxnProbe` asks the
-broker every ``INTERVAL_S``, with kafka-python's admin client whatever client the run uses:
+broker every ``INTERVAL_S``, with requests of its own (kafka-python's protocol classes, whatever
+client the run uses; :class:`TxnView`):
 
 1. each partition's leader, which producer ids have a transaction open there and since which
    offset (DescribeProducers: ``current_txn_start_offset``);
@@ -23,12 +24,12 @@ serve the three APIs are not probed.
 
 from __future__ import annotations
 
-import contextlib
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 INTERVAL_S = 1.0
-RENEW_AFTER = 10
 APIS = {61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions"}
 PENDING = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
@@ -39,82 +40,137 @@ def probe_unavailable(apis: dict[int, tuple[int, int]]) -> str | None:
     return f"the broker does not serve {', '.join(missing)}" if missing else None
 
 
+@dataclass(frozen=True)
+class TxnState:
+    """What a coordinator said of a transactional id (DescribeTransactions)."""
+
+    state: str
+    producer_epoch: int
+    partitions: frozenset[str]  # "topic:p", the partitions whose markers it still has to write
+    coordinator: int
+
+
 class TxnView:
-    """What the broker says of its transactions, through one kafka-python admin client kept
-    across calls (its connections to the brokers that are up stay ready)."""
+    """What the broker says of its transactions: every question one request on a fresh
+    connection to the node that answers it (the leader, the coordinator), found through a
+    Metadata or FindCoordinator request of its own, so that a node that went down and came back
+    is asked as soon as it answers (a long-lived admin client keeps its picture of the cluster)."""
 
     def __init__(self, bootstrap: str, brokers: list[int], timeout_s: float = 5.0) -> None:
         self.bootstrap, self.brokers, self.timeout_s = bootstrap, brokers, timeout_s
-        self._admin = None
 
-    def admin(self):
-        if self._admin is None:
-            from kafka import KafkaAdminClient
+    def _ask(self, host: str, port: int, request, response_class):
+        from reference.server.protocol import round_trip
 
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap,
-                                           request_timeout_ms=int(self.timeout_s * 1000))
-        return self._admin
+        return round_trip(host, port, request, response_class, "kafkacheck-probe", self.timeout_s)
 
-    def close(self) -> None:
-        if self._admin is not None:
-            admin, self._admin = self._admin, None
-            with contextlib.suppress(Exception):
-                admin.close()
+    def _metadata(self, topics: list[str]):
+        """(node id -> (host, port), "topic:p" -> leader) from the first node that answers."""
+        from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+        from kafkacheck.conform.targets import parse_bootstrap
+
+        for host, port in parse_bootstrap(self.bootstrap):
+            try:
+                resp = self._ask(host, port, MetadataRequest[1](topics=topics), MetadataResponse)
+            except Exception:
+                continue
+            nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
+            leaders = {f"{t.name}:{q.partition_index}": q.leader_id for t in resp.topics for q in t.partitions}
+            return nodes, leaders
+        raise ConnectionError(f"no node of {self.bootstrap} answered Metadata")
 
     def open(self, keys: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
         """Per partition ("topic:p", each leader asked alone, so that one without a leader does
         not hide the others): producer id -> (epoch, first offset of its open transaction)."""
-        from kafka import TopicPartition
-
-        admin = self.admin()
         out: dict[str, dict[int, tuple[int, int]]] = {}
-        for key in keys:
-            topic, _, p = key.rpartition(":")
-            tp = TopicPartition(topic, int(p))
-            try:
-                state = admin.describe_producers([tp]).get(tp)
-            except Exception:
-                continue
-            opened = {s.producer_id: (s.producer_epoch, s.current_transaction_start_offset)
-                      for s in (state.active_producers if state else []) if s.current_transaction_start_offset >= 0}
-            if opened:
-                out[key] = opened
+        for key, pid, epoch, start in self._each(keys):
+            out.setdefault(key, {})[pid] = (epoch, start)
         return out
 
-    def owners(self, pids: set[int]) -> dict[int, tuple[str, object]]:
-        """producer id -> (transactional id, its coordinator's description: state, partitions,
-        coordinator_id)."""
-        admin = self.admin()
+    def each_open(self, keys: list[str]):
+        """(key, producer id, first offset) of each open transaction, partition by partition in
+        the order of ``keys``, as each leader answers."""
+        for key, pid, _epoch, start in self._each(keys):
+            yield key, pid, start
+
+    def _each(self, keys: list[str]):
+        from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+
+        nodes, leaders = self._metadata(sorted({k.rpartition(":")[0] for k in keys}))
+        for key in keys:
+            topic, _, p = key.rpartition(":")
+            if leaders.get(key, -1) not in nodes:
+                continue
+            request = DescribeProducersRequest[0](topics=[DescribeProducersRequest.TopicRequest(
+                name=topic, partition_indexes=[int(p)])])
+            try:
+                resp = self._ask(*nodes[leaders[key]], request, DescribeProducersResponse)
+            except Exception:
+                continue
+            for t in resp.topics:
+                for q in t.partitions:
+                    for a in (q.active_producers if q.error_code == 0 else []):
+                        if a.current_txn_start_offset >= 0:
+                            yield key, a.producer_id, a.producer_epoch, a.current_txn_start_offset
+
+    def owners(self, pids: set[int]) -> dict[int, tuple[str, TxnState]]:
+        """producer id -> (transactional id, what its coordinator says of it)."""
+        from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
+
+        nodes, _ = self._metadata([])
         ids: dict[int, str] = {}
-        for broker in self.brokers:  # each its own request: a broker down hides only its coordinators
+        for node in sorted(nodes):  # each its own request: a node down hides only its coordinators
             try:
-                listed = admin.list_transactions(broker_ids=[broker], producer_id_filters=sorted(pids))
-            except Exception:
-                continue
-            ids.update((t.producer_id, t.transactional_id) for ts in listed.values() for t in ts)
-        described = {}
-        for txn_id in sorted(set(ids.values())):  # one at a time: a coordinator down hides only its own
-            try:
-                described.update(admin.describe_transactions([txn_id]))
-            except Exception:
-                continue
-        return {pid: (txn_id, described[txn_id]) for pid, txn_id in ids.items() if txn_id in described}
-
-    def group_coordinator(self, group: str) -> int | None:
-        """The node id of ``group``'s coordinator (FindCoordinator), or None."""
-        from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
-
-        from kafkacheck.conform.targets import parse_bootstrap
-        from reference.server.protocol import round_trip
-
-        for host, port in parse_bootstrap(self.bootstrap):
-            try:
-                resp = round_trip(host, port, FindCoordinatorRequest[2](key=group, key_type=0),
-                                  FindCoordinatorResponse, "kafkacheck-probe", self.timeout_s)
+                resp = self._ask(*nodes[node], ListTransactionsRequest[0](state_filters=[], producer_id_filters=sorted(
+                    pids)), ListTransactionsResponse)
             except Exception:
                 continue
             if resp.error_code == 0:
-                return resp.node_id
+                ids.update((t.producer_id, t.transactional_id) for t in resp.transaction_states)
+        described = {i: d for i in sorted(set(ids.values())) if (d := self.describe(i)) is not None}
+        return {pid: (txn_id, described[txn_id]) for pid, txn_id in ids.items() if txn_id in described}
+
+    def describe(self, txn_id: str) -> TxnState | None:
+        """What ``txn_id``'s coordinator says of it (None: no answer)."""
+        from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
+
+        found = self._coordinator(txn_id, 1)
+        if found is None:
+            return None
+        node, host, port = found
+        try:
+            resp = self._ask(host, port, DescribeTransactionsRequest[0](transactional_ids=[txn_id]),
+                             DescribeTransactionsResponse)
+        except Exception:
+            return None
+        for t in resp.transaction_states:
+            if t.error_code == 0 and t.transactional_id == txn_id:
+                return TxnState(t.transaction_state, t.producer_epoch,
+                                frozenset(f"{d.topic}:{q}" for d in t.topics for q in d.partitions), node)
+        return None
+
+    def coordinator(self, key: str, key_type: int) -> int | None:
+        """The node id of the coordinator of a group (``key_type`` 0) or transactional id (1)."""
+        found = self._coordinator(key, key_type)
+        return found[0] if found is not None else None
+
+    def group_coordinator(self, group: str) -> int | None:
+        return self.coordinator(group, 0)
+
+    def _coordinator(self, key: str, key_type: int) -> tuple[int, str, int] | None:
+        from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+        from kafkacheck.conform.targets import parse_bootstrap
+
+        for host, port in parse_bootstrap(self.bootstrap):
+            try:
+                resp = self._ask(host, port, FindCoordinatorRequest[2](key=key, key_type=key_type),
+                                 FindCoordinatorResponse)
+            except Exception:
+                continue
+            if resp.error_code == 0:
+                return resp.node_id, resp.host, resp.port
         return None
 
 
@@ -131,36 +187,39 @@ class TxnProbe:
         self.last_error: str | None = None
         self.open_seen = 0  # looks that found a transaction open somewhere
         self._seen: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()  # the probe's thread and the nemesis's (watch) both look
 
     def run(self, stop: threading.Event) -> None:
-        """Look every INTERVAL_S until ``stop``; errors (a broker down, a leader moving) are
-        counted, and the next look tries again with the same admin client (its connections to
-        the brokers that are up stay ready; a fresh one would find them not ready yet), a new
-        one after RENEW_AFTER errors in a row."""
-        in_a_row = 0
-        try:
-            while not stop.wait(INTERVAL_S):
-                try:
-                    self.look()
-                    self.looks += 1
-                    in_a_row = 0
-                except Exception as e:
-                    self.errors += 1
-                    in_a_row += 1
-                    self.last_error = f"{type(e).__name__}: {e}"[:200]
-                    if in_a_row >= RENEW_AFTER:
-                        self.view.close()
-                        in_a_row = 0
-        finally:
-            self.view.close()
+        """Look every INTERVAL_S until ``stop``; errors (a node down, a leader moving) are
+        counted, and the next look tries again."""
+        while not stop.wait(INTERVAL_S):
+            try:
+                self.look()
+                self.looks += 1
+            except Exception as e:
+                self.errors += 1
+                self.last_error = f"{type(e).__name__}: {e}"[:200]
 
     def summary(self) -> dict:
         return {"interval_s": INTERVAL_S, "looks": self.looks, "open_seen": self.open_seen, "errors": self.errors,
                 **({"last_error": self.last_error} if self.last_error else {}), "sightings": self.sightings}
 
-    def look(self) -> None:
+    def watch(self, keys: list[str], seconds: float, stop: threading.Event) -> None:
+        """Look at ``keys`` again and again for ``seconds`` (the nemesis, as a partition it took
+        offline gets its leader back: a transaction the coordinator completed without the
+        partition's marker is open there from then until the producer's next write there ends
+        it, often within a second)."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not stop.wait(0.02):
+            try:
+                self.look(keys)
+            except Exception as e:
+                self.errors += 1
+                self.last_error = f"{type(e).__name__}: {e}"[:200]
+
+    def look(self, keys: list[str] | None = None) -> None:
         first_ns = self.clock()
-        opened = self.view.open(self.keys)
+        opened = self.view.open(keys or self.keys)
         if not opened:
             return
         self.open_seen += 1
@@ -171,17 +230,18 @@ class TxnProbe:
             return
         again = self.view.open(sorted({key for key, _pid in suspects}))
         for (key, pid), start in sorted(suspects.items()):
-            if (key, start) in self._seen or again.get(key, {}).get(pid, (None, None))[1] != start:
-                continue
-            self._seen.add((key, start))
+            with self._lock:
+                if (key, start) in self._seen or again.get(key, {}).get(pid, (None, None))[1] != start:
+                    continue
+                self._seen.add((key, start))
             txn_id, desc = owners[pid]
             self.sightings.append({
                 "at_ns": self.clock(), "first_seen_ns": first_ns, "partition": key, "producer_id": pid,
                 "producer_epoch": again[key][pid][0], "start_offset": start, "transactional_id": txn_id,
-                "coordinator": {"state": desc.state.value, "producer_epoch": desc.producer_epoch,
-                                "partitions": sorted(f"{tp.topic}:{tp.partition}" for tp in desc.topic_partitions)}})
+                "coordinator": {"state": desc.state, "producer_epoch": desc.producer_epoch,
+                                "partitions": sorted(desc.partitions)}})
 
 
-def _pending(desc, key: str) -> bool:
+def _pending(desc: TxnState, key: str) -> bool:
     """Whether the coordinator still has a marker to write at ``key`` for this transaction."""
-    return desc.state.value in PENDING and any(f"{tp.topic}:{tp.partition}" == key for tp in desc.topic_partitions)
+    return desc.state in PENDING and key in desc.partitions

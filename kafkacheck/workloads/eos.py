@@ -251,7 +251,8 @@ def real_processor_loop(run: RealRun, j: int, m: int) -> None:
             rest = [["send", f"{run.output}:{p}", [None, w]] for p, w in planned[len(done):]]
             sender = run.abort(sender)
             h.op(process, "fail", "txn", [["poll", got], *done, *rest], error=str(e)[:80],
-                 offsets={f"{t}:{p}": o for (t, p), o in sorted(nxt.items())}, transactional_id=txn_id)
+                 offsets={f"{t}:{p}": o for (t, p), o in sorted(nxt.items())}, transactional_id=txn_id,
+                 aborted=sender is not None)
             run.closed(poller)
             poller = None
             continue
@@ -259,7 +260,7 @@ def real_processor_loop(run: RealRun, j: int, m: int) -> None:
         if abort_on_purpose:
             sender = run.abort(sender)
             h.op(process, "fail", "txn", [["poll", got], *done], error="intentional-abort", offsets=offsets,
-                 transactional_id=txn_id)
+                 transactional_id=txn_id, aborted=sender is not None)
             run.closed(poller)
             poller = None
             continue
@@ -268,12 +269,14 @@ def real_processor_loop(run: RealRun, j: int, m: int) -> None:
             sender.commit()
             h.op(process, "ok", "txn", [["poll", got], *done], offsets=offsets, transactional_id=txn_id)
         except NotCommitted as e:  # certainly not committed: rewind to the committed offsets
-            h.op(process, "fail", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets, transactional_id=txn_id)
             sender = run.abort(sender)
+            h.op(process, "fail", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets,
+                 transactional_id=txn_id, aborted=sender is not None)
             run.closed(poller)
             poller = None
         except Exception as e:
-            h.op(process, "info", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets, transactional_id=txn_id)
+            h.op(process, "info", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets,
+                 transactional_id=txn_id)
             run.closed(sender)
             sender = None
             run.closed(poller)

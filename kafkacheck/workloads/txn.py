@@ -322,19 +322,21 @@ def real_txn_loop(run: RealRun) -> None:
         except Exception as e:
             rest = [["send", f"{topic}:{p}", [None, v]] for p, v in sends[len(done):]]
             sender = run.abort(sender)
-            h.op(process, "fail", "txn", done + rest, error=str(e)[:80], transactional_id=txn_id)
+            h.op(process, "fail", "txn", done + rest, error=str(e)[:80], transactional_id=txn_id,
+                 aborted=sender is not None)
             continue
         if abort_on_purpose:
             sender = run.abort(sender)
-            h.op(process, "fail", "txn", done, error="aborted on purpose", transactional_id=txn_id)
+            h.op(process, "fail", "txn", done, error="aborted on purpose", transactional_id=txn_id,
+                 aborted=sender is not None)
             continue
         run.pause(pausing)
         try:
             sender.commit()
             h.op(process, "ok", "txn", done, transactional_id=txn_id)
         except NotCommitted as e:  # certainly not committed: its sends must never be read
-            h.op(process, "fail", "txn", done, error=str(e)[:80], transactional_id=txn_id)
             sender = run.abort(sender)
+            h.op(process, "fail", "txn", done, error=str(e)[:80], transactional_id=txn_id, aborted=sender is not None)
         except Exception as e:
             h.op(process, "info", "txn", done, error=str(e)[:80], transactional_id=txn_id)
             run.closed(sender)

@@ -359,6 +359,8 @@ class ServerProcess:
         if event.kind in ("recover", "broker-registered", "broker-fenced", "leader-elected",
                           "topic-deleted", "partition-deleted", "storage-error"):
             log.info("node %d: %s %s", node_id, event.kind, json.dumps(event.fields, default=str))
+        elif event.kind == "txn-markers-skipped":  # the bug switch txn-markers-skip-offline at work, as Kafka logs it
+            log.warning("node %d: %s %s", node_id, event.kind, json.dumps(event.fields, default=str))
 
     async def _create_internal_topics(self) -> None:
         """Kafka creates ``__consumer_offsets`` and ``__transaction_state`` on first use; the

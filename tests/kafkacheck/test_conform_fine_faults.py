@@ -122,3 +122,23 @@ def test_what_a_target_cannot_take_is_one_line_and_exit_3(tmp_path, capsys, args
     assert code == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0] and "Traceback" not in err[0]
+
+
+def test_offline_partition_on_the_served_reference_places_topics_and_takes_a_partition_offline(tmp_path):
+    """The correct reference under offline-partition: the workload's topics on one replica a
+    partition (recorded), a partition's node killed while a transaction is open there until the
+    partition had no leader, then back; the probe asked the broker throughout, and nothing hangs."""
+    out = tmp_path / "offline"
+    code = main(["conform", "--spawn", "reference", "--cases", "none", "--workload", "txn", "--workload-seconds", "12",
+                 "--faults", "offline-partition", "--out", str(out)])
+    config = json.loads((out / "txn" / "run.json").read_text())["config"]
+    results = json.loads((out / "txn" / "results.json").read_text())
+    assert code == 0 and results["valid"] is True, results["anomaly_types"]
+    assert config["replication_factor"] == 1 and sorted({r[0] for r in config["placement"].values()}) == [1, 2, 3]
+    faults = _nemesis(_ops(out / "txn"), "offline-partition")
+    assert faults[0]["how"] == "kill" and faults[0]["partition"] in config["placement"]
+    assert any(v.get("step") == "leaderless" for v in faults)  # the partition really had no leader
+    assert config["txn_probe"]["looks"] > 0 and config["txn_probe"]["sightings"] == []
+    stable = config["final_read"]["stable_offsets"]
+    assert set(stable) == set(config["placement"]) and all(lso == hw for lso, hw in stable.values())
+    assert config["final_read"]["uncommitted"]  # the log read uncommitted, for the check

@@ -18,9 +18,10 @@ class H:
                          "type": type_, "f": f, "value": value, **extra})
         return self
 
-    def txn(self, p, sends, type_="ok", txn_id=None):
+    def txn(self, p, sends, type_="ok", txn_id=None, aborted=None):
         """``sends``: (key, value, offset)."""
         extra = {"transactional_id": txn_id} if txn_id else {}
+        extra |= {"aborted": aborted} if aborted is not None else {}
         self._op(p, "invoke", "txn", [["send", k, v] for k, v, _o in sends], **extra)
         return self._op(p, type_, "txn", [["send", k, [o, v]] for k, v, o in sends], **extra)
 
@@ -174,3 +175,12 @@ def test_records_missing_from_the_log_say_nothing_of_markers():
     h.assign(9, ["t:1"]).poll(9, {"t:1": [[1, 2]]})
     result = check(h.ops, config({"t:1": [3, 3]}, {"t:1": 3}, start_ns=start, uncommitted={"t:1": [[1, 2]]}))
     assert "hanging-transaction" not in result["anomaly_types"]
+
+
+def test_an_acknowledged_abort_that_left_its_partition_open_is_one_too():
+    h = H().txn(1, [("t:1", 1, 0)], type_="fail", aborted=True).assign(9, ["t:1"]).poll(9, {})
+    result = check(h.ops, config({"t:1": [0, 1]}, {}, reached=False))
+    [a] = result["anomalies"]["hanging-transaction"]
+    assert a["outcome"] == "open" and "its abort succeeded" in a["explanation"]
+    h = H().txn(1, [("t:1", 1, 0)], type_="fail", aborted=False).assign(9, ["t:1"]).poll(9, {})
+    assert "hanging-transaction" not in check(h.ops, config({"t:1": [0, 1]}, {}, reached=False))["anomaly_types"]
