@@ -241,8 +241,9 @@ CHECKS: tuple[Check, ...] = (
                      "expired-member-commit", "committed-offset-regressed", "unowned-partition", "processed-twice"),
           "config.groups", lambda j: j.rc.groups,
           lambda j: check_groups(j.ops, j.rc.raw, j.r.add)),
-    Check("hanging-transactions", ("hanging-transaction",), "a run with probe sightings (config.txn_probe) or a "
-          "partition whose last stable offset stayed below its high watermark (config.final_read.stable_offsets)",
+    Check("hanging-transactions", ("hanging-transaction",), "a run with the broker's word on open transactions "
+          "(config.txn_probe), the log read uncommitted (config.final_read.uncommitted) or a partition whose last "
+          "stable offset stayed below its high watermark (config.final_read.stable_offsets)",
           lambda j: hanging_applies(j.rc.raw), lambda j: check_hanging(j.compiled, j.rc.raw, j.r.add)),
     Check("final-read", ("stale-after-heal", "unread-after-heal"), "always (unseen values are allowed "
           "without a final read)", _always,

@@ -26,13 +26,16 @@ Three kinds of evidence, each enough on its own:
   CONCURRENT_TRANSACTIONS until every marker is written; a new producer with the id first has
   the open transaction aborted), so the first transaction's marker never came there, and the
   next transaction's marker ended both;
-* the broker's own state (``config.txn_probe.sightings``, from brokers that serve KIP-664's
-  DescribeProducers, ListTransactions and DescribeTransactions): a partition's leader said
-  producer id X had a transaction open there since offset F, X's coordinator then said that
-  transaction was not pending at the partition (Empty, CompleteCommit, CompleteAbort, or
-  Ongoing or Prepare* without it), and the leader said again, after that, that it was open
-  since F: a hanging transaction as ``kafka-transactions.sh find-hanging`` defines it. A
-  coordinator that names a transaction complete has had every marker acknowledged.
+* the broker's own state (``config.txn_probe.open_transactions``, from brokers that serve
+  KIP-664's DescribeProducers, ListTransactions and DescribeTransactions): a partition's leader
+  said producer id X had a transaction open there since offset F, X's coordinator then said
+  that transaction was not pending at the partition (Empty, CompleteCommit, CompleteAbort, or
+  Ongoing or Prepare* without it: a hanging transaction as ``kafka-transactions.sh find-hanging``
+  defines it), or, F being the first record of a transaction whose end was acknowledged before,
+  was Ongoing: the producer's next transaction had begun, which the coordinator allows only
+  once every marker of the one before was written; and the leader said again, after that, that
+  it was open since F. A coordinator that names a transaction complete has had every marker
+  acknowledged.
 
 Each finding says what became of the transaction's records at the partition (``outcome``):
 ``open`` (still open at the end), ``committed-later`` (read_committed reads returned them:
@@ -53,10 +56,11 @@ _PENDING = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 
 def applies(config: dict) -> bool:
-    """Whether a run carries evidence this check reads: probe sightings, the log read with
-    read_uncommitted, or a partition whose last stable offset stayed below its high watermark."""
+    """Whether a run carries evidence this check reads: the broker's word on open transactions,
+    the log read with read_uncommitted, or a partition whose last stable offset stayed below its
+    high watermark."""
     final = config.get("final_read") or {}
-    if (config.get("txn_probe") or {}).get("sightings") or final.get("uncommitted"):
+    if (config.get("txn_probe") or {}).get("open_transactions") or final.get("uncommitted"):
         return True
     return any(isinstance(v, list) and len(v) == 2 and v[0] < v[1] for v in (final.get("stable_offsets") or {}).values())
 
@@ -121,11 +125,34 @@ def check_hanging(ops: list[Op], config: dict, add) -> None:
     if final.get("uncommitted"):
         for spot, (op, nxt, between) in _unmarked(log).items():
             found.setdefault(spot, {"op": op}).update(next=nxt, between=between)
-    for s in (config.get("txn_probe") or {}).get("sightings") or []:
-        spot = (s["partition"], s["start_offset"])
-        found.setdefault(spot, {"op": log.writer.get(spot)}).setdefault("sighting", s)
+    for entry in (config.get("txn_probe") or {}).get("open_transactions") or []:
+        spot = (entry["partition"], entry["start_offset"])
+        sighting = _sighting(entry, log.writer.get(spot))
+        if sighting is not None:
+            found.setdefault(spot, {"op": log.writer.get(spot)}).setdefault("sighting", sighting)
     for (key, first), entry in sorted(found.items()):
         _report(key, first, entry, log, final, config.get("broker_log") or [], add)
+
+
+def _sighting(entry: dict, writer: Op | None) -> dict | None:
+    """The first time the broker's word shows the open transaction of ``entry`` hanging, as
+    ``{"at_ns", "partition", "producer_id", "start_offset", "transactional_id", "coordinator":
+    {"state", "has_partition"}}``; None if it never does. Hanging: its coordinator no longer had
+    the partition in the transaction (complete, empty, or on without it); or the transaction
+    whose first record opened it (``writer``) had its end acknowledged before the coordinator
+    was asked, and the coordinator was on a later one (Ongoing, with or without the partition:
+    the producer's next transaction began, so the first one had completed). A Prepare* with the
+    partition may be the first one's end still under way: it says nothing."""
+    acked_ns = writer.time if writer is not None and (writer.type == "ok" or writer.aborted) else None
+    for first_ns, last_ns, state, here in entry.get("seen") or []:
+        if (state in ("PrepareCommit", "PrepareAbort") and here) or state in ("Dead", "PrepareEpochFence"):
+            continue
+        moved_on = acked_ns is not None and first_ns > acked_ns and state == "Ongoing"
+        if moved_on or state in ("CompleteCommit", "CompleteAbort", "Empty") or not here:
+            return {"at_ns": last_ns, **{k: entry[k] for k in ("partition", "producer_id", "start_offset",
+                                                                "transactional_id")},
+                    "coordinator": {"state": state, "has_partition": here}}
+    return None
 
 
 def _unmarked(log: _Log) -> dict[tuple[str, int], tuple[Op, Op, list[int]]]:
@@ -206,10 +233,12 @@ def _explain(key: str, first: int, entry: dict, stable, outcome: str, read_by: O
     if sighting is not None:
         coord = sighting.get("coordinator") or {}
         state = coord.get("state", "unknown")
+        here = coord.get("has_partition")
+        what = (f"{state}{' with' if here else ' without'} {key}" if state in _PENDING else state)
+        later = " (a later transaction of the producer)" if state == "Ongoing" and here else ""
         parts.append(f"at {sighting['at_ns'] / NS_PER_S:.2f} s the leader of {key} had producer id "
                      f"{sighting['producer_id']}'s transaction open there since offset {first} while its coordinator "
-                     f"said the transaction {sighting.get('transactional_id')!r} was "
-                     f"{state}{' without ' + key if state in _PENDING else ''}")
+                     f"said the transaction {sighting.get('transactional_id')!r} was {what}{later}")
     if isinstance(stable, list) and len(stable) == 2:
         parts.append(f"after healing the last stable offset of {key} was {stable[0]} and its high watermark {stable[1]}")
     parts.append({

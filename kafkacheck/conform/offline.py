@@ -108,9 +108,9 @@ def _choose(n, placement: dict[str, list[int]], groups: tuple[str, ...]) -> tupl
     OPEN_WAIT_S, the first partition (in a drawn order) found with a transaction open whose
     coordinator, and the workload's group coordinators, are on other nodes; else one with any
     transaction open; else the first drawn (None: the broker told of no open transaction, or does
-    not serve KIP-664's DescribeProducers, ListTransactions and DescribeTransactions). The
-    coordinators are looked up first, so that the fault strikes within milliseconds of seeing
-    the open transaction: a transaction of a fast broker is open for little longer."""
+    not serve KIP-664's DescribeProducers, ListTransactions and DescribeTransactions). Every
+    producer's coordinator is looked up first, so that the fault strikes within milliseconds of
+    seeing the open transaction: a transaction is open for little longer."""
     from kafkacheck.conform.txn_probe import TxnView, probe_unavailable
 
     keys = n.rng.sample(sorted(placement), len(placement))
@@ -120,16 +120,13 @@ def _choose(n, placement: dict[str, list[int]], groups: tuple[str, ...]) -> tupl
     second: tuple[str, int] | None = None
     try:
         busy = {c for g in groups if (c := view.group_coordinator(g)) is not None}
-        coordinators: dict[int, int] = {}  # producer id -> its coordinator's node
+        coordinators = {pid: d.coordinator for pid, (_t, d) in view.owners(None).items()}  # producer id -> node
         deadline = time.monotonic() + OPEN_WAIT_S
         while time.monotonic() < deadline and not n.stop.is_set():
             for key, pid, start in view.each_open(keys):
-                if pid not in coordinators:
-                    coordinators.update((p, d.coordinator) for p, (_t, d) in view.owners({pid}).items())
                 if pid in coordinators and not ({coordinators[pid]} | busy) & set(placement[key]):
                     return key, start
                 second = second or (key, start)
-            n.stop.wait(0.01)
     except Exception:
         pass
     return second if second is not None else (keys[0], None)

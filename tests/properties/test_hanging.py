@@ -41,15 +41,17 @@ def config(stable=None, ends=None, reached=True, sightings=None, broker_log=None
     if uncommitted is not None:
         c["final_read"]["uncommitted"] = uncommitted
     if sightings is not None:
-        c["txn_probe"] = {"sightings": sightings}
+        c["txn_probe"] = {"open_transactions": sightings}
     if broker_log is not None:
         c["broker_log"] = broker_log
     return c
 
 
-def sighting(partition, start, at_ns=5_000_000, state="CompleteCommit") -> dict:
-    return {"at_ns": at_ns, "partition": partition, "producer_id": 7, "producer_epoch": 0, "start_offset": start,
-            "transactional_id": "tx-7", "coordinator": {"state": state, "producer_epoch": 0, "partitions": []}}
+def sighting(partition, start, at_ns=5_000_000, state="CompleteCommit", here=False) -> dict:
+    """What the probe records of a transaction open at ``partition`` since ``start``: the
+    coordinator said ``state`` (with the partition in it: ``here``) at ``at_ns``."""
+    return {"partition": partition, "producer_id": 7, "producer_epoch": 0, "start_offset": start,
+            "transactional_id": "tx-7", "seen": [[at_ns - 100, at_ns, state, here]]}
 
 
 def test_a_commit_whose_partition_stayed_open_is_a_hanging_transaction():
@@ -184,3 +186,26 @@ def test_an_acknowledged_abort_that_left_its_partition_open_is_one_too():
     assert a["outcome"] == "open" and "its abort succeeded" in a["explanation"]
     h = H().txn(1, [("t:1", 1, 0)], type_="fail", aborted=False).assign(9, ["t:1"]).poll(9, {})
     assert "hanging-transaction" not in check(h.ops, config({"t:1": [0, 1]}, {}, reached=False))["anomaly_types"]
+
+
+def test_open_since_an_acknowledged_commit_while_the_producer_went_on_is_hanging():
+    # op 1 committed t:1 (ack at 1 ms); later the leader still had it open since offset 0 while the
+    # coordinator was on the producer's next transaction, which had t:1 in it (added before its write)
+    h = H().txn(1, [("t:1", 1, 0)]).assign(9, ["t:1"]).poll(9, {})
+    later = [sighting("t:1", 0, at_ns=3_000_000, state="Ongoing", here=True)]
+    [a] = check(h.ops, config({"t:1": [0, 1]}, {}, reached=False, sightings=later))["anomalies"]["hanging-transaction"]
+    assert a["sighting"]["coordinator"] == {"state": "Ongoing", "has_partition": True}
+    assert "a later transaction of the producer" in a["explanation"]
+
+
+def test_the_coordinator_on_the_transaction_itself_says_nothing():
+    # the writer's outcome is unknown (it may be the coordinator's Ongoing one), or its end is
+    # still under way (PrepareCommit with the partition), or the answer came before the ack
+    h = H().txn(1, [("t:1", 1, 0)], type_="info").assign(9, ["t:1"]).poll(9, {})
+    ongoing = [sighting("t:1", 0, at_ns=3_000_000, state="Ongoing", here=True)]
+    assert "hanging-transaction" not in check(h.ops, config({"t:1": [2, 2]}, {"t:1": 2}, sightings=ongoing))[
+        "anomaly_types"]
+    h = H().txn(1, [("t:1", 1, 0)]).assign(9, ["t:1"]).poll(9, {"t:1": [[0, 1]]})
+    for seen in ([sighting("t:1", 0, at_ns=3_000_000, state="PrepareCommit", here=True)],
+                 [sighting("t:1", 0, at_ns=500_000, state="Ongoing", here=True)]):
+        assert check(h.ops, config({"t:1": [2, 2]}, {"t:1": 2}, sightings=seen))["valid"] is True
