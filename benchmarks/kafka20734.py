@@ -2,7 +2,7 @@
 Apache Kafka version, client and workload of docs/measurements/kafka-20734.md, and on the
 patched 4.3.1 build of benchmarks/kafka20734_fix.py.
 
-    python benchmarks/kafka20734.py [--tries N] [--only SUBSTRING] [--out DIR [--resume]]
+    python benchmarks/kafka20734.py [--tries N] [--only SUBSTRING] [--out DIR [--resume [--rejudge]]]
 
 Each row is one ``kafkacheck conform --spawn kafka --brokers 3 --faults offline-partition
 --cases none`` command (the workload's default 20 s), run as many times as the row says
@@ -75,15 +75,34 @@ def outcomes(run_dir: str | None) -> list[str]:
     return [a.get("outcome", "?") for a in results.get("anomalies", {}).get(FOUND, [])]
 
 
+def rejudge(t: dict) -> None:
+    """A recorded try judged again from its run directory (history.jsonl and run.json), its
+    results.json rewritten: the verdicts of one table come from one checker."""
+    from properties.checker import check
+    from traces.history import iter_history
+
+    run_dir = Path(t.get("run_dir") or "/nonexistent")
+    if not (run_dir / "history.jsonl").exists():
+        return
+    config = json.loads((run_dir / "run.json").read_text())["config"]
+    results = check(iter_history(run_dir / "history.jsonl"), config)
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    t["anomalies"] = results.get("anomaly_types", [])
+    t["found"] = bool(t["anomalies"])
+    t["outcomes"] = outcomes(str(run_dir))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tries", type=int, default=0, help="tries of every row (default: the row's own)")
     p.add_argument("--only", default="", help="rows whose setup contains this")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--resume", action="store_true", help="keep the tries DIR/kafka20734.json has; run the rest")
+    p.add_argument("--rejudge", action="store_true",
+                   help="with --resume: judge every recorded try's history again with this checker first")
     a = p.parse_args()
-    if a.resume and a.out is None:
-        p.error("--resume needs --out DIR")
+    if (a.resume or a.rejudge) and a.out is None:
+        p.error("--resume and --rejudge need --out DIR")
     out = a.out or Path(tempfile.mkdtemp(prefix="kafkacheck-kafka20734-"))
     out.mkdir(parents=True, exist_ok=True)
     cases = [c for c in CASES if a.only.lower() in c.row.setup.lower()]
@@ -91,6 +110,10 @@ def main() -> int:
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kafka20734_fix.py")], check=True)
     recorded = json.loads((out / "kafka20734.json").read_text()) if a.resume and (out / "kafka20734.json").exists() \
         else []
+    if a.rejudge:
+        for r in recorded:
+            for t in r["tries"]:
+                rejudge(t)
     done = {r["setup"]: r["tries"] for r in recorded}
     report = []
     print(f"run directories in {out}", flush=True)

@@ -167,10 +167,12 @@ def _unmarked(log: _Log) -> dict[tuple[str, int], tuple[Op, Op, list[int]]]:
         for key in dict.fromkeys(k for k, _o, _v in op.sends):
             prev, mine = last.get((producer, key)), log.in_log(op, key)
             if prev is not None and mine and (theirs := log.in_log(prev, key)):
-                b, c = theirs[-1][0], mine[0][0]
-                between = list(range(b + 1, c))
-                if c > b and all(o in log.data[key] for o in between):
-                    out.setdefault((key, theirs[0][0]), (prev, op, between))
+                # from the first record on: a marker of the first transaction's own anywhere
+                # before the next one's records would be an offset without a data record
+                a, c = theirs[0][0], mine[0][0]
+                between = [o for o in range(a + 1, c) if o not in {x for x, _v in theirs}]
+                if c > theirs[-1][0] and all(o in log.data[key] for o in range(a + 1, c)):
+                    out.setdefault((key, a), (prev, op, between))
             if mine:
                 last[(producer, key)] = op
     return out

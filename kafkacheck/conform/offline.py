@@ -28,7 +28,7 @@ import random
 import time
 
 OPEN_WAIT_S = 3.0  # how long the fault waits for a transaction open on its partition
-HOLD_S = (2.0, 10.0)  # how long the partition stays without a leader
+HOLD_S = (1.0, 5.0)  # how long the partition stays without a leader
 WATCH_S = 3.0  # how long the hanging-transaction probe watches the partition once it has a leader again
 
 
