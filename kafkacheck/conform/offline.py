@@ -109,8 +109,10 @@ def _choose(n, placement: dict[str, list[int]], groups: tuple[str, ...]) -> tupl
     coordinator, and the workload's group coordinators, are on other nodes; else one with any
     transaction open; else the first drawn (None: the broker told of no open transaction, or does
     not serve KIP-664's DescribeProducers, ListTransactions and DescribeTransactions). Every
-    producer's coordinator is looked up first, so that the fault strikes within milliseconds of
-    seeing the open transaction: a transaction is open for little longer."""
+    producer's coordinator and every partition's leader are looked up first, and only the
+    partitions where such a transaction can be are asked, each with one request, so that the
+    fault strikes within milliseconds of the transaction's first write there: a transaction is
+    open for little longer."""
     from kafkacheck.conform.txn_probe import TxnView, probe_unavailable
 
     keys = n.rng.sample(sorted(placement), len(placement))
@@ -121,12 +123,17 @@ def _choose(n, placement: dict[str, list[int]], groups: tuple[str, ...]) -> tupl
     try:
         busy = {c for g in groups if (c := view.group_coordinator(g)) is not None}
         coordinators = {pid: d.coordinator for pid, (_t, d) in view.owners(None).items()}  # producer id -> node
+        nodes, leaders = view.leaders(sorted({k.rpartition(":")[0] for k in keys}))
+        # the partitions a transaction of some producer could be struck at, and their leaders
+        where = {k: nodes[leaders[k]] for k in keys if leaders.get(k, -1) in nodes
+                 and not busy & set(placement[k]) and set(coordinators.values()) - set(placement[k])}
         deadline = time.monotonic() + OPEN_WAIT_S
-        while time.monotonic() < deadline and not n.stop.is_set():
-            for key, pid, start in view.each_open(keys):
-                if pid in coordinators and not ({coordinators[pid]} | busy) & set(placement[key]):
-                    return key, start
-                second = second or (key, start)
+        while where and time.monotonic() < deadline and not n.stop.is_set():
+            for key, address in where.items():
+                for pid, (_epoch, start) in view.producers_at(key, address).items():
+                    if pid in coordinators and coordinators[pid] not in placement[key]:
+                        return key, start
+                    second = second or (key, start)
     except Exception:
         pass
     return second if second is not None else (keys[0], None)

@@ -66,6 +66,26 @@ class TxnView:
 
         return round_trip(host, port, request, response_class, "kafkacheck-probe", self.timeout_s)
 
+    def leaders(self, topics: list[str]) -> tuple[dict[int, tuple[str, int]], dict[str, int]]:
+        """(node id -> (host, port), "topic:p" -> its leader's node id)."""
+        return self._metadata(topics)
+
+    def producers_at(self, key: str, address: tuple[str, int]) -> dict[int, tuple[int, int]]:
+        """One DescribeProducers of ``key`` ("topic:p") to the node at ``address``: producer id ->
+        (epoch, first offset of its open transaction); empty when it does not answer."""
+        from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+
+        topic, _, p = key.rpartition(":")
+        request = DescribeProducersRequest[0](topics=[DescribeProducersRequest.TopicRequest(
+            name=topic, partition_indexes=[int(p)])])
+        try:
+            resp = self._ask(*address, request, DescribeProducersResponse)
+        except Exception:
+            return {}
+        return {a.producer_id: (a.producer_epoch, a.current_txn_start_offset)
+                for t in resp.topics for q in t.partitions if q.error_code == 0
+                for a in q.active_producers if a.current_txn_start_offset >= 0}
+
     def _metadata(self, topics: list[str]):
         """(node id -> (host, port), "topic:p" -> leader) from the first node that answers."""
         from kafka.protocol.metadata import MetadataRequest, MetadataResponse
@@ -90,31 +110,12 @@ class TxnView:
             out.setdefault(key, {})[pid] = (epoch, start)
         return out
 
-    def each_open(self, keys: list[str]):
-        """(key, producer id, first offset) of each open transaction, partition by partition in
-        the order of ``keys``, as each leader answers."""
-        for key, pid, _epoch, start in self._each(keys):
-            yield key, pid, start
-
     def _each(self, keys: list[str]):
-        from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
-
         nodes, leaders = self._metadata(sorted({k.rpartition(":")[0] for k in keys}))
         for key in keys:
-            topic, _, p = key.rpartition(":")
-            if leaders.get(key, -1) not in nodes:
-                continue
-            request = DescribeProducersRequest[0](topics=[DescribeProducersRequest.TopicRequest(
-                name=topic, partition_indexes=[int(p)])])
-            try:
-                resp = self._ask(*nodes[leaders[key]], request, DescribeProducersResponse)
-            except Exception:
-                continue
-            for t in resp.topics:
-                for q in t.partitions:
-                    for a in (q.active_producers if q.error_code == 0 else []):
-                        if a.current_txn_start_offset >= 0:
-                            yield key, a.producer_id, a.producer_epoch, a.current_txn_start_offset
+            if leaders.get(key, -1) in nodes:
+                for pid, (epoch, start) in self.producers_at(key, nodes[leaders[key]]).items():
+                    yield key, pid, epoch, start
 
     def owners(self, pids: set[int] | None) -> dict[int, tuple[str, TxnState]]:
         """producer id -> (transactional id, what its coordinator says of it), for ``pids``
