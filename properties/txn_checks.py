@@ -16,7 +16,9 @@ Three kinds of evidence, each enough on its own:
   high watermark after the cluster healed and the final read waited for open transactions to
   end): the LSO, below the high watermark, sits at the first record a transaction wrote there
   whose end was acknowledged (its commit, or its abort: a failed ``txn`` op with
-  ``"aborted": true``);
+  ``"aborted": true``) before the final read began (``final_read.start_ns``: a coordinator
+  acknowledges the end before it writes the markers, and a simulated run's clients go on during
+  the final read);
 * the log (``config.final_read.uncommitted``: every data record of each partition, read with
   read_uncommitted after the final read): a transaction wrote a partition (committed, aborted
   or with an outcome the client did not learn), and the same producer's (transactional id's)
@@ -120,7 +122,8 @@ def check_hanging(ops: list[Op], config: dict, add) -> None:
     for key, pair in sorted((final.get("stable_offsets") or {}).items()):
         writer = log.writer.get((key, pair[0])) if isinstance(pair, list) and len(pair) == 2 and pair[0] < pair[1] \
             else None
-        if writer is not None and (writer.type == "ok" or writer.aborted):  # its end was acknowledged
+        if writer is not None and (writer.type == "ok" or writer.aborted) \
+                and writer.time < final.get("start_ns", writer.time + 1):  # its end was acknowledged before the final read
             found[(key, pair[0])] = {"op": writer}
     if final.get("uncommitted"):
         for spot, (op, nxt, between) in _unmarked(log).items():

@@ -57,7 +57,8 @@ def sighting(partition, start, at_ns=5_000_000, state="CompleteCommit", here=Fal
 def test_a_commit_whose_partition_stayed_open_is_a_hanging_transaction():
     h = H().txn(1, [("t:0", 1, 0), ("t:1", 1, 0)]).assign(9, ["t:0", "t:1"]).poll(9, {"t:0": [[0, 1]]})
     log = [{"node": "kafka-1", "line": "Couldn't find leader endpoint for partitions Set(t-1) while trying to send"}]
-    result = check(h.ops, config({"t:0": [2, 2], "t:1": [0, 1]}, {"t:0": 2}, reached=False, broker_log=log))
+    result = check(h.ops, config({"t:0": [2, 2], "t:1": [0, 1]}, {"t:0": 2}, reached=False, broker_log=log,
+                                 start_ns=h.ops[-1]["time"]))
     assert result["valid"] is False and "hanging-transaction" in result["anomaly_types"]
     a = result["anomalies"]["hanging-transaction"][0]
     assert (a["key"], a["first_offset"], a["outcome"], a["values"]) == ("t:1", 0, "open", [1])
@@ -72,17 +73,27 @@ def test_markers_that_came_leave_no_finding():
     assert result["valid"] is True, result["anomaly_types"]
 
 
+def test_a_commit_acknowledged_after_the_final_read_began_may_still_be_writing_its_markers():
+    # a coordinator answers EndTxn before it writes the markers; a simulated run's clients go on
+    # while the final read reads, and the last stable offsets are taken as it ends
+    h = H().txn(1, [("t:0", 1, 0), ("t:1", 1, 0)]).assign(9, ["t:0", "t:1"]).poll(9, {"t:0": [[0, 1]]})
+    result = check(h.ops, config({"t:0": [2, 2], "t:1": [0, 1]}, {"t:0": 2}, start_ns=500_000))
+    assert "hanging-transaction" not in result["anomaly_types"]
+    result = check(h.ops, config({"t:0": [2, 2], "t:1": [0, 1]}, {"t:0": 2}, start_ns=1_500_000))
+    assert "hanging-transaction" in result["anomaly_types"]
+
+
 def test_an_open_transaction_whose_end_was_not_acknowledged_is_not_one():
     # a producer that vanished mid-transaction: the coordinator aborts it when it times out
     h = H().txn(1, [("t:1", 1, 0)], type_="info").assign(9, ["t:1"]).poll(9, {})
-    result = check(h.ops, config({"t:1": [0, 1]}, {}, reached=False))
+    result = check(h.ops, config({"t:1": [0, 1]}, {}, reached=False, start_ns=h.ops[-1]["time"]))
     assert "hanging-transaction" not in result["anomaly_types"]
 
 
 def test_the_open_transaction_is_the_one_at_the_last_stable_offset():
     # the txn at offset 0 failed (its end unknown); the committed one at 1 is blocked behind it, not hanging
     h = H().txn(1, [("t:1", 1, 0)], type_="info").txn(2, [("t:1", 2, 1)]).assign(9, ["t:1"]).poll(9, {})
-    result = check(h.ops, config({"t:1": [0, 2]}, {}, reached=False))
+    result = check(h.ops, config({"t:1": [0, 2]}, {}, reached=False, start_ns=h.ops[-1]["time"]))
     assert "hanging-transaction" not in result["anomaly_types"]
 
 
@@ -181,11 +192,12 @@ def test_records_missing_from_the_log_say_nothing_of_markers():
 
 def test_an_acknowledged_abort_that_left_its_partition_open_is_one_too():
     h = H().txn(1, [("t:1", 1, 0)], type_="fail", aborted=True).assign(9, ["t:1"]).poll(9, {})
-    result = check(h.ops, config({"t:1": [0, 1]}, {}, reached=False))
+    result = check(h.ops, config({"t:1": [0, 1]}, {}, reached=False, start_ns=h.ops[-1]["time"]))
     [a] = result["anomalies"]["hanging-transaction"]
     assert a["outcome"] == "open" and "its abort succeeded" in a["explanation"]
     h = H().txn(1, [("t:1", 1, 0)], type_="fail", aborted=False).assign(9, ["t:1"]).poll(9, {})
-    assert "hanging-transaction" not in check(h.ops, config({"t:1": [0, 1]}, {}, reached=False))["anomaly_types"]
+    result = check(h.ops, config({"t:1": [0, 1]}, {}, reached=False, start_ns=h.ops[-1]["time"]))
+    assert "hanging-transaction" not in result["anomaly_types"]
 
 
 def test_open_since_an_acknowledged_commit_while_the_producer_went_on_is_hanging():
