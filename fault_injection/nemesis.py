@@ -284,6 +284,7 @@ class Nemesis:
         # the history processes a client node runs (group members): a pause or resume of
         # such a node names them, so that the checker knows whose session it stopped
         self.processes_of = processes_of
+        self.offline: set[int] = set()  # the nodes an offline-partition fault holds down
 
     def schedule(self, steps: list[dict]) -> None:
         for step in steps:
@@ -318,9 +319,12 @@ class Nemesis:
         elif f in ("pause", OFFLINE):  # (offline-partition: its nodes paused past their session)
             for n in v["nodes"]:
                 sim.pause(n)
+            if f == OFFLINE:
+                self.offline.update(v["nodes"])
         elif f == "resume":
             for n in v["nodes"]:
                 sim.resume(n)
+            self.offline.difference_update(v["nodes"])
         elif f == "disk-fault":
             return self._disk_fault(v)
         elif f == "disk-heal":

@@ -13,7 +13,7 @@ import pytest
 from fault_injection.nemesis import ScheduleError, load_schedule, offline_ms
 from kafkacheck.cli import main
 from kafkacheck.judge import judge_record
-from kafkacheck.runner import RunOptions, simulate
+from kafkacheck.runner import STALL_MS, RunOptions, simulate
 from kafkacheck.swarm import AIMED_CRASHING, CRASHES, draw
 
 SKIP = "txn-markers-skip-offline"
@@ -116,3 +116,17 @@ def test_the_swarm_draws_the_fault_for_transactional_runs_only_and_never_with_a_
     for o in offline:
         assert o.workload in ("txn", "eos") and not set(o.faults) & CRASHES and not set(o.aimed) & AIMED_CRASHING
     assert all("offline-around-commit" not in o.aimed for o in drawn if o not in offline)
+
+
+def test_a_workload_waiting_for_its_offline_partition_is_not_stalled():
+    # swarm seed 310: one partition, held offline longer than the stall bound (its producers'
+    # delivery timeout is 90 s); every op touches it, so none completes until it is back
+    options = draw(310, ops=125)
+    assert options.partitions == 1 and options.faults == ["offline-partition"]
+    outcome = simulate(options, None)
+    ops = nemesis_ops(outcome)
+    down = next(o for o in ops if o["f"] == "offline-partition")
+    back = next((o for o in ops if o["f"] == "resume" and o["time"] > down["time"]), None)
+    assert back is not None and back["time"] - down["time"] > STALL_MS * 1_000_000
+    result = judge_record(outcome.record())
+    assert result["valid"] is True, result["anomaly_types"]
