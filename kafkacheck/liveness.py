@@ -65,4 +65,9 @@ def unconverged(controller: Controller | None, brokers: dict[int, Broker]) -> li
                 out.append({"what": "group-unsettled", "key": group,
                             "detail": f"coordinator {b.node_id}: {g.state} in generation "
                                       f"{g.generation} with {len(g.members)} member(s)"})
+            modern = g.modern.state() if g.modern is not None else "Empty"
+            if modern not in ("Empty", "Stable"):
+                out.append({"what": "group-unsettled", "key": group,
+                            "detail": f"coordinator {b.node_id}: consumer group {modern} at group epoch "
+                                      f"{g.modern.group_epoch} with {len(g.modern.members)} member(s)"})
     return out

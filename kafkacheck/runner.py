@@ -78,6 +78,7 @@ class RunOptions:
     transaction_version: int = 1  # 2: KIP-890 epoch bump at every transaction end
     assignor: str = "range"  # groups workload
     static_members: bool = False  # groups workload: group.instance.id per member
+    group_protocol: str = "classic"  # groups workloads: "consumer" is KIP-848's
     # what a swarm seed varies besides the above (the defaults change nothing)
     timings: dict[str, int] | None = None  # overrides of CLUSTER_TIMINGS
     fault_stable_ms: tuple[int, int] = (1_000, 4_000)  # random schedule: calm between faults

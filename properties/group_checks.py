@@ -29,6 +29,10 @@ until P reports k revoked, reports a newer assignment, or crashes.
   lower one;
 * ``processed-twice``: with at-most-once delivery (``groups.delivery``), a record processed
   by two commits (:func:`check_at_most_once`);
+* with KIP-848's consumer protocol (``groups.protocol == "consumer"``), where each member's
+  epoch is its own, ``fenced-commit`` and ``reassigned-before-revoked`` (generations compared
+  across members) give way to ``assigned-before-released``
+  (:mod:`properties.consumer_group_checks`); a "generation" there is a member epoch;
 * ``unowned-partition``: after every fault healed, the members' final assignments in the
   newest generation leave a partition without an owner (or members did not converge on one
   generation).
@@ -38,6 +42,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
+
+from properties.consumer_group_checks import check_consumer_protocol
 
 INF = float("inf")
 
@@ -122,8 +128,11 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
     for c in claims:
         c["end"] = min(c["end"], last_seen.get(c["process"], INF))
     _double_ownership(claims, add)
-    _fenced_commits(completions, invokes, assigned_at, add)
-    _reassigned_before_revoked(timeline, add)
+    if groups.get("protocol") == "consumer":  # KIP-848: member epochs are each member's own
+        check_consumer_protocol(completions, invokes, add)
+    else:
+        _fenced_commits(completions, invokes, assigned_at, add)
+        _reassigned_before_revoked(timeline, add)
     _expired_member_commits(ops, config, completions, invokes, timeline, add)
     _committed_offset_regressed(completions, invokes, add)
     if groups.get("assignor") == "cooperative-sticky":

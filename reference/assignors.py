@@ -13,6 +13,13 @@ topic, and the partitions each member owns now, and returns member id -> partiti
 * ``cooperative-sticky``: the sticky target, but a partition that changes owner is given to
   nobody in this round: its old owner revokes it first, rejoins, and the next round hands it
   over (KIP-429's two phases).
+
+The server-side assignors of KIP-848's consumer groups (:func:`server_assign`), run by the
+group coordinator over the previous target assignment:
+
+* ``uniform`` (the default): the ``sticky`` assignment above, balanced first, then sticky;
+* ``range``: the ``range`` assignment, static members first in instance-id order (so that a
+  static member that comes back keeps its ranges), then the others in member-id order.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 from reference.messages import TopicPartition
 
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+SERVER_ASSIGNORS = ("uniform", "range")  # KIP-848's; the first is the default
 
 
 def _all_partitions(subscriptions: dict[str, list[str]], partitions: dict[str, int]) -> list[TopicPartition]:
@@ -145,3 +153,19 @@ def assign(name: str, subscriptions: dict[str, list[str]], partitions: dict[str,
     if name == "cooperative-sticky":
         return cooperative_sticky_assign(subscriptions, partitions, owned)
     raise ValueError(f"unknown assignor {name!r}; known: {', '.join(ASSIGNORS)}")
+
+
+def server_assign(name: str, subscriptions: dict[str, list[str]], partitions: dict[str, int],
+                  previous: dict[str, list[TopicPartition]], instances: dict[str, str | None]
+                  ) -> dict[str, list[TopicPartition]]:
+    """A consumer group's target assignment: member id -> partitions. ``previous``: the
+    previous target; ``instances``: each member's ``group.instance.id`` (or None)."""
+    if name == "uniform":
+        return sticky_assign(subscriptions, partitions, previous)
+    if name != "range":
+        raise ValueError(f"unknown server assignor {name!r}; known: {', '.join(SERVER_ASSIGNORS)}")
+    order = {m: (0, instances[m], m) if instances.get(m) is not None else (1, "", m) for m in subscriptions}
+    ranked = sorted(subscriptions, key=lambda m: order[m])
+    keyed = {f"{i:09d}": subscriptions[m] for i, m in enumerate(ranked)}
+    result = range_assign(keyed, partitions)
+    return {m: result[f"{i:09d}"] for i, m in enumerate(ranked)}

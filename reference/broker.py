@@ -48,6 +48,7 @@ from reference.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    ConsumerGroupHeartbeatRequest,
     DeleteRecordsRequest,
     EndTxnRequest,
     FetchRequest,
@@ -91,7 +92,8 @@ class Broker(BrokerState):
         # cycle, so a crashed broker is freed at once (the simulator avoids full collections)
         host = weakref.proxy(self)
         self.txn = TransactionCoordinator(host, config.transaction_state_partitions, config.transaction_version)
-        self.groups = GroupCoordinator(host, config.offsets_partitions)
+        self.groups = GroupCoordinator(host, config.offsets_partitions, config.consumer_session_timeout_ms,
+                                       config.consumer_heartbeat_interval_ms)
         self.coordinators = {TXN_TOPIC: self.txn, OFFSETS_TOPIC: self.groups}
 
     # ------------------------------------------------------------ lifecycle
@@ -268,6 +270,9 @@ class Broker(BrokerState):
     def has_partition(self, tp: TopicPartition) -> bool:
         return tp in self.leaders()
 
+    def partition_count(self, topic: str) -> int:
+        return sum(1 for tp in self.leaders() if tp.topic == topic)
+
     def verify_txn(self, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition,
                    then: Callable[[Errors], None], add: bool = False) -> None:
         produce.verify_txn(self, txn_id, producer_id, producer_epoch, tp, then, add)
@@ -340,6 +345,7 @@ HANDLERS: dict[type, Callable[[Broker, int, int, Any], None]] = {
     JoinGroupRequest: lambda b, now, src, m: b.groups.join_group(now, src, m),
     SyncGroupRequest: lambda b, now, src, m: b.groups.sync_group(now, src, m),
     HeartbeatRequest: lambda b, now, src, m: b.groups.heartbeat(now, src, m),
+    ConsumerGroupHeartbeatRequest: lambda b, now, src, m: b.groups.consumer.heartbeat(now, src, m),
     LeaveGroupRequest: lambda b, now, src, m: b.groups.leave_group(now, src, m),
     TxnOffsetCommitRequest: lambda b, now, src, m: b.groups.txn_offset_commit(now, src, m),
     OffsetFetchRequest: lambda b, now, src, m: b.groups.offset_fetch(src, m),

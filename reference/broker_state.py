@@ -57,6 +57,10 @@ class BrokerConfig:
     # the defaults the fetcher rotates its partitions' order, as Kafka's does
     replica_fetch_max_bytes: int = REPLICA_FETCH_MAX_BYTES
     replica_fetch_response_max_bytes: int = REPLICA_FETCH_RESPONSE_MAX_BYTES
+    # KIP-848's consumer groups: group.consumer.session.timeout.ms and
+    # group.consumer.heartbeat.interval.ms (Kafka's defaults)
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
 
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, flush_messages=self.flush_messages)
@@ -65,9 +69,13 @@ class BrokerConfig:
     def from_timings(cls, timings: dict[str, int], **settings) -> BrokerConfig:
         """A config whose timers come from a timings table (the simulated cluster's or the
         served one's): each of :data:`TIMER_FIELDS`, and the coordinator lease from its
-        ``session_timeout_ms``; ``settings`` set the other fields."""
+        ``session_timeout_ms``, and the consumer groups' session and heartbeat interval from its
+        ``member_session_timeout_ms`` and ``member_heartbeat_interval_ms`` if it has them;
+        ``settings`` set the other fields."""
+        groups = {f"consumer_{k}": timings[f"member_{k}"] for k in ("session_timeout_ms", "heartbeat_interval_ms")
+                  if f"member_{k}" in timings}
         return cls(**{f: timings[f] for f in TIMER_FIELDS}, coordinator_lease_ms=timings["session_timeout_ms"],
-                   **settings)
+                   **groups, **settings)
 
 
 TIMER_FIELDS = ("replica_lag_time_max_ms", "replica_fetch_wait_max_ms", "replica_fetch_backoff_ms",

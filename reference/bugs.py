@@ -25,6 +25,9 @@ class Bug(StrEnum):
     COMPACTION_DROPS_LATEST = "compaction-drops-latest"
     LSO_OFF_BY_ONE = "lso-off-by-one"
     TXN_MARKERS_SKIP_OFFLINE = "txn-markers-skip-offline"
+    # KIP-848's consumer groups (offered in BUGS once their hunt scenarios and machines exist)
+    CONSUMER_GROUP_PARTITION_EPOCH_LOST = "consumer-group-partition-epoch-lost"
+    CONSUMER_GROUP_REJOIN_FENCED = "consumer-group-rejoin-fenced"
 
 
 BUGS: dict[Bug, str] = {

@@ -68,6 +68,8 @@ class ConsumerConfig:
     assignors: tuple[str, ...] = ("range", "cooperative-sticky")
     enable_auto_commit: bool = True
     auto_commit_interval_ms: int = 5_000
+    # KIP-848 (ModernGroupConsumer): the server-side assignor asked for (None: the group's default)
+    server_assignor: str | None = None
 
 
 @frozen

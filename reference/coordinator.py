@@ -64,6 +64,9 @@ class CoordinatorHost(Protocol):
     def leader_of(self, tp: TopicPartition) -> int:
         """The partition's leader in the broker's metadata (-1: none)."""
 
+    def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has in the broker's metadata (0: no such topic)."""
+
     def has_partition(self, tp: TopicPartition) -> bool:
         """The partition is in the broker's metadata (with a leader or without one)."""
 

@@ -46,6 +46,7 @@ import json
 
 from reference import records as rec
 from reference.bugs import Bug
+from reference.consumer_group_coordinator import ConsumerGroups, check_commit
 from reference.coordinator import Coordinator, CoordinatorHost
 from reference.errors import Errors
 from reference.group_state import (
@@ -89,9 +90,12 @@ class GroupCoordinator(Coordinator):
 
     topic = OFFSETS_TOPIC
 
-    def __init__(self, host: CoordinatorHost, num_partitions: int) -> None:
+    def __init__(self, host: CoordinatorHost, num_partitions: int, consumer_session_timeout_ms: int = 45_000,
+                 consumer_heartbeat_interval_ms: int = 5_000) -> None:
         super().__init__(host, num_partitions)
         self.groups: dict[str, GroupState] = {}
+        # KIP-848's consumer groups, beside the classic ones
+        self.consumer = ConsumerGroups(self, consumer_session_timeout_ms, consumer_heartbeat_interval_ms)
         # producer id -> group -> offsets, written in a transaction not yet ended
         self.pending_txn: dict[int, dict[str, dict[TopicPartition, int]]] = {}
         self.unfenced = Bug.GROUP_GENERATION_UNFENCED in host.bugs
@@ -128,6 +132,9 @@ class GroupCoordinator(Coordinator):
         if r.key is None or r.value is None:
             return
         key = json.loads(r.key)
+        if key.get("type") == "consumer-group":
+            self.group_state(key["group"]).modern = self.consumer.loaded(now_ms, key["group"], json.loads(r.value))
+            return
         if key.get("type") == "group":
             self.groups.setdefault(key["group"], GroupState()).load(json.loads(r.value), now_ms)
             return
@@ -141,8 +148,10 @@ class GroupCoordinator(Coordinator):
             self.groups.setdefault(key["group"], GroupState()).committed[tp] = offset
 
     def _forget(self, partition: int) -> None:
-        for g in [g for g in self.groups if self.partition_of(g) == partition]:
+        gone = [g for g in self.groups if self.partition_of(g) == partition]
+        for g in gone:
             self._unload_group(g, self.groups.pop(g))
+        self.consumer.forget(gone)
         for pid in list(self.pending_txn):
             groups = self.pending_txn[pid]
             for g in [g for g in groups if self.partition_of(g) == partition]:
@@ -175,6 +184,9 @@ class GroupCoordinator(Coordinator):
             if m.sync is not None:
                 self.host.send(m.sync[0], SyncGroupResponse(m.sync[1], Errors.NOT_COORDINATOR))
                 m.sync = None
+
+    def group_state(self, group: str) -> GroupState:
+        return self.groups.setdefault(group, GroupState())
 
     def _write_then(self, now_ms: int, group: str, batch: bytes, apply, on_done) -> None:
         """Write ``batch`` to the group's partition; once committed, ``apply()`` its effect
@@ -224,7 +236,10 @@ class GroupCoordinator(Coordinator):
         if not req.protocols:
             answer(Errors.INCONSISTENT_GROUP_PROTOCOL)
             return
-        g = self.groups.setdefault(req.group_id, GroupState())
+        g = self.group_state(req.group_id)
+        if g.modern is not None and g.modern.members:
+            answer(Errors.INCONSISTENT_GROUP_PROTOCOL)  # a consumer group (KIP-848) with members
+            return
         member_id = req.member_id
         if req.group_instance_id is not None:
             known = g.static.get(req.group_instance_id)
@@ -479,6 +494,7 @@ class GroupCoordinator(Coordinator):
         self.host.set_timer(TICK_MS, ("group", "tick"))
         if not self.host.lease_valid():
             return
+        self.consumer.tick(now_ms)
         for group in sorted(self.groups):
             if self.partition_of(group) not in self.loaded:
                 continue
@@ -504,7 +520,10 @@ class GroupCoordinator(Coordinator):
             self.host.send(src, OffsetCommitResponse(req.correlation_id, error))
 
         error = self._owns(req.group_id)
-        if error is Errors.NONE:
+        modern = self.consumer.group(req.group_id)
+        if error is Errors.NONE and modern is not None and not self.groups[req.group_id].members:
+            error = check_commit(modern, req.generation_id, req.member_id, [tp for tp, _o in req.offsets], False)
+        elif error is Errors.NONE:
             error = check_member(self.groups.get(req.group_id), req.generation_id, req.member_id, self.unfenced)
         if error is not Errors.NONE:
             answer(error)
@@ -545,7 +564,11 @@ class GroupCoordinator(Coordinator):
             if log.producer_state.check_marker(req.producer_id, req.producer_epoch) is not Errors.NONE:
                 answer(Errors.PRODUCER_FENCED)
                 return
-            error = check_txn_member(self.groups.get(req.group_id), req, self.unfenced)
+            modern = self.consumer.group(req.group_id)
+            if modern is not None and not self.groups[req.group_id].members:
+                error = check_commit(modern, req.generation_id, req.member_id, [tp for tp, _o in req.offsets], True)
+            else:
+                error = check_txn_member(self.groups.get(req.group_id), req, self.unfenced)
             if error is not Errors.NONE:
                 answer(error)
                 return

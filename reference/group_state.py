@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from reference import records as rec
+from reference.consumer_group import ConsumerGroup
 from reference.errors import Errors
 from reference.marks import mark
 from reference.messages import TopicPartition, TxnOffsetCommitRequest
@@ -84,6 +85,7 @@ class GroupState:
     static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     rebalance_deadline_ms: int = 0
     pending: set[str] = field(default_factory=set)  # KIP-394: member ids given out, not yet joined
+    modern: ConsumerGroup | None = None  # the group as a KIP-848 consumer group, if it was one
 
     def move(self, phase: GroupPhase, group: str) -> None:
         if phase not in TRANSITIONS[self.state]:

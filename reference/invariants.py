@@ -22,7 +22,9 @@ node just acted. The checks are incremental so they can run after every step:
   producer, of the transaction's epoch or a newer one, since the coordinator held it in
   Prepare{Commit,Abort} (the partition leaders' ``txn-marker`` events, told through
   :meth:`InvariantChecker.saw_event`). A marker the coordinator counts as done because the
-  partition refused it as fenced is then one a newer epoch or coordinator wrote there.
+  partition refused it as fenced is then one a newer epoch or coordinator wrote there;
+* ``consumer-group-single-owner``: in a consumer group (KIP-848) as its coordinator has it,
+  no partition is held (assigned, or pending revocation) by two members.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class InvariantChecker:
         self.checked_metadata_version = -1
         self._controller_version = -1
         self._verified: dict[tuple[int, TopicPartition, int], bytes] = {}
+        self.cgroup_changes: dict[int, int] = {}  # consumer-group-single-owner: changes checked
         # txn-complete-after-markers: (producer id, key) -> the epochs of the markers written
         # there, in order; per coordinator node, the count of its changes last seen, and each
         # transaction as last seen there with, in Prepare, the marker counts of its partitions
@@ -116,6 +119,8 @@ class InvariantChecker:
         shrunk = self._check_broker(broker, out) if broker is not None else []
         if broker is not None and broker.txn.changes != self.txn_changes.get(broker.node_id):
             self._check_txn_completions(broker, out)
+        if broker is not None and broker.groups.consumer.changes != self.cgroup_changes.get(broker.node_id):
+            self._check_consumer_groups(broker, out)
         if controller is None:
             return out
         if controller.metadata_version != self.checked_metadata_version:
@@ -227,6 +232,13 @@ class InvariantChecker:
                         "txn-complete-after-markers", n, key,
                         f"the coordinator completed {txn_id!r} ({meta.state}, producer {prepared.producer_id} "
                         f"epoch {prepared.producer_epoch}) without a marker in {key}"))
+
+    def _check_consumer_groups(self, b: Broker, out: list[Violation]) -> None:
+        self.cgroup_changes[b.node_id] = b.groups.consumer.changes
+        for group, gs in sorted(b.groups.groups.items()):
+            for tp, members in sorted((gs.modern.double_held() if gs.modern is not None else {}).items()):
+                out.append(Violation("consumer-group-single-owner", b.node_id, tp.key,
+                                     f"group {group!r}: members {sorted(members)} both hold {tp.key}"))
 
     def _check_matching(self, n: int, tp: TopicPartition, log, out: list[Violation]) -> None:
         key = (n, tp)

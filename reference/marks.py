@@ -71,6 +71,16 @@ MARKS: dict[str, str] = {
     "group-rebalance-in-progress": "a heartbeat or commit told that a rebalance is under way",
     "group-static-member-replaced": "a static member's instance id taken over by a new member id",
     "group-unloaded-with-waiters": "a group coordinator unloaded a group while joins or syncs waited for its rebalance",
+    # consumer groups (KIP-848)
+    "cgroup-target-assignment": "a consumer group's coordinator computed a new target assignment",
+    "cgroup-fenced-member-epoch": "a consumer-group heartbeat refused: FENCED_MEMBER_EPOCH",
+    "cgroup-unknown-member-id": "a consumer-group heartbeat from a member the group does not have",
+    "cgroup-unreleased-instance-id": "a static member joined while its previous incarnation was still in the group",
+    "cgroup-fenced-instance-id": "a heartbeat from a static member's older incarnation",
+    "cgroup-member-expired": "a consumer-group member removed: its session ran out",
+    "cgroup-member-revoke-timeout": "a consumer-group member removed: it did not revoke within its rebalance timeout",
+    "cgroup-commit-unknown-member": "an offset commit to a consumer group from a member it does not have",
+    "cgroup-commit-stale-epoch": "an offset commit to a consumer group refused: STALE_MEMBER_EPOCH",
     # compaction
     "cleaner-removed-records": "the cleaner removed superseded records",
     "cleaner-removed-tombstone": "the cleaner removed a tombstone past delete.retention.ms",

@@ -534,6 +534,36 @@ class HeartbeatResponse:
 
 
 @frozen
+class ConsumerGroupHeartbeatRequest:
+    """KIP-848's one request of a member (ConsumerGroupHeartbeat v0). A None field is
+    unchanged since the last heartbeat; ``member_epoch`` 0 joins, -1 leaves, -2 leaves for a
+    while (a static member); ``owned``: the partitions the member owns now."""
+
+    correlation_id: int
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topics: tuple[str, ...] | None = None
+    server_assignor: str | None = None
+    owned: tuple[TopicPartition, ...] | None = None
+
+
+@frozen
+class ConsumerGroupHeartbeatResponse:
+    """``assignment``: the member's assigned partitions (without those it must still revoke);
+    None when unchanged."""
+
+    correlation_id: int
+    error: Errors
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[TopicPartition, ...] | None = None
+
+
+@frozen
 class LeaveGroupRequest:
     correlation_id: int
     group_id: str

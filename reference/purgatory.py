@@ -14,7 +14,9 @@ for a client's request, a deadline.
   leadership moved away, its topic was deleted, its coordinator unloaded it.
 
 Every operation ends exactly once, through its ``on_done(error)``. An operation parked by
-another's ``on_done`` while :meth:`complete` runs is looked at in the same pass.
+another's ``on_done`` while :meth:`complete` runs is looked at in the same pass; an
+``on_done`` that calls :meth:`complete` again (a coordinator's next write, parked and looked at
+at once) neither ends an operation a second time nor puts an ended one back.
 """
 
 from __future__ import annotations
@@ -47,25 +49,28 @@ class Purgatory:
         return bool(self._waiting.get(tp))
 
     def complete(self, tp: TopicPartition, high_watermark: int, isr_satisfied: bool) -> None:
-        waiting = self._waiting.get(tp)
-        if not waiting:
-            return
-        keep = []
-        for w in waiting:  # (a list that on_done may append to: those are looked at too)
-            if high_watermark >= w.required_offset:
-                w.on_done(Errors.NONE if isr_satisfied else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-            else:
-                keep.append(w)
-        self._waiting[tp] = keep
+        # The operations are taken out before any on_done runs: an on_done may park another
+        # (looked at in this pass too) or call complete again (a coordinator's next write),
+        # and neither may see, or put back, an operation already ended.
+        keep: list[Waiting] = []
+        while waiting := self._waiting.pop(tp, None):
+            for w in waiting:
+                if high_watermark >= w.required_offset:
+                    w.on_done(Errors.NONE if isr_satisfied else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                else:
+                    keep.append(w)
+        if keep:
+            self._waiting[tp] = keep
 
     def expire(self, tp: TopicPartition, now_ms: int) -> None:
-        keep = []
-        for w in self._waiting.get(tp, []):
+        keep: list[Waiting] = []
+        for w in self._waiting.pop(tp, []):  # (taken out first, as in complete)
             if w.deadline_ms is not None and w.deadline_ms <= now_ms:
                 w.on_done(Errors.REQUEST_TIMED_OUT)
             else:
                 keep.append(w)
-        self._waiting[tp] = keep
+        if keep or tp in self._waiting:
+            self._waiting[tp] = keep + self._waiting.get(tp, [])
 
     def due(self, tp: TopicPartition, now_ms: int) -> bool:
         """Whether :meth:`expire` would end anything now."""

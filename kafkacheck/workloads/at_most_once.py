@@ -140,7 +140,8 @@ class AtMostOnceWorkload(GroupsWorkload):
             return super().client(i, node_id, rng)  # the producer
         s = self.setup
         return AtMostOnceMember(node_id, i, s.options.clients, [tp.key for tp in s.keys], s.broker_ids, rng,
-                                s.budget, self.member_config(), s.options.static_members)
+                                s.budget, self.member_config(), s.options.static_members,
+                                protocol=s.options.group_protocol)
 
     def config(self) -> dict:
         config = super().config()

@@ -19,6 +19,7 @@ from reference.consumer import FETCH_MAX_BYTES, MAX_PARTITION_FETCH_BYTES, Consu
 from reference.messages import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
+    ConsumerGroupHeartbeatResponse,
     EndTxnResponse,
     FetchResponse,
     FindCoordinatorResponse,
@@ -110,7 +111,7 @@ class ClientBase(Node):
                     self.producer.receive(now_ms, src, message)
             case (FetchResponse() | ListOffsetsResponse() | OffsetFetchResponse()
                   | OffsetCommitResponse() | JoinGroupResponse() | SyncGroupResponse()
-                  | HeartbeatResponse() | LeaveGroupResponse()):
+                  | HeartbeatResponse() | LeaveGroupResponse() | ConsumerGroupHeartbeatResponse()):
                 self.consumer.receive(now_ms, src, message)
             case MetadataResponse() | FindCoordinatorResponse():
                 if message.correlation_id >= Consumer.CORRELATION_BASE:

@@ -39,6 +39,7 @@ from kafkacheck.workloads.queue import QueueClient
 from kafkacheck.workloads.rules import commit_completion
 from reference.consumer import ConsumerConfig
 from reference.group_consumer import GroupConsumer
+from reference.modern_consumer import ModernGroupConsumer
 from reference.topics import OFFSETS_TOPIC
 
 GROUP = "workers"
@@ -51,7 +52,7 @@ class GroupMemberClient(ClientBase):
     def __init__(self, node_id: int, index: int, n_clients: int, keys: list[str],
                  bootstrap: list[int], rng: random.Random, budget: Budget,
                  consumer_config: ConsumerConfig, static: bool, poll_ms: int = 200,
-                 think_ms: int = 50) -> None:
+                 think_ms: int = 50, protocol: str = "classic") -> None:
         super().__init__(node_id)
         self.index = index
         self.n_clients = n_clients
@@ -62,6 +63,7 @@ class GroupMemberClient(ClientBase):
         self.rng = rng
         self.budget = budget
         self.static = static
+        self.protocol = protocol  # the group protocol: classic, or consumer (KIP-848)
         self.config = consumer_config
         self.poll_ms = poll_ms
         self.think_ms = think_ms
@@ -74,13 +76,15 @@ class GroupMemberClient(ClientBase):
         self.final_polled = False
         self.last_read: dict[str, list] = {}  # what the last poll returned
 
-    def _new_consumer(self) -> GroupConsumer:
+    def _new_consumer(self) -> GroupConsumer | ModernGroupConsumer:
         instance = f"member-{self.index}" if self.static else None
-        # a JoinGroup waits for its answer as kafka-python's does in the conformance workload
-        # (max.poll.interval.ms, Kafka's default, + 5 s), ended early only by a broken connection
-        c = GroupConsumer(self.node_id, self.bootstrap,
-                          replace(self.config, group_id=GROUP, group_instance_id=instance),
-                          join_timeout_ms=KAFKA_PYTHON_JOIN_TIMEOUT_MS)
+        config = replace(self.config, group_id=GROUP, group_instance_id=instance)
+        if self.protocol == "consumer":
+            c: GroupConsumer | ModernGroupConsumer = ModernGroupConsumer(self.node_id, self.bootstrap, config)
+        else:
+            # a JoinGroup waits for its answer as kafka-python's does in the conformance workload
+            # (max.poll.interval.ms, Kafka's default, + 5 s), ended early only by a broken connection
+            c = GroupConsumer(self.node_id, self.bootstrap, config, join_timeout_ms=KAFKA_PYTHON_JOIN_TIMEOUT_MS)
         # a rebuilt member is a new process: answers to its predecessor's requests (new
         # correlation ids) and its predecessor's timers (tagged) never reach it
         c._corr += self.incarnation * 10**9
@@ -371,7 +375,8 @@ class GroupsWorkload(Workload):
             return QueueClient(node_id, i, n, s.keys, s.broker_ids, rng, s.budget, s.producer, s.consumer,
                                think_ms=100, send_p=1.0)
         return GroupMemberClient(node_id, i, n, [tp.key for tp in s.keys], s.broker_ids, rng, s.budget,
-                                 self.member_config(), s.options.static_members)
+                                 self.member_config(), s.options.static_members,
+                                 protocol=s.options.group_protocol)
 
     def members(self, clients: list[int]) -> list[int]:
         return clients[1:]
@@ -382,8 +387,9 @@ class GroupsWorkload(Workload):
         return replace(self.setup.consumer, session_timeout_ms=t["member_session_timeout_ms"],
                        heartbeat_interval_ms=t["member_heartbeat_interval_ms"],
                        rebalance_timeout_ms=t["member_rebalance_timeout_ms"],
-                       max_poll_interval_ms=t["member_max_poll_interval_ms"], assignors=(o.assignor,),
-                       enable_auto_commit=False)
+                       max_poll_interval_ms=t["member_max_poll_interval_ms"], enable_auto_commit=False,
+                       **({"assignors": ("range",), "server_assignor": o.assignor} if o.group_protocol == "consumer"
+                          else {"assignors": (o.assignor,)}))
 
     def after_heal(self, sim, clients: list) -> None:
         """Every member polls once more: its final assignment reaches the history."""
@@ -396,7 +402,8 @@ class GroupsWorkload(Workload):
         o = self.setup.options
         return {"sub_via": ["subscribe"],
                 "groups": {"group": GROUP, "assignor": o.assignor, "static": o.static_members,
-                           "keys": [tp.key for tp in self.setup.keys], "final_polls": True}}
+                           "keys": [tp.key for tp in self.setup.keys], "final_polls": True,
+                           **({"protocol": "consumer"} if o.group_protocol == "consumer" else {})}}
 
 
     @classmethod

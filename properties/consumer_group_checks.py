@@ -1,0 +1,84 @@
+"""What KIP-848's consumer groups promise beyond the classic protocol's, judged from the
+members' rebalance logs (``groups.protocol == "consumer"``).
+
+In the consumer protocol a member's epoch is its own (each member reaches the target
+assignment's epoch when it has revoked what it must), so the classic checks that compare
+generations across members do not apply (:mod:`properties.group_checks` skips them). What
+the coordinator promises instead: a partition is given to a new owner only after its
+previous owner released it, by acknowledging its revocation or by leaving the group (fenced,
+expired, gone). From the clients:
+
+* ``assigned-before-released``: process Q reported owning partition k (the completion of
+  the op whose rebalance log assigned it, Q still holding it then) before process P, which
+  had owned k since before that, revoked k cleanly (the revocation is in an op invoked after
+  Q's report), and P went on as the same member (its next log entry is an assignment, not a
+  loss of its partitions): the coordinator handed k over while its owner still held it and
+  was still a member.
+
+A member that learns it was fenced logs its partitions as lost (``"lost"``), with or
+without partitions to lose; such a release is not clean, and a member that was still a
+zombie when another got its partition is allowed (the coordinator had removed it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+INF = float("inf")
+
+
+def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], add) -> None:
+    """Report ``assigned-before-released`` through ``add(kind, **evidence)``."""
+    holds: dict[str, list[dict]] = defaultdict(list)  # key -> spells of ownership
+    open_: dict[tuple[Any, str], dict] = {}
+    entries: dict[Any, list[tuple[str, bool, int]]] = defaultdict(list)  # process -> (type, lost, op)
+    for o in completions:
+        p = o["process"]
+        if o["f"] == "crash" or (o["f"] == "subscribe" and o["type"] == "ok"):
+            for key in [k for (q, k) in open_ if q == p]:
+                open_.pop((p, key)).update(end="gone", released_after=invokes.get(o["index"], o)["time"])
+            entries[p].append(("gone", True, o["index"]))
+            continue
+        for e in o.get("rebalance_log") or []:
+            lost = bool(e.get("lost"))
+            entries[p].append((e.get("type", ""), lost, o["index"]))
+            if e.get("type") == "revoked":
+                for k in map(str, e.get("keys", [])):
+                    spell = open_.pop((p, k), None)
+                    if spell is not None:
+                        spell.update(end="lost" if lost else "revoked", end_op=o["index"],
+                                     released_after=invokes.get(o["index"], o)["time"])
+            elif e.get("type") == "assigned":
+                for k in map(str, e.get("owned", e.get("keys", []))):
+                    if (p, k) not in open_:
+                        spell = {"process": p, "key": k, "since": o["time"], "op": o["index"], "end": None,
+                                 "released_after": INF}
+                        open_[(p, k)] = spell
+                        holds[k].append(spell)
+    for k, spells in sorted(holds.items()):
+        for old in spells:
+            if old["end"] != "revoked" or not _went_on(entries[old["process"]], old["end_op"]):
+                continue
+            for new in spells:
+                # each surely held it from the completion of the op that reported it to the
+                # invocation of the op that reported its end (nothing, within one op)
+                if (new["process"] != old["process"] and old["since"] < new["since"] < old["released_after"]
+                        and new["since"] < new["released_after"]):
+                    add("assigned-before-released", key=k, ops=[old["op"], new["op"], old["end_op"]],
+                        explanation=f"process {new['process']} owned {k} (op {new['op']}) while process "
+                                    f"{old['process']}, its owner since op {old['op']}, had not released it: "
+                                    f"it revoked {k} in op {old['end_op']}, invoked after that, and stayed "
+                                    f"in the group")
+
+
+def _went_on(log: list[tuple[str, bool, int]], op: int) -> bool:
+    """Whether the member's first log entry after the revocation reported in ``op`` is an
+    assignment: it was still a member when it revoked (a fenced member logs a loss first)."""
+    after = [(kind, lost) for kind, lost, at in log if at > op]
+    for kind, lost in after:
+        if kind == "assigned":
+            return True
+        if lost or kind == "gone":
+            return False
+    return False
