@@ -36,12 +36,14 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from kafkacheck.workloads import WORKLOADS
+from kafkacheck.workloads.groups import ConsumerGroupsMachine
 from kafkacheck.workloads.machine import ClusterMachine, Finding
 from reference.bugs import Bug
 
 # the workloads that have a machine, by name
 MACHINES: dict[str, type[ClusterMachine]] = {name: w.machine for name, w in WORKLOADS.items()
                                              if w.machine is not None}
+MACHINES["groups-consumer"] = ConsumerGroupsMachine  # the groups workload with KIP-848's protocol
 # the machine whose rules can reach each bug switch
 MACHINE_FOR_BUG = {
     Bug.TRUNCATE_TO_HIGH_WATERMARK: "queue", Bug.HW_WITHOUT_EPOCH_CHECK: "queue", Bug.UNCLEAN_ELECTION: "queue",
@@ -49,6 +51,7 @@ MACHINE_FOR_BUG = {
     Bug.NO_SEQUENCE_CHECK: "queue", Bug.ACK_BEFORE_ISR: "queue", Bug.TXN_UNFENCED_REQUESTS: "txn",
     Bug.LSO_OFF_BY_ONE: "txn", Bug.GROUP_GENERATION_UNFENCED: "groups", Bug.COMPACTION_DROPS_LATEST: "compaction",
     Bug.GROUP_UNLOAD_STRANDS_JOINS: "groups", Bug.TXN_MARKERS_SKIP_OFFLINE: "txn",
+    Bug.CONSUMER_GROUP_PARTITION_EPOCH_LOST: "groups-consumer", Bug.CONSUMER_GROUP_REJOIN_FENCED: "groups-consumer",
 }
 
 __all__ = ["MACHINES", "MACHINE_FOR_BUG", "Exploration", "Finding", "explore", "load", "machine", "replay",

@@ -53,6 +53,8 @@ class Scenario:
     # cluster the size of the model (its replay's: one partition, min.insync.replicas 1)
     template: str | None = None
     brokers: int = 3
+    group_protocol: str = "classic"  # the groups workloads' (consumer: KIP-848's)
+    assignor: str = "range"
 
 
 # the part of the engine each switch breaks, and a workload that leans on it
@@ -73,6 +75,11 @@ SCENARIOS: dict[str, Scenario] = {
     Bug.COMPACTION_DROPS_LATEST: Scenario(workload="compaction", ops=2000),
     # KAFKA-20734's window: a partition of one replica offline while transactions end
     Bug.TXN_MARKERS_SKIP_OFFLINE: Scenario(workload="txn", ops=1000, faults=("offline-partition",)),
+    # KIP-848's consumer groups: the range assignor moves partitions at every membership
+    # change, so a partition pending revocation is often given back to its member
+    Bug.CONSUMER_GROUP_PARTITION_EPOCH_LOST: Scenario(workload="groups", ops=2000, group_protocol="consumer"),
+    Bug.CONSUMER_GROUP_REJOIN_FENCED: Scenario(workload="groups", ops=2000, group_protocol="consumer",
+                                               assignor="uniform"),
 }
 # without a switch: every workload of the registry, at its own length
 NO_BUG_SCENARIOS = [Scenario(workload=name, ops=w.hunt_ops) for name, w in WORKLOADS.items()]
@@ -241,7 +248,7 @@ def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | 
     from kafkacheck.corpus import RunSpec, simulate_run
 
     bug, sc, seed, ops = job
-    if sc.template is not None:
+    if sc.template is not None or sc.group_protocol != "classic":
         return _judge_template_run(bug, sc, seed, ops)
     r = simulate_run(RunSpec(seed=seed, workload=sc.workload, faults=tuple(sc.faults), acks="all",
                              replication_factor=3, bug=bug, ops=ops)).results
@@ -249,15 +256,20 @@ def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | 
 
 
 def _judge_template_run(bug: str | None, sc: Scenario, seed: int, ops: int) -> tuple[int, bool | str, list[str], int]:
+    """A run of a scenario the corpus's run specs cannot say: a model template's shape, or a
+    group protocol and assignor."""
     from fault_injection.model_shapes import seeded_template
     from kafkacheck.judge import judge_record as judge
     from kafkacheck.runner import RunOptions, simulate
 
-    assert sc.template is not None
-    options = RunOptions(seed=seed, ops=ops, workload=sc.workload, faults=[], brokers=sc.brokers,
-                         partitions=1, replication_factor=sc.brokers, min_insync_replicas=1,
-                         bugs=[bug] if bug else [],
-                         schedule=seeded_template(sc.template, seed, sc.brokers))
+    if sc.template is None:
+        options = RunOptions(seed=seed, ops=ops, workload=sc.workload, faults=list(sc.faults),
+                             bugs=[bug] if bug else [], group_protocol=sc.group_protocol, assignor=sc.assignor)
+    else:
+        options = RunOptions(seed=seed, ops=ops, workload=sc.workload, faults=[], brokers=sc.brokers,
+                             partitions=1, replication_factor=sc.brokers, min_insync_replicas=1,
+                             bugs=[bug] if bug else [],
+                             schedule=seeded_template(sc.template, seed, sc.brokers))
     r = judge(simulate(options, None).record())
     return seed, r["valid"], r["anomaly_types"], r["stats"]["client_ops"]
 
@@ -280,6 +292,10 @@ def finding_options(bug: str | None, sc: Scenario, seed: int, ops: int) -> dict:
         options["faults"] = ",".join(sc.faults)
     if bug:
         options["bug"] = [bug]
+    if sc.assignor != "range":
+        options["assignor"] = sc.assignor
+    if sc.group_protocol != "classic":
+        options["group_protocol"] = sc.group_protocol
     return options
 
 

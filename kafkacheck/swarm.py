@@ -34,7 +34,7 @@ from fault_injection.model_shapes import model_templates, template_schedule
 from fault_injection.nemesis import NETWORK_FAULTS, OFFLINE
 from kafkacheck.runner import RunOptions
 from kafkacheck.workloads import IDEMPOTENT_WORKLOADS, TXN_WORKLOADS, WORKLOADS
-from reference.assignors import ASSIGNORS
+from reference.assignors import ASSIGNORS, SERVER_ASSIGNORS
 
 FAULT_CLASSES: dict[str, tuple[str, ...]] = {
     "network": ("partition", "loss", "duplicate", "reorder", "delay", "straggle"),
@@ -61,6 +61,7 @@ _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
               "offline-around-commit": ()}
 OFFLINE_P = 0.4  # transactional seeds that take a partition offline
 OFFLINE_AIMED_P = 0.5  # of those, the ones that also aim it at commits
+CONSUMER_PROTOCOL_P = 0.5  # groups seeds that speak KIP-848's consumer protocol
 # the aimed strategies that may crash a broker (a power loss): not with offline-partition
 AIMED_CRASHING = frozenset({"leader-after-write", "crash-after-append", "election-during-truncation",
                             "coordinator-failover-after-endtxn", "restart-during-cleaning"})
@@ -203,6 +204,7 @@ def draw(seed: int, ops: int = DEFAULT_OPS) -> RunOptions:
                           min_insync_replicas=1, partitions=1, swarm={"template": variant},
                           fault_links=None)
     options = _offline(seed, options)
+    options = _group_protocol(seed, options)
     t = {**CLUSTER_TIMINGS, **(options.timings or {})}
     if WORKLOADS[workload].subscribe:
         # a member that crashed stays in its group, owning partitions, until its session
@@ -236,6 +238,18 @@ def _offline(seed: int, options: RunOptions) -> RunOptions:
                    fault_links=options.fault_links if set(faults) & NETWORK_FAULTS else None)
 
 
+def _group_protocol(seed: int, options: RunOptions) -> RunOptions:
+    """Half the groups seeds speak KIP-848's consumer protocol (the coordinator assigns, with
+    the uniform or range assignor), drawn from an RNG of their own, so that every other
+    choice of a seed is what it was before."""
+    if options.workload != "groups":
+        return options
+    rng = random.Random(f"kafkacheck-swarm-group-protocol-{seed}")
+    if rng.random() >= CONSUMER_PROTOCOL_P:
+        return options
+    return replace(options, group_protocol="consumer", assignor=rng.choice(SERVER_ASSIGNORS))
+
+
 def _settings(o: RunOptions) -> list[tuple[str, object]]:
     return [(k, v) for d in (o.producer_settings, o.consumer_settings, o.broker_settings)
             for k, v in sorted((d or {}).items())]
@@ -252,7 +266,8 @@ def describe(o: RunOptions) -> str:
     if o.workload in TXN_WORKLOADS:
         parts.append(f"transaction version {o.transaction_version}")
     if o.workload == "groups":
-        parts.append(f"assignor {o.assignor}" + (", static members" if o.static_members else ", dynamic members"))
+        parts.append(("consumer protocol, " if o.group_protocol == "consumer" else "")
+                     + f"assignor {o.assignor}" + (", static members" if o.static_members else ", dynamic members"))
     if o.topic_configs:
         parts.append(" ".join(f"{k}={v}" for k, v in o.topic_configs[1:]))
     flush = [f"every {o.flush_messages} messages"] if o.flush_messages else []
@@ -293,7 +308,7 @@ def features(o: RunOptions) -> list[str]:
     out += [f"fault={f}" for f in o.faults] + [f"aimed={a}" for a in o.aimed]
     out += [f"links={k}" for k in o.fault_links or ()]
     if o.workload == "groups":
-        out += [f"assignor={o.assignor}", f"static={o.static_members}"]
+        out += [f"assignor={o.assignor}", f"static={o.static_members}", f"group.protocol={o.group_protocol}"]
     if o.workload in TXN_WORKLOADS:
         out.append(f"transaction.version={o.transaction_version}")
     out += [f"{k}={_magnitude(v)}" for k, v in sorted((o.timings or {}).items())]

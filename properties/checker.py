@@ -238,7 +238,7 @@ CHECKS: tuple[Check, ...] = (
     Check("exactly-once", ("eos-duplicate", "eos-lost", "eos-output-beyond-commit"), "config.eos",
           lambda j: j.rc.eos, lambda j: _check_eos(j.a, j.rc.raw, j.r)),
     Check("groups", ("double-ownership", "fenced-commit", "cooperative-revoked-unmoved", "reassigned-before-revoked",
-                     "assigned-before-released", "expired-member-commit", "committed-offset-regressed",
+                     "assigned-before-released", "rejoin-fenced", "expired-member-commit", "committed-offset-regressed",
                      "unowned-partition", "processed-twice"),
           "config.groups", lambda j: j.rc.groups,
           lambda j: check_groups(j.ops, j.rc.raw, j.r.add)),

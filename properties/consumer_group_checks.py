@@ -10,10 +10,18 @@ expired, gone). From the clients:
 
 * ``assigned-before-released``: process Q reported owning partition k (the completion of
   the op whose rebalance log assigned it, Q still holding it then) before process P, which
-  had owned k since before that, revoked k cleanly (the revocation is in an op invoked after
-  Q's report), and P went on as the same member (its next log entry is an assignment, not a
-  loss of its partitions): the coordinator handed k over while its owner still held it and
-  was still a member.
+  had owned k since before that, revoked k cleanly, and that revocation came after Q's
+  report (it is in the log of P's op after the one that took P's log last, itself completed
+  after Q's report: a member logs a revocation when it makes it, its next poll reports it),
+  and P went on as the same member (its next log entry is an assignment, not a loss of its
+  partitions), and Q was given k at a newer epoch than P (a partition's owners get it at
+  rising epochs: Q's grant came after P's; a member that reports it later from an older epoch
+  is a member the coordinator had removed, which still thought it owned k): the coordinator
+  handed k over while its owner still held it and was still a member.
+
+* ``rejoin-fenced``: a member's join with epoch 0 (its log's loss while its epoch was 0) was
+  refused with FENCED_MEMBER_EPOCH: a member may always rejoin with epoch 0 and its member id
+  (KAFKA-19233: a fenced member was kept out until its session ran out, 45 s by default).
 
 A member that learns it was fenced logs its partitions as lost (``"lost"``), with or
 without partitions to lose; such a release is not clean, and a member that was still a
@@ -26,15 +34,23 @@ from collections import defaultdict
 from typing import Any
 
 INF = float("inf")
+_DRAINS = ("poll", "subscribe")  # the ops that take a member's rebalance log
 
 
 def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], add) -> None:
-    """Report ``assigned-before-released`` through ``add(kind, **evidence)``."""
+    """Report ``assigned-before-released`` and ``rejoin-fenced`` through ``add(kind, **evidence)``."""
+    _rejoins_fenced(completions, add)
     holds: dict[str, list[dict]] = defaultdict(list)  # key -> spells of ownership
     open_: dict[tuple[Any, str], dict] = {}
     entries: dict[Any, list[tuple[str, bool, int]]] = defaultdict(list)  # process -> (type, lost, op)
+    drained: dict[Any, float] = {}  # process -> when an op last took its rebalance log
     for o in completions:
         p = o["process"]
+        # what an op's log says happened after the log was last taken (a poll or a subscribe:
+        # a member logs its revocations as they happen, an op reports them later)
+        since_drained = drained.get(p, -INF)
+        if o["f"] in _DRAINS:
+            drained[p] = o["time"]
         if o["f"] == "crash" or (o["f"] == "subscribe" and o["type"] == "ok"):
             for key in [k for (q, k) in open_ if q == p]:
                 open_.pop((p, key)).update(end="gone", released_after=invokes.get(o["index"], o)["time"])
@@ -48,12 +64,12 @@ def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], a
                     spell = open_.pop((p, k), None)
                     if spell is not None:
                         spell.update(end="lost" if lost else "revoked", end_op=o["index"],
-                                     released_after=invokes.get(o["index"], o)["time"])
+                                     released_after=since_drained)
             elif e.get("type") == "assigned":
                 for k in map(str, e.get("owned", e.get("keys", []))):
                     if (p, k) not in open_:
                         spell = {"process": p, "key": k, "since": o["time"], "op": o["index"], "end": None,
-                                 "released_after": INF}
+                                 "released_after": INF, "epoch": e.get("generation", -1)}
                         open_[(p, k)] = spell
                         holds[k].append(spell)
     for k, spells in sorted(holds.items()):
@@ -64,7 +80,7 @@ def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], a
                 # each surely held it from the completion of the op that reported it to the
                 # invocation of the op that reported its end (nothing, within one op)
                 if (new["process"] != old["process"] and old["since"] < new["since"] < old["released_after"]
-                        and new["since"] < new["released_after"]):
+                        and new["since"] < new["released_after"] and new["epoch"] > old["epoch"]):
                     add("assigned-before-released", key=k, ops=[old["op"], new["op"], old["end_op"]],
                         explanation=f"process {new['process']} owned {k} (op {new['op']}) while process "
                                     f"{old['process']}, its owner since op {old['op']}, had not released it: "
@@ -82,3 +98,16 @@ def _went_on(log: list[tuple[str, bool, int]], op: int) -> bool:
         if lost or kind == "gone":
             return False
     return False
+
+
+def _rejoins_fenced(completions: list[dict], add) -> None:
+    refused: dict[Any, list[int]] = defaultdict(list)  # process -> the ops whose logs have one
+    for o in completions:
+        for e in o.get("rebalance_log") or []:
+            if e.get("lost") == "FENCED_MEMBER_EPOCH" and e.get("generation") == 0:
+                refused[o["process"]].append(o["index"])
+    for p, ops in sorted(refused.items(), key=lambda kv: kv[1][0]):
+        add("rejoin-fenced", key=None, process=p, refusals=len(ops), ops=sorted(set(ops))[:10],
+            explanation=f"process {p} joined again with member epoch 0 and was refused FENCED_MEMBER_EPOCH "
+                        f"({len(ops)} time(s), first in op {ops[0]}): a member may always rejoin with epoch 0 "
+                        f"(KAFKA-19233)")

@@ -25,7 +25,7 @@ class Bug(StrEnum):
     COMPACTION_DROPS_LATEST = "compaction-drops-latest"
     LSO_OFF_BY_ONE = "lso-off-by-one"
     TXN_MARKERS_SKIP_OFFLINE = "txn-markers-skip-offline"
-    # KIP-848's consumer groups (offered in BUGS once their hunt scenarios and machines exist)
+    # KIP-848's consumer groups
     CONSUMER_GROUP_PARTITION_EPOCH_LOST = "consumer-group-partition-epoch-lost"
     CONSUMER_GROUP_REJOIN_FENCED = "consumer-group-rejoin-fenced"
 
@@ -92,6 +92,18 @@ BUGS: dict[Bug, str] = {
         "drops the partition from the transaction, never writes its marker and completes the "
         "transaction, so the records there stay open (the last stable offset stuck below the "
         "high watermark) until the producer's next marker ends them with that marker's outcome"
+    ),
+    Bug.CONSUMER_GROUP_PARTITION_EPOCH_LOST: (
+        "KAFKA-16147 (Kafka 3.7): a consumer group's coordinator updates its partition epochs "
+        "(which member holds each partition) for a member's assigned and pending-revocation "
+        "partitions one after the other, so a partition pending revocation that the target gives "
+        "back to its member loses its entry, looks free, and goes to a second member while the "
+        "first still holds it"
+    ),
+    Bug.CONSUMER_GROUP_REJOIN_FENCED: (
+        "KAFKA-19233 (fixed in Kafka 4.2.0): a consumer-group member that was fenced and rejoins "
+        "with member epoch 0 and its member id is refused FENCED_MEMBER_EPOCH while the "
+        "coordinator still has it at a newer epoch, until its session runs out"
     ),
 }
 

@@ -20,6 +20,7 @@ from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.group_consumer import GroupConsumer
 from reference.messages import TopicPartition
+from reference.modern_consumer import ModernGroupConsumer
 from reference.node import Node, Timer
 from reference.producer import Producer, ProducerConfig
 from reference.txn_producer import TransactionalProducer
@@ -263,16 +264,18 @@ class Member(Actor):
     a new process), ``("leave",)`` (leaves cleanly and joins again)."""
 
     def __init__(self, node_id: int, process: int, bootstrap: list[int], config: ConsumerConfig,
-                 topic: str, keys: list[str]) -> None:
+                 topic: str, keys: list[str], protocol: str = "classic") -> None:
         super().__init__(node_id, process)
         self.bootstrap = bootstrap
         self.config = config
         self.topic = topic
         self.keys = keys
+        self.protocol = protocol  # the group protocol: classic, or consumer (KIP-848)
         self.client = self._new_client()
 
-    def _new_client(self) -> GroupConsumer:
-        c = GroupConsumer(self.node_id, self.bootstrap, self.config)
+    def _new_client(self) -> GroupConsumer | ModernGroupConsumer:
+        kind = ModernGroupConsumer if self.protocol == "consumer" else GroupConsumer
+        c = kind(self.node_id, self.bootstrap, self.config)
         c._corr += self.gen * 10**9  # answers to the predecessor's requests never match
         return c
 

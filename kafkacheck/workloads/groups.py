@@ -39,6 +39,7 @@ from kafkacheck.workloads.queue import QueueClient
 from kafkacheck.workloads.rules import commit_completion
 from reference.consumer import ConsumerConfig
 from reference.group_consumer import GroupConsumer
+from reference.messages import ConsumerGroupHeartbeatRequest
 from reference.modern_consumer import ModernGroupConsumer
 from reference.topics import OFFSETS_TOPIC
 
@@ -336,6 +337,43 @@ class GroupsMachine(ClusterMachine):
         assert self.sim is not None
         node = self.actors[1 + member].node_id
         (self.sim.pause if paused else self.sim.resume)(node)
+
+
+class ConsumerGroupsMachine(GroupsMachine):
+    """The same members with KIP-848's consumer protocol: the coordinator assigns (uniform or
+    range), each member reconciles with its own epoch."""
+
+    focus = ("cgroup-target-assignment", "cgroup-fenced-member-epoch", "cgroup-unknown-member-id",
+             "cgroup-member-expired", "cgroup-commit-stale-epoch", "group-coordinator-loaded")
+
+    @initialize(seed=st.integers(0, 2**16), assignor=st.sampled_from(["range", "uniform"]))
+    def boot(self, seed: int, assignor: str) -> None:
+        self._boot(seed, assignor=assignor)
+
+    def make_actors(self) -> None:
+        self.add_actor(lambda node, i: Writer(node, i, BROKERS, self.producer_config()))
+        mc = replace(member_config(self.consumer_config(), MACHINE_GROUP, "range", CLUSTER_TIMINGS),
+                     server_assignor=self.options["assignor"])
+        for _ in range(3):
+            self.add_actor(lambda node, i: Member(node, i, BROKERS, mc, TOPIC, [tp.key for tp in self.keys],
+                                                  protocol="consumer"))
+
+    def config(self) -> dict:
+        config = super().config()
+        config["groups"] = {**config["groups"], "protocol": "consumer"}
+        return config
+
+    @rule(member=st.integers(0, 2), ms=st.sampled_from([20, 300, 1_500]))
+    def hold_heartbeat(self, member: int, ms: int) -> None:
+        """The member's next heartbeat that says what it owns (its acknowledgement of a
+        reconciliation, or a join) is held back in the network while the program goes on:
+        the coordinator meets it after the group may have moved on (the narrow window of this
+        protocol)."""
+        self._step("hold_heartbeat", member=member, ms=ms)
+        assert self.sim is not None
+        node = self.actors[1 + member].node_id
+        self.sim.hold_back(lambda src, _dst, msg: src == node and isinstance(msg, ConsumerGroupHeartbeatRequest)
+                           and msg.owned is not None, ms)
 
 
 # ------------------------------------------------------------ with real clients
