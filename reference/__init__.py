@@ -13,9 +13,11 @@ engine behind the Kafka wire protocol. Where to look:
 * the controller: :mod:`~reference.controller`;
 * the coordinators: :mod:`~reference.coordinator` (what they share),
   :mod:`~reference.txn_coordinator`, :mod:`~reference.group_coordinator` and
-  :mod:`~reference.group_state`;
+  :mod:`~reference.group_state`, with KIP-848's consumer groups in
+  :mod:`~reference.consumer_group_coordinator` and :mod:`~reference.consumer_group`;
 * clients: :mod:`~reference.producer`, :mod:`~reference.txn_producer`,
-  :mod:`~reference.consumer`, :mod:`~reference.group_consumer`, :mod:`~reference.assignors`;
+  :mod:`~reference.consumer`, :mod:`~reference.group_consumer`,
+  :mod:`~reference.modern_consumer` (KIP-848), :mod:`~reference.assignors`;
 * the rest: :mod:`~reference.messages`, :mod:`~reference.errors`, :mod:`~reference.node`,
   :mod:`~reference.storage`, :mod:`~reference.invariants`, :mod:`~reference.marks`,
   :mod:`~reference.bugs`.

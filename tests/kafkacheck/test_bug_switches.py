@@ -126,3 +126,20 @@ def test_a_coordinator_that_skips_the_markers_of_an_offline_partition_is_caught(
     code, correct = run(tmp_path, "correct", args)
     capsys.readouterr()
     assert code == 0, correct["anomaly_types"]
+
+
+def test_a_consumer_group_that_loses_a_partition_epoch_is_caught(tmp_path, capsys):
+    """KAFKA-16147 (KIP-848): a partition pending revocation, given back to its member, looked
+    free to the coordinator and went to a second member while the first still held it."""
+    args = ["--workload", "groups", "--group-protocol", "consumer", "--seed", "7", "--ops", "1000"]
+    result = caught(tmp_path, capsys, args, "consumer-group-partition-epoch-lost", "invariant-violation")
+    assert {a["invariant"] for a in result["anomalies"]["invariant-violation"]} == {"consumer-group-single-owner"}
+
+
+def test_a_consumer_group_that_refuses_a_fenced_members_rejoin_is_caught(tmp_path, capsys):
+    """KAFKA-19233 (KIP-848): a member fenced by epoch joins again with epoch 0 and its member
+    id, and is fenced again until its session runs out."""
+    args = ["--workload", "groups", "--group-protocol", "consumer", "--assignor", "uniform", "--seed", "4",
+            "--ops", "500"]
+    result = caught(tmp_path, capsys, args, "consumer-group-rejoin-fenced", "rejoin-fenced")
+    assert "invariant-violation" not in result["anomaly_types"]  # seen by the members alone

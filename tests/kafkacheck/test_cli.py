@@ -77,6 +77,10 @@ def test_a_malformed_history_is_exit_3_with_one_line(tmp_path):
     ["run", "--acks", "2"],
     ["run", "--seed", "abc"],
     ["run", "--schedule", "/nonexistent/schedule.json"],
+    ["run", "--workload", "queue", "--group-protocol", "consumer"],  # no group to join
+    ["run", "--workload", "groups", "--group-protocol", "consumer", "--assignor", "cooperative-sticky"],
+    ["run", "--workload", "groups", "--assignor", "uniform"],  # the consumer protocol's, not classic's
+    ["run", "--group-protocol", "cooperative"],
     ["check", "/nonexistent/run"],
     ["run", "--ops", "10", "--out", "/proc/not-writable"],
     ["frobnicate"],
