@@ -36,14 +36,13 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from kafkacheck.workloads import WORKLOADS
-from kafkacheck.workloads.groups import ConsumerGroupsMachine
 from kafkacheck.workloads.machine import ClusterMachine, Finding
 from reference.bugs import Bug
 
 # the workloads that have a machine, by name
 MACHINES: dict[str, type[ClusterMachine]] = {name: w.machine for name, w in WORKLOADS.items()
                                              if w.machine is not None}
-MACHINES["groups-consumer"] = ConsumerGroupsMachine  # the groups workload with KIP-848's protocol
+MACHINES |= {name: m for w in WORKLOADS.values() for name, m in w.variants.items()}  # (groups-consumer: KIP-848's)
 # the machine whose rules can reach each bug switch
 MACHINE_FOR_BUG = {
     Bug.TRUNCATE_TO_HIGH_WATERMARK: "queue", Bug.HW_WITHOUT_EPOCH_CHECK: "queue", Bug.UNCLEAN_ELECTION: "queue",

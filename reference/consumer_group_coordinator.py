@@ -121,10 +121,19 @@ class ConsumerGroups:
             if error is Errors.NONE:
                 self.c.group_state(group).modern = cg
                 self.changes += 1
+                self._forget_gone(group, cg)
             then(error if error is Errors.NONE else _TO_COORDINATOR.get(error, Errors.COORDINATOR_NOT_AVAILABLE))
             self._drain(group)
 
         self.c._write(now_ms, self.c.partition_of(group), batch, written)
+
+    def _forget_gone(self, group: str, cg: ConsumerGroup) -> None:
+        """The timers of members the group no longer has (left, expired, replaced): dropped
+        only once that is written, so that a member whose removal failed to be written still
+        expires."""
+        for table in (self.sessions, self.rebalances):
+            for key in [k for k in table if k[0] == group and k[1] not in cg.members]:
+                del table[key]
 
     def _drain(self, group: str) -> None:
         waiting = self.busy.pop(group, [])
@@ -177,7 +186,13 @@ class ConsumerGroups:
         def answer(error: Errors) -> None:
             if error is not Errors.NONE:
                 return fail(error)
-            self.sessions[(group, new.member_id)] = self.host.now_ms + self.session_timeout_ms
+            key = (group, new.member_id)
+            self.sessions[key] = self.host.now_ms + self.session_timeout_ms
+            if new.state != UNREVOKED:
+                self.rebalances.pop(key, None)
+            elif self.rebalances.get(key, (0, None))[1] != new.member_epoch:
+                # asked to revoke at this epoch: it has its rebalance timeout to do so
+                self.rebalances[key] = (self.host.now_ms + max(new.rebalance_timeout_ms, 0), new.member_epoch)
             self.host.send(src, response)
 
         if cg.to_json() == before.to_json():
@@ -202,8 +217,6 @@ class ConsumerGroups:
                 new = replace(old, member_id=req.member_id or self.c._new_member_id(src, req.instance_id),
                               member_epoch=0, previous_epoch=0)
                 cg.replace_member(known, new)
-                self.sessions.pop((req.group_id, known), None)
-                self.rebalances.pop((req.group_id, known), None)
                 return new, Errors.NONE
             if known is None:
                 return None, Errors.UNKNOWN_MEMBER_ID
@@ -241,11 +254,6 @@ class ConsumerGroups:
                         changed, cg.owner_epoch)
         if new != updated:
             cg.update_member(new)
-            key = (group, new.member_id)
-            if new.state == UNREVOKED:
-                self.rebalances[key] = (now_ms + max(new.rebalance_timeout_ms, 0), new.member_epoch)
-            else:
-                self.rebalances.pop(key, None)
         return new
 
     def _assign(self, group: str, cg: ConsumerGroup) -> None:
@@ -287,15 +295,13 @@ class ConsumerGroups:
             m = cg.members[mid]  # keeps its partitions (blocked for the others) until its session ends
             cg.update_member(replace(m, member_epoch=STATIC_LEAVE_EPOCH, revoking=(),
                                      assigned=tuple((tp, 0) for tp, _e in m.assigned)))
-            self.rebalances.pop((group, mid), None)
         else:
             self._remove(group, cg, mid, "left")
         self._persist(self.host.now_ms, group, cg, answer)
 
     def _remove(self, group: str, cg: ConsumerGroup, member_id: str, why: str) -> None:
+        """``member_id`` out of ``cg`` (a copy, to be written; its timers go once it is)."""
         old = cg.remove_member(member_id)
-        self.sessions.pop((group, member_id), None)
-        self.rebalances.pop((group, member_id), None)
         if old is not None:
             self.host.event("consumer-group-member-removed", group=group, member=member_id, why=why,
                             member_epoch=old.member_epoch, group_epoch=cg.group_epoch)
@@ -318,7 +324,10 @@ class ConsumerGroups:
             return
         if epoch is not None and before.members[member_id].member_epoch != epoch:
             return  # it revoked and moved on meanwhile
-        mark("cgroup-member-expired" if epoch is None else "cgroup-member-revoke-timeout")
+        if epoch is None:
+            mark("cgroup-member-expired")
+        else:
+            mark("cgroup-member-revoke-timeout")
         cg = before.copy()
         self._remove(group, cg, member_id, why)
 

@@ -134,6 +134,7 @@ class AtMostOnceWorkload(GroupsWorkload):
                    "(at-most-once delivery), crashing and leaving now and then, while a producer writes")
     guarantee = "a consumer group that commits before it processes never processes a record twice"
     machine = AtMostOnceMachine
+    variants = {}
 
     def client(self, i: int, node_id: int, rng: random.Random):
         if i == 0:

@@ -52,6 +52,8 @@ class Workload:
     subscribe: ClassVar[bool] = False  # consumers subscribe (rebalances move partitions)
     # the Hypothesis machine of ``kafkacheck explore`` (its rules are this workload's ops)
     machine: ClassVar[type[ClusterMachine] | None] = None
+    # machines of the same ops in a variant of the workload, by name (kafkacheck explore --machine)
+    variants: ClassVar[dict[str, type[ClusterMachine]]] = {}
     hunt_ops: ClassVar[int] = 1000  # ops a run of ``kafkacheck hunt`` without a switch
     # with real clients (kafkacheck conform): the guarantee the report names, a second
     # (output) topic, keyed records (record keys a partition, the share of tombstones), the

@@ -363,17 +363,18 @@ class ConsumerGroupsMachine(GroupsMachine):
         config["groups"] = {**config["groups"], "protocol": "consumer"}
         return config
 
-    @rule(member=st.integers(0, 2), ms=st.sampled_from([20, 300, 1_500]))
+    @rule(member=st.integers(0, 2), ms=st.sampled_from([20, 300, 1_500, 4_000]))
     def hold_heartbeat(self, member: int, ms: int) -> None:
-        """The member's next heartbeat that says what it owns (its acknowledgement of a
-        reconciliation, or a join) is held back in the network while the program goes on:
-        the coordinator meets it after the group may have moved on (the narrow window of this
-        protocol)."""
+        """The member's next two heartbeats that say what it owns (its acknowledgement of a
+        reconciliation, and the same sent again when the first got no answer; or a join) are
+        held back in the network while the program goes on: the coordinator meets them after
+        the group may have moved on (the narrow window of this protocol)."""
         self._step("hold_heartbeat", member=member, ms=ms)
         assert self.sim is not None
         node = self.actors[1 + member].node_id
-        self.sim.hold_back(lambda src, _dst, msg: src == node and isinstance(msg, ConsumerGroupHeartbeatRequest)
-                           and msg.owned is not None, ms)
+        for _ in range(2):
+            self.sim.hold_back(lambda src, _dst, msg: src == node and isinstance(msg, ConsumerGroupHeartbeatRequest)
+                               and msg.owned is not None, ms)
 
 
 # ------------------------------------------------------------ with real clients
@@ -405,6 +406,7 @@ class GroupsWorkload(Workload):
     guarantee = "a consumer group gives each partition to one member per generation and refuses fenced commits"
     idempotent = group_coordinator = subscribe = True
     machine = GroupsMachine
+    variants = {"groups-consumer": ConsumerGroupsMachine}  # the same with KIP-848's protocol
 
     def client(self, i: int, node_id: int, rng: random.Random) -> QueueClient | GroupMemberClient:
         s = self.setup

@@ -16,7 +16,8 @@ from reference.errors import Errors
 # a commit the coordinator refused: the member was replaced (its generation or member id is
 # stale, a rebalance is under way, or its static instance id went to another member)
 FENCED = frozenset({Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
-                    Errors.REBALANCE_IN_PROGRESS, Errors.FENCED_INSTANCE_ID})
+                    Errors.REBALANCE_IN_PROGRESS, Errors.FENCED_INSTANCE_ID,
+                    Errors.STALE_MEMBER_EPOCH, Errors.GROUP_ID_NOT_FOUND})  # (the last two: KIP-848's)
 
 
 def send_completion(sends: list[tuple[str, Any, str | None]], results: list) -> tuple[str, list, str | None,

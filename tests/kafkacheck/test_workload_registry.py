@@ -26,8 +26,9 @@ def test_every_driver_takes_its_workloads_from_the_registry():
     assert list(_choices(run, "--workload")) == list(WORKLOADS)
     assert list(_choices(conform, "--workload")) == [*WORKLOADS, "none"]
     assert [s.workload for s in NO_BUG_SCENARIOS] == list(WORKLOADS)
-    assert set(MACHINES) <= set(WORKLOADS) and "at-most-once" in MACHINES
-    assert all(MACHINES[name] is WORKLOADS[name].machine for name in MACHINES)
+    variants = {name: m for w in WORKLOADS.values() for name, m in w.variants.items()}
+    assert set(MACHINES) <= set(WORKLOADS) | set(variants) and "at-most-once" in MACHINES
+    assert all(MACHINES[name] is (WORKLOADS[name].machine if name in WORKLOADS else variants[name]) for name in MACHINES)
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
