@@ -258,11 +258,7 @@ class ConsumerGroups:
 
     def _assign(self, group: str, cg: ConsumerGroup) -> None:
         """A new target assignment for the group epoch, by the assignor most members prefer."""
-        votes: dict[str, int] = {}
-        for m in cg.members.values():
-            if m.assignor is not None:
-                votes[m.assignor] = votes.get(m.assignor, 0) + 1
-        name = max(SERVER_ASSIGNORS, key=lambda n: (votes.get(n, 0), -SERVER_ASSIGNORS.index(n)))
+        name = preferred_assignor(cg)
         result = server_assign(name, {mid: list(m.subscribed) for mid, m in cg.members.items()}, cg.partition_counts,
                                {mid: sorted(tps) for mid, tps in cg.target.items()},
                                {mid: m.instance_id for mid, m in cg.members.items()})
@@ -360,6 +356,15 @@ class ConsumerGroups:
                 del table[key]
 
 
+def preferred_assignor(cg: ConsumerGroup) -> str:
+    """The server assignor most members ask for (the default on a tie or when none asks)."""
+    votes: dict[str, int] = {}
+    for m in cg.members.values():
+        if m.assignor is not None:
+            votes[m.assignor] = votes.get(m.assignor, 0) + 1
+    return max(SERVER_ASSIGNORS, key=lambda n: (votes.get(n, 0), -SERVER_ASSIGNORS.index(n)))
+
+
 def _mark_refusal(error: Errors) -> None:
     if error is Errors.FENCED_MEMBER_EPOCH:
         mark("cgroup-fenced-member-epoch")
@@ -404,3 +409,11 @@ def check_commit(cg: ConsumerGroup, epoch: int, member_id: str, partitions, tran
         return Errors.ILLEGAL_GENERATION if transactional else error
     return Errors.NONE
 
+
+def check_fetch(cg: ConsumerGroup, member_id: str | None, epoch: int) -> Errors:
+    """A member's OffsetFetch (v9, Kafka's ConsumerGroup.validateOffsetFetch): the member must
+    be in the group, at exactly its epoch."""
+    m = cg.members.get(member_id or "")
+    if m is None:
+        return Errors.UNKNOWN_MEMBER_ID
+    return Errors.NONE if epoch == m.member_epoch else Errors.STALE_MEMBER_EPOCH

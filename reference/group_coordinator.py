@@ -38,6 +38,9 @@ Membership (the classic rebalance protocol; its phases and their table are in
   without a rebalance; the old member id is fenced (``FENCED_INSTANCE_ID``).
 * OffsetCommit with a generation is accepted only from a member of the current generation;
   without one (-1) only while the group has no members.
+
+The offset requests are handled in :mod:`reference.group_offsets`, KIP-848's consumer groups in
+:mod:`reference.consumer_group_coordinator`.
 """
 
 from __future__ import annotations
@@ -46,9 +49,10 @@ import json
 
 from reference import records as rec
 from reference.bugs import Bug
-from reference.consumer_group_coordinator import ConsumerGroups, check_commit
+from reference.consumer_group_coordinator import ConsumerGroups
 from reference.coordinator import Coordinator, CoordinatorHost
 from reference.errors import Errors
+from reference.group_offsets import GroupOffsets
 from reference.group_state import (
     COMPLETING,
     EMPTY,
@@ -56,10 +60,7 @@ from reference.group_state import (
     STABLE,
     GroupState,
     Member,
-    check_member,
-    check_txn_member,
     group_record,
-    offset_records,
 )
 from reference.log import PartitionLog
 from reference.marks import mark
@@ -70,22 +71,16 @@ from reference.messages import (
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
     TopicPartition,
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
 )
 from reference.topics import OFFSETS_TOPIC
 
 TICK_MS = 100
 
 
-class GroupCoordinator(Coordinator):
+class GroupCoordinator(GroupOffsets, Coordinator):
     """Acts for the ``__consumer_offsets`` partitions its broker leads."""
 
     topic = OFFSETS_TOPIC
@@ -197,26 +192,6 @@ class GroupCoordinator(Coordinator):
             on_done(error)
 
         self._write(now_ms, self.partition_of(group), batch, committed)
-
-    # ------------------------------------------------------------ transactions
-
-    def on_marker(self, partition: int, producer_id: int, commit: bool) -> None:
-        """A transaction marker on one of our partitions is committed (HW passed it)."""
-        if partition in self.loaded:
-            self._end_txn(partition, producer_id, commit)
-
-    def _end_txn(self, partition: int, producer_id: int, commit: bool) -> None:
-        groups = self.pending_txn.get(producer_id)
-        if not groups:
-            return
-        for g in [g for g in groups if self.partition_of(g) == partition]:
-            offsets = groups.pop(g)
-            if commit:
-                self.groups.setdefault(g, GroupState()).committed.update(offsets)
-        if not groups:
-            del self.pending_txn[producer_id]
-
-    # ------------------------------------------------------------ requests
 
     # ------------------------------------------------------------ membership
 
@@ -512,96 +487,3 @@ class GroupCoordinator(Coordinator):
                 self._maybe_complete_join(now_ms, group, g, force=now_ms >= g.rebalance_deadline_ms)
             if expired and g.state == EMPTY:
                 self._persist(now_ms, group, g)
-
-    # ------------------------------------------------------------ offsets
-
-    def offset_commit(self, now_ms: int, src: int, req: OffsetCommitRequest) -> None:
-        def answer(error: Errors) -> None:
-            self.host.send(src, OffsetCommitResponse(req.correlation_id, error))
-
-        error = self._owns(req.group_id)
-        modern = self.consumer.group(req.group_id)
-        if error is Errors.NONE and modern is not None and not self.groups[req.group_id].members:
-            error = check_commit(modern, req.generation_id, req.member_id, [tp for tp, _o in req.offsets], False)
-        elif error is Errors.NONE:
-            error = check_member(self.groups.get(req.group_id), req.generation_id, req.member_id, self.unfenced)
-        if error is not Errors.NONE:
-            answer(error)
-            return
-        if not req.offsets:
-            answer(Errors.NONE)
-            return
-        group = req.group_id
-        batch = rec.encode_batch(offset_records(group, req.offsets, now_ms))
-
-        def apply() -> None:
-            self.groups.setdefault(group, GroupState()).committed.update(dict(req.offsets))
-
-        self._write_then(now_ms, group, batch, apply, answer)
-
-    def txn_offset_commit(self, now_ms: int, src: int, req: TxnOffsetCommitRequest) -> None:
-        def answer(error: Errors) -> None:
-            self.host.send(src, TxnOffsetCommitResponse(req.correlation_id, error))
-
-        error = self._owns(req.group_id)
-        if error is not Errors.NONE:
-            answer(error)
-            return
-        partition = self.partition_of(req.group_id)
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        log = self.host.log_of(tp)
-        if log.producer_state.check_marker(req.producer_id, req.producer_epoch) is not Errors.NONE:
-            answer(Errors.PRODUCER_FENCED)
-            return
-
-        def verified(error: Errors) -> None:
-            if error is not Errors.NONE:
-                answer(error)
-                return
-            if self._owns(req.group_id) is not Errors.NONE:
-                answer(Errors.NOT_COORDINATOR)
-                return
-            if log.producer_state.check_marker(req.producer_id, req.producer_epoch) is not Errors.NONE:
-                answer(Errors.PRODUCER_FENCED)
-                return
-            modern = self.consumer.group(req.group_id)
-            if modern is not None and not self.groups[req.group_id].members:
-                error = check_commit(modern, req.generation_id, req.member_id, [tp for tp, _o in req.offsets], True)
-            else:
-                error = check_txn_member(self.groups.get(req.group_id), req, self.unfenced)
-            if error is not Errors.NONE:
-                answer(error)
-                return
-            batch = rec.encode_batch(offset_records(req.group_id, req.offsets, now_ms),
-                                     producer_id=req.producer_id, producer_epoch=req.producer_epoch,
-                                     transactional=True)
-
-            def apply() -> None:
-                self.pending_txn.setdefault(req.producer_id, {}).setdefault(
-                    req.group_id, {}).update(dict(req.offsets))
-
-            self._write_then(now_ms, req.group_id, batch, apply, answer)
-
-        if ((Bug.TXN_UNFENCED_REQUESTS in self.host.bugs and not req.add_partition)
-                or log.producer_state.txn_open(req.producer_id, req.producer_epoch)):
-            verified(Errors.NONE)
-        else:
-            self.host.verify_txn(req.transactional_id, req.producer_id, req.producer_epoch, tp,
-                                 verified, req.add_partition)
-
-    def offset_fetch(self, src: int, req: OffsetFetchRequest) -> None:
-        error = self._owns(req.group_id)
-        if error is not Errors.NONE:
-            self.host.send(src, OffsetFetchResponse(req.correlation_id, error))
-            return
-        if req.require_stable:
-            for groups in self.pending_txn.values():
-                pending = groups.get(req.group_id, {})
-                if any(tp in pending for tp in req.partitions):
-                    self.host.send(src, OffsetFetchResponse(req.correlation_id,
-                                                              Errors.UNSTABLE_OFFSET_COMMIT))
-                    return
-        committed = self.groups.get(req.group_id, GroupState()).committed
-        self.host.send(src, OffsetFetchResponse(
-            req.correlation_id, Errors.NONE,
-            tuple((tp, committed.get(tp, -1)) for tp in req.partitions)))

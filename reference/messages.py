@@ -467,6 +467,8 @@ class OffsetFetchRequest:
     group_id: str
     partitions: tuple[TopicPartition, ...]
     require_stable: bool = True  # KIP-447: wait for pending transactional offsets
+    member_id: str | None = None  # KIP-848 (v9): a consumer group's member asks, at its epoch
+    member_epoch: int = -1
 
 
 @frozen

@@ -32,6 +32,7 @@ from reference.messages import (
     TopicPartition,
 )
 from reference.server import protocol
+from reference.server.consumer_group_apis import consumer_group_describe, consumer_group_heartbeat
 from reference.server.gateway import ENGINE_MARGIN_S, YIELD_EVERY, Connection
 from reference.server.group_apis import (
     add_offsets_to_txn,
@@ -87,10 +88,13 @@ async def api_versions(c: Connection, req: Any, v: int) -> dict:
                                         for k, (lo, hi) in sorted(protocol.SUPPORTED.items())]}
     if v >= 3:  # the feature levels (KIP-584): the transaction version the cluster runs
         level = c.info.transaction_version
-        out["supported_features"] = [{"name": protocol.TRANSACTION_VERSION_FEATURE, "min_version": 0,
+        out["supported_features"] = [{"name": protocol.GROUP_VERSION_FEATURE, "min_version": 0, "max_version": 1},
+                                     {"name": protocol.TRANSACTION_VERSION_FEATURE, "min_version": 0,
                                       "max_version": 2}]
         out["finalized_features_epoch"] = 1
-        out["finalized_features"] = [{"name": protocol.TRANSACTION_VERSION_FEATURE, "max_version_level": level,
+        out["finalized_features"] = [{"name": protocol.GROUP_VERSION_FEATURE, "max_version_level": 1,
+                                      "min_version_level": 1},
+                                     {"name": protocol.TRANSACTION_VERSION_FEATURE, "max_version_level": level,
                                       "min_version_level": level}]
     return out
 
@@ -103,7 +107,10 @@ async def metadata(c: Connection, req: Any, v: int) -> dict:
     if req.topics is None or (v == 0 and not req.topics):
         wanted = sorted(topics)
     else:
-        wanted = list(dict.fromkeys(t.name for t in req.topics))  # each topic once, as Kafka (a set)
+        # each topic once, as Kafka (a set); v10+ may name a topic by its id alone (name null)
+        ids = {protocol.topic_id(n): n for n in topics} if v >= 10 else {}
+        wanted = list(dict.fromkeys(t.name if t.name is not None or v < 10 else ids.get(t.topic_id)
+                                    for t in req.topics))
     auto = c.info.auto_create_topics and (v < 4 or req.allow_auto_topic_creation)
     out = []
     for i, name in enumerate(wanted):
@@ -444,5 +451,6 @@ HANDLERS: dict[int, Handler] = {
     21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch, 24: add_partitions_to_txn,
     25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit, 32: describe_configs, 60: describe_cluster,
     61: describe_producers, 65: describe_transactions, 66: list_transactions,
+    68: consumer_group_heartbeat, 69: consumer_group_describe,
 }
 assert set(HANDLERS) == set(protocol.SUPPORTED), "every served API needs a handler"

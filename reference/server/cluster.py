@@ -82,11 +82,17 @@ class ServerOptions:
     # node id -> the address it binds and is reached at (every node in a network namespace of
     # its own: fault_injection/real/netns.py); None: every node on ``host``
     hosts: dict[int, str] | None = None
+    # KIP-848's consumer groups: Kafka's group.consumer.session.timeout.ms and
+    # group.consumer.heartbeat.interval.ms (defaults as Kafka's)
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
 
     def broker_config(self) -> BrokerConfig:
         return BrokerConfig.from_timings(SERVER_TIMINGS, min_insync_replicas=self.min_insync_replicas,
                                          flush_ms=self.flush_ms, flush_messages=self.flush_messages,
-                                         offsets_partitions=3, transaction_state_partitions=3)
+                                         offsets_partitions=3, transaction_state_partitions=3,
+                                         consumer_session_timeout_ms=self.consumer_session_timeout_ms,
+                                         consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
 
     def controller_config(self) -> ControllerConfig:
         return ControllerConfig(session_timeout_ms=SERVER_TIMINGS["session_timeout_ms"],
@@ -107,6 +113,8 @@ class ServerOptions:
             "replica.lag.time.max.ms": str(SERVER_TIMINGS["replica_lag_time_max_ms"]),
             "offsets.topic.num.partitions": "3",
             "transaction.state.log.num.partitions": "3",
+            "group.consumer.session.timeout.ms": str(self.consumer_session_timeout_ms),
+            "group.consumer.heartbeat.interval.ms": str(self.consumer_heartbeat_interval_ms),
         }
 
 

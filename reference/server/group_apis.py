@@ -119,10 +119,14 @@ def _offsets_reply(topics: list[tuple[str, list[int]]], error: Errors) -> list[d
 async def offset_commit(c: Connection, req: Any, v: int) -> dict:
     offsets = tuple((TopicPartition(t.name, p.partition_index), p.committed_offset)
                     for t in req.topics for p in t.partitions)
-    r = await c.local(OffsetCommitRequest, 30.0, group_id=req.group_id,
-                      generation_id=req.generation_id_or_member_epoch, member_id=req.member_id,
-                      offsets=offsets)
-    error = Errors.REQUEST_TIMED_OUT if r is None else r.error
+    modern = c.broker.groups.consumer.group(req.group_id)
+    if v < 9 and modern is not None and req.member_id in modern.members:
+        error = Errors.UNSUPPORTED_VERSION  # a consumer group's member commits with v9+ (as Kafka)
+    else:
+        r = await c.local(OffsetCommitRequest, 30.0, group_id=req.group_id,
+                          generation_id=req.generation_id_or_member_epoch, member_id=req.member_id,
+                          offsets=offsets)
+        error = Errors.REQUEST_TIMED_OUT if r is None else r.error
     if error is Errors.TRANSACTION_ABORTABLE and v < 5:
         error = Errors.INVALID_TXN_STATE  # what producers before TxnOffsetCommit v5 expect (as Kafka)
     return {"throttle_time_ms": 0, "topics": _offsets_reply(
@@ -130,13 +134,28 @@ async def offset_commit(c: Connection, req: Any, v: int) -> dict:
 
 
 async def offset_fetch(c: Connection, req: Any, v: int) -> dict:
-    if req.topics is None:
-        g = c.broker.groups.groups.get(req.group_id, GroupState())
+    require_stable = bool(req.require_stable) if v >= 7 else False
+    if v < 8:
+        error, topics = await _fetch_group(c, req.group_id, req.topics, require_stable, v)
+        return {"throttle_time_ms": 0, "error_code": int(error), "topics": topics}
+    groups = await asyncio.gather(*(_fetch_group(c, g.group_id, g.topics, require_stable, v,
+                                                 g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
+                                    for g in req.groups))
+    return {"throttle_time_ms": 0, "groups": [{"group_id": g.group_id, "error_code": int(error), "topics": topics}
+                                              for g, (error, topics) in zip(req.groups, groups, strict=True)]}
+
+
+async def _fetch_group(c: Connection, group: str, topics: Any, require_stable: bool, v: int,
+                       member_id: str | None = None, member_epoch: int = -1) -> tuple[Errors, list[dict]]:
+    """One group's committed offsets (all of them when ``topics`` is None): the group's error
+    and its topics as the wire has them."""
+    if topics is None:
+        g = c.broker.groups.groups.get(group, GroupState())
         tps = tuple(sorted(g.committed))
     else:
-        tps = tuple(TopicPartition(t.name, p) for t in req.topics for p in t.partition_indexes)
-    r = await c.local(OffsetFetchRequest, 30.0, group_id=req.group_id, partitions=tps,
-                      require_stable=bool(req.require_stable) if v >= 7 else False)
+        tps = tuple(TopicPartition(t.name, p) for t in topics for p in t.partition_indexes)
+    r = await c.local(OffsetFetchRequest, 30.0, group_id=group, partitions=tps, require_stable=require_stable,
+                      member_id=member_id, member_epoch=member_epoch)
     error = Errors.REQUEST_TIMED_OUT if r is None else r.error
     committed = dict(r.offsets) if r is not None else {}
     # pending transactional offsets (KIP-447) are a partition's error, as Kafka answers them;
@@ -149,8 +168,7 @@ async def offset_fetch(c: Connection, req: Any, v: int) -> dict:
         by_topic.setdefault(tp.topic, []).append({
             "partition_index": tp.partition, "committed_offset": committed.get(tp, -1),
             "committed_leader_epoch": -1, "metadata": "", "error_code": int(partition_error)})
-    return {"throttle_time_ms": 0, "error_code": int(group_error),
-            "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
+    return group_error, [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
 
 
 async def describe_groups(c: Connection, req: Any, v: int) -> dict:

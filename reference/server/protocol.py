@@ -25,24 +25,27 @@ import kafka.protocol.producer  # noqa: F401  (importing the modules registers t
 from kafka import codec
 from kafka.protocol.api_message import ApiMessage
 
+import reference.server.kip848_messages  # noqa: F401  (KIP-848's classes, from the project's schemas)
 from reference import records as rec
 
 # api key -> (min, max) version served. The upper ends stop before versions whose meaning the
-# engine does not have: topic ids instead of names in Produce/Fetch/OffsetCommit (v13, v13,
-# v10), batched OffsetFetch groups (v8), InitProducerId v5+ (TRANSACTION_ABORTABLE, then
+# engine does not have: topic ids instead of names in Produce/Fetch/OffsetCommit/OffsetFetch (v13,
+# v13, v10, v10), InitProducerId v5+ (TRANSACTION_ABORTABLE, then
 # KIP-939's two-phase commit in v6), and share groups in FindCoordinator (v5+). The KIP-890 part 2 transaction protocol is
 # served per request, as Kafka does: EndTxn v5, Produce v12 and TxnOffsetCommit v5 are
 # transaction version 2 (the epoch bumped at every end, partitions added by the broker),
 # older versions are version 1; ApiVersions v3 names the cluster's finalized
 # ``transaction.version`` (TRANSACTION_VERSION_FEATURE), which Apache Kafka's Java client
-# reads to choose.
+# reads to choose. KIP-848's consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe,
+# OffsetCommit v9 (fenced by member epoch) and OffsetFetch v9 (a member's id and epoch), with
+# ``group.version`` finalized at 1 (GROUP_VERSION_FEATURE).
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (3, 12),   # Produce
     1: (4, 12),   # Fetch
     2: (1, 7),    # ListOffsets
     3: (0, 12),   # Metadata
-    8: (2, 8),    # OffsetCommit
-    9: (1, 7),    # OffsetFetch
+    8: (2, 9),    # OffsetCommit
+    9: (1, 9),    # OffsetFetch
     10: (0, 4),   # FindCoordinator
     11: (0, 9),   # JoinGroup
     12: (0, 4),   # Heartbeat
@@ -65,9 +68,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     61: (0, 0),   # DescribeProducers (KIP-664)
     65: (0, 0),   # DescribeTransactions (KIP-664)
     66: (0, 1),   # ListTransactions (KIP-664; v2's transactional id pattern, KIP-1152, is not served)
+    68: (0, 1),   # ConsumerGroupHeartbeat (KIP-848; v1's regular expressions are refused)
+    69: (0, 1),   # ConsumerGroupDescribe (KIP-848)
 }
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"
+GROUP_VERSION_FEATURE = "group.version"  # 1: KIP-848's consumer groups are enabled
 # the first versions of the transaction protocol's version 2 (KIP-890 part 2)
 TV2_VERSIONS = {0: 12, 26: 5, 28: 5}
 API_VERSIONS_KEY = 18

@@ -1,0 +1,96 @@
+"""The handlers of KIP-848's consumer-group APIs: ConsumerGroupHeartbeat (a member's one
+request: join, heartbeat, acknowledge, leave) and ConsumerGroupDescribe (what the coordinator
+holds of a consumer group).
+
+The wire names topics by id (Metadata v10+'s uuids, :func:`reference.server.protocol.topic_id`),
+the engine by name: a heartbeat's owned partitions are turned into names (those of topics the
+broker does not know are left out, as a deleted topic's), and its assignment back into ids.
+A regular-expression subscription (v1's SubscribedTopicRegex) is refused with INVALID_REQUEST:
+the engine subscribes by name only. ConsumerGroupDescribe reads the local coordinator's state
+directly, as Kafka answers it from its loaded groups; the assignment it reports is the
+member's assigned partitions plus those pending revocation (Kafka 4.3+).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from reference.consumer_group_coordinator import preferred_assignor
+from reference.errors import Errors
+from reference.messages import ConsumerGroupHeartbeatRequest, TopicPartition
+from reference.server import protocol
+from reference.server.gateway import ENGINE_MARGIN_S, Connection
+
+HEARTBEAT_TIMEOUT_S = 30.0
+
+
+def _ids(c: Connection) -> dict[uuid.UUID, str]:
+    return {protocol.topic_id(name): name for name in c._image_partitions()}
+
+
+def _wire_partitions(tps, with_names: bool = False) -> list[dict]:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(tps):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return [{"topic_id": protocol.topic_id(t), **({"topic_name": t} if with_names else {}), "partitions": ps}
+            for t, ps in by_topic.items()]
+
+
+def _refusal(error: Errors, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(error), "error_message": message, "member_id": None,
+            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+
+
+async def consumer_group_heartbeat(c: Connection, req: Any, v: int) -> dict:
+    if v >= 1 and not req.member_id.strip():
+        return _refusal(Errors.INVALID_REQUEST, "MemberId can't be empty.")
+    if v >= 1 and req.subscribed_topic_regex:
+        return _refusal(Errors.INVALID_REQUEST, "regular-expression subscriptions are not served by the reference")
+    owned = None
+    if req.topic_partitions is not None:
+        names = _ids(c)
+        owned = tuple(TopicPartition(names[t.topic_id], p) for t in req.topic_partitions if t.topic_id in names
+                      for p in t.partitions)
+    timeout_s = max(req.rebalance_timeout_ms, 0) / 1000 + ENGINE_MARGIN_S
+    r = await c.local(ConsumerGroupHeartbeatRequest, max(timeout_s, HEARTBEAT_TIMEOUT_S), group_id=req.group_id,
+                      member_id=req.member_id, member_epoch=req.member_epoch, instance_id=req.instance_id,
+                      rebalance_timeout_ms=req.rebalance_timeout_ms,
+                      subscribed_topics=None if req.subscribed_topic_names is None
+                      else tuple(req.subscribed_topic_names),
+                      server_assignor=req.server_assignor, owned=owned)
+    if r is None:
+        return _refusal(Errors.REQUEST_TIMED_OUT)
+    if r.error is not Errors.NONE:
+        return _refusal(r.error)
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": r.member_id,
+            "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms,
+            "assignment": None if r.assignment is None else {"topic_partitions": _wire_partitions(r.assignment)}}
+
+
+async def consumer_group_describe(c: Connection, req: Any, v: int) -> dict:
+    return {"throttle_time_ms": 0, "groups": [_described(c, g, v) for g in req.group_ids]}
+
+
+def _described(c: Connection, group: str, v: int) -> dict:
+    out: dict[str, Any] = {"error_code": 0, "error_message": None, "group_id": group, "group_state": "",
+                           "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
+    if not group:
+        return {**out, "error_code": int(Errors.INVALID_GROUP_ID)}
+    error = c.broker.groups._owns(group)
+    cg = c.broker.groups.consumer.group(group) if error is Errors.NONE else None
+    if error is Errors.NONE and cg is None:
+        error = Errors.GROUP_ID_NOT_FOUND
+    if cg is None:
+        return {**out, "error_code": int(error), "error_message": f"Group {group} not found." if
+                error is Errors.GROUP_ID_NOT_FOUND else None}
+    members = [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": None,
+                "member_epoch": m.member_epoch, "client_id": "", "client_host": "",
+                "subscribed_topic_names": list(m.subscribed), "subscribed_topic_regex": None,
+                "assignment": {"topic_partitions": _wire_partitions(m.held(), True)},
+                "target_assignment": {"topic_partitions": _wire_partitions(cg.target.get(m.member_id, ()), True)},
+                **({"member_type": 1} if v >= 1 else {})}
+               for m in cg.members.values()]
+    return {**out, "group_state": cg.state(), "group_epoch": cg.group_epoch,
+            "assignment_epoch": cg.assignment_epoch,
+            "assignor_name": preferred_assignor(cg), "members": members}
