@@ -24,6 +24,11 @@ within milliseconds of the moment a fault is most likely to expose a mistake:
 * ``request-held-back``: the next EndTxn, produce or AddPartitionsToTxn request reaches its
   broker only after the client's request timeout, when the client has retried or moved on
   (KAFKA-17754: a delayed request of one transaction landing in the next);
+* ``heartbeat-held-across-rebalance``: when a consumer group (KIP-848) gets a new target
+  assignment, a member's next two heartbeats that carry its owned partitions (its
+  acknowledgements of revocations) reach the coordinator one to four seconds late, while the
+  group moves on (KAFKA-16147: a partition pending revocation given back to its member). A
+  late request harms no replica, so this one strikes also while other faults are under way;
 * ``offline-around-commit``: a transaction is decided (EndTxn written) that wrote to a
   partition of one replica on another broker than its coordinator's: that broker is paused
   past its session, so that the partition has no leader while the coordinator sends its
@@ -59,10 +64,14 @@ AIMED: dict[str, str] = {
     "clock-jump-at-boundary": "jump a node's clock by about a session, lease or lag timeout",
     "request-held-back": "deliver a client's next EndTxn, produce or AddPartitionsToTxn after its timeout",
     "offline-around-commit": "take a partition of one replica offline as a transaction that wrote there commits",
+    "heartbeat-held-across-rebalance": "hold a consumer-group member's acknowledging heartbeats 1-4 s as its "
+                                       "group's target changes",
 }
 HELD_REQUESTS = (["EndTxnRequest"], ["ProduceRequest"], ["AddPartitionsToTxnRequest"],
                  ["EndTxnRequest", "ProduceRequest"])
 
+# a target change comes at a member's join, leave or expiry only: few chances a run
+_RATES = {"heartbeat-held-across-rebalance": (0.3, 0.6, 1.0)}
 # which event each event-triggered strategy watches
 _TRIGGERS = {
     "log-append": ("leader-after-write", "crash-after-append"),
@@ -70,6 +79,7 @@ _TRIGGERS = {
     "txn-decided": ("coordinator-failover-after-endtxn", "offline-around-commit"),
     "group-rebalance": ("member-paused-across-rebalance", "coordinator-paused-during-rebalance"),
     "compaction": ("restart-during-cleaning",),
+    "consumer-group-target": ("heartbeat-held-across-rebalance",),
 }
 
 
@@ -90,7 +100,7 @@ class AimedNemesis:
         self.end_ms, self.fault_ms = end_ms, fault_ms
         self.placement = placement or {}  # offline-partition's placement (one replica a partition)
         # how eager each strategy is: some runs strike at almost every chance, some rarely
-        self.rate = {s: rng.choice([0.01, 0.05, 0.2, 0.5]) for s in sorted(self.strategies)}
+        self.rate = {s: rng.choice(_RATES.get(s, (0.01, 0.05, 0.2, 0.5))) for s in sorted(self.strategies)}
         self.busy_until_ms = 0
         self.struck = 0
         # the random schedule's fault windows: no aimed fault may overlap one
@@ -190,6 +200,18 @@ class AimedNemesis:
         elif strategy == "offline-around-commit":
             key = rng.choice(self._offline_targets(node, fields))
             begin, heal, lasts = offline_steps(rng, {key: self.placement[key]}, offline_ms(self.timings))
+        elif strategy == "heartbeat-held-across-rebalance":
+            if not self.members:
+                return
+            at = now_ms + rng.randint(0, 50)
+            lasts = rng.randint(1_000, 4_000)
+            begin = {"f": "hold-back", "value": {"requests": ["ConsumerGroupHeartbeatRequest"], "ms": lasts,
+                                                 "src": rng.choice(self.members), "having": ["owned"], "count": 2}}
+            if self.nemesis.enabled and at >= self.busy_until_ms and at + lasts <= self.end_ms:
+                self.busy_until_ms = at + lasts
+                self.struck += 1
+                self.sim.call_at(at * MS, lambda: self._apply(begin))
+            return
         elif strategy == "restart-during-cleaning":
             at = now_ms + rng.randint(0, 5)
             begin = {"f": "kill", "value": {"nodes": [node]}}

@@ -25,6 +25,8 @@ controller only), or ``all`` (as without ``links``). A confined link fault's ste
 A ``hold-back`` step (``{"requests": [request type names], "ms": M}``) delays the next request
 of one of those kinds by M ms beyond the network's own delay (a request stuck in a broker's
 queue, processed after the client gave up on it and went on): the aimed nemeses use it.
+Optional: ``"src"`` (only requests from that node), ``"having"`` (field names that must be
+set, e.g. a heartbeat's ``owned``: an acknowledgement) and ``"count"`` (the next N such).
 
 ``offline-partition`` takes every replica of one partition of the workload's topics down while
 the rest of the cluster lives on: the runner places those topics with one replica a partition
@@ -352,8 +354,10 @@ class Nemesis:
         elif f == "elect":
             return self._elect(v)
         elif f == "hold-back":
-            kinds = frozenset(v["requests"])
-            sim.hold_back(lambda _src, _dst, m: type(m).__name__ in kinds, v["ms"])
+            kinds, src, having = frozenset(v["requests"]), v.get("src"), tuple(v.get("having", ()))
+            for _ in range(v.get("count", 1)):
+                sim.hold_back(lambda s, _dst, m: type(m).__name__ in kinds and (src is None or s == src)
+                              and all(getattr(m, a, None) is not None for a in having), v["ms"])
         return None
 
     def _elect(self, v: dict) -> Any:

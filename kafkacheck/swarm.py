@@ -58,10 +58,11 @@ _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
               "member-paused-across-rebalance": ("groups",),
               "coordinator-paused-during-rebalance": ("groups",),
               "restart-during-cleaning": ("compaction",),
-              "offline-around-commit": ()}
+              "offline-around-commit": (), "heartbeat-held-across-rebalance": ()}
 OFFLINE_P = 0.4  # transactional seeds that take a partition offline
 OFFLINE_AIMED_P = 0.5  # of those, the ones that also aim it at commits
 CONSUMER_PROTOCOL_P = 0.5  # groups seeds that speak KIP-848's consumer protocol
+HELD_ACK_P = 0.5  # of those, the ones that hold members' acknowledgements across target changes
 # the aimed strategies that may crash a broker (a power loss): not with offline-partition
 AIMED_CRASHING = frozenset({"leader-after-write", "crash-after-append", "election-during-truncation",
                             "coordinator-failover-after-endtxn", "restart-during-cleaning"})
@@ -247,7 +248,11 @@ def _group_protocol(seed: int, options: RunOptions) -> RunOptions:
     rng = random.Random(f"kafkacheck-swarm-group-protocol-{seed}")
     if rng.random() >= CONSUMER_PROTOCOL_P:
         return options
-    return replace(options, group_protocol="consumer", assignor=rng.choice(SERVER_ASSIGNORS))
+    assignor = rng.choice(SERVER_ASSIGNORS)
+    aimed = options.aimed
+    if rng.random() < HELD_ACK_P:  # (an aimed strategy of this protocol only: drawn here)
+        aimed = sorted([*aimed, "heartbeat-held-across-rebalance"])
+    return replace(options, group_protocol="consumer", assignor=assignor, aimed=aimed)
 
 
 def _settings(o: RunOptions) -> list[tuple[str, object]]:

@@ -97,6 +97,7 @@ class ConsumerGroups:
         self.rebalances: dict[tuple[str, str], tuple[int, int]] = {}  # -> (deadline, the epoch revoking in)
         self.busy: dict[str, list[Callable[[], None]]] = {}  # group -> what waits for its write
         self.changes = 0  # counts the groups installed (what the white-box invariants watch)
+        self.targets: dict[str, dict] = {}  # group -> the target assignment its next write carries
 
     def group(self, group: str) -> ConsumerGroup | None:
         gs = self.c.groups.get(group)
@@ -117,11 +118,15 @@ class ConsumerGroups:
         batch = rec.encode_batch([rec.RecordInput(record_key(group), json.dumps(cg.to_json(), sort_keys=True).encode(),
                                                   (), now_ms)])
 
+        target = self.targets.pop(group, None)
+
         def written(error: Errors) -> None:
             if error is Errors.NONE:
                 self.c.group_state(group).modern = cg
                 self.changes += 1
                 self._forget_gone(group, cg)
+                if target is not None:
+                    self.host.event("consumer-group-target", group=group, **target)
             then(error if error is Errors.NONE else _TO_COORDINATOR.get(error, Errors.COORDINATOR_NOT_AVAILABLE))
             self._drain(group)
 
@@ -195,7 +200,7 @@ class ConsumerGroups:
                 self.rebalances[key] = (self.host.now_ms + max(new.rebalance_timeout_ms, 0), new.member_epoch)
             self.host.send(src, response)
 
-        if cg.to_json() == before.to_json():
+        if cg == before:  # nothing to write (the dataclasses compare field by field)
             answer(Errors.NONE)
         else:
             self._persist(now_ms, group, cg, answer)
@@ -265,8 +270,9 @@ class ConsumerGroups:
         cg.target = {mid: frozenset(tps) for mid, tps in result.items()}
         cg.assignment_epoch = cg.group_epoch
         mark("cgroup-target-assignment")
-        self.host.event("consumer-group-target", group=group, epoch=cg.group_epoch, assignor=name,
-                        target={mid: sorted(tp.key for tp in tps) for mid, tps in sorted(cg.target.items())})
+        # announced once the group carrying it is written (_persist)
+        self.targets[group] = {"epoch": cg.group_epoch, "assignor": name,
+                               "target": {mid: sorted(tp.key for tp in tps) for mid, tps in sorted(cg.target.items())}}
 
     # ------------------------------------------------------------ leaving and expiring
 

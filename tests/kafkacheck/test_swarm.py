@@ -315,3 +315,27 @@ def test_run_swarm_reproduces_and_refuses_what_the_seed_draws(tmp_path):
     assert len(bad.stderr.strip().splitlines()) == 1
     assert again.returncode == r.returncode
     assert replace(draw(4), ops=300).workload in r.stdout
+
+
+def test_only_consumer_protocol_seeds_hold_acknowledgements_across_target_changes():
+    drawn = [draw(s) for s in range(400)]
+    held = [o for o in drawn if "heartbeat-held-across-rebalance" in o.aimed]
+    assert held and all(o.workload == "groups" and o.group_protocol == "consumer" for o in held)
+    assert any(o.group_protocol == "consumer" and o not in held for o in drawn)
+
+
+def test_held_acknowledgements_strike_a_consumer_group_and_the_run_stays_valid(tmp_path):
+    from kafkacheck.judge import judge_record as judge
+    from traces.parquet import load_run_dir
+
+    simulate(RunOptions(seed=1, ops=800, workload="groups", group_protocol="consumer", faults=[],
+                        aimed=["heartbeat-held-across-rebalance"], liveness_ms=20_000), tmp_path)
+    holds = [o for o in _history(tmp_path) if o["process"] == "nemesis" and o["type"] == "invoke"
+             and o["f"] == "hold-back"]
+    assert holds, "no acknowledgement was held"
+    for o in holds:
+        v = o["value"]
+        assert v["requests"] == ["ConsumerGroupHeartbeatRequest"] and v["having"] == ["owned"]
+        assert v["count"] == 2 and 1_000 <= v["ms"] <= 4_000 and v["src"] > 100
+    result = judge(load_run_dir(tmp_path))
+    assert result["valid"] is True, result["anomaly_types"]
