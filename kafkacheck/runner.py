@@ -79,6 +79,9 @@ class RunOptions:
     assignor: str = "range"  # groups workload
     static_members: bool = False  # groups workload: group.instance.id per member
     group_protocol: str = "classic"  # groups workloads: "consumer" is KIP-848's
+    # eos: its processors subscribe as members of one consumer group of group_protocol (with
+    # --assignor) instead of assigning themselves partitions (run: --group-protocol given)
+    eos_subscribe: bool = False
     # what a swarm seed varies besides the above (the defaults change nothing)
     timings: dict[str, int] | None = None  # overrides of CLUSTER_TIMINGS
     fault_stable_ms: tuple[int, int] = (1_000, 4_000)  # random schedule: calm between faults

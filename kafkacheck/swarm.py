@@ -62,6 +62,7 @@ _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
 OFFLINE_P = 0.4  # transactional seeds that take a partition offline
 OFFLINE_AIMED_P = 0.5  # of those, the ones that also aim it at commits
 CONSUMER_PROTOCOL_P = 0.5  # groups seeds that speak KIP-848's consumer protocol
+EOS_GROUP_P = 0.5  # eos seeds whose processors subscribe as members of one group (KIP-447)
 HELD_ACK_P = 0.5  # of those, the ones that hold members' acknowledgements across target changes
 # the aimed strategies that may crash a broker (a power loss): not with offline-partition
 AIMED_CRASHING = frozenset({"leader-after-write", "crash-after-append", "election-during-truncation",
@@ -207,7 +208,7 @@ def draw(seed: int, ops: int = DEFAULT_OPS) -> RunOptions:
     options = _offline(seed, options)
     options = _group_protocol(seed, options)
     t = {**CLUSTER_TIMINGS, **(options.timings or {})}
-    if WORKLOADS[workload].subscribe:
+    if WORKLOADS[workload].subscribe or options.eos_subscribe:
         # a member that crashed stays in its group, owning partitions, until its session
         # expires (up to 30 s here): Kafka's dynamic membership. The quiet period after
         # healing outlasts it, so that the members' final polls see the group without it
@@ -241,8 +242,16 @@ def _offline(seed: int, options: RunOptions) -> RunOptions:
 
 def _group_protocol(seed: int, options: RunOptions) -> RunOptions:
     """Half the groups seeds speak KIP-848's consumer protocol (the coordinator assigns, with
-    the uniform or range assignor), drawn from an RNG of their own, so that every other
-    choice of a seed is what it was before."""
+    the uniform or range assignor); half the eos seeds have their processors join a group
+    (classic or consumer, an assignor of that protocol); drawn from RNGs of their own, so
+    that every other choice of a seed is what it was before."""
+    if options.workload == "eos":
+        rng = random.Random(f"kafkacheck-swarm-eos-group-{seed}")
+        if rng.random() >= EOS_GROUP_P:
+            return options
+        protocol = rng.choice(("classic", "consumer"))
+        assignor = rng.choice(SERVER_ASSIGNORS if protocol == "consumer" else ASSIGNORS)
+        return replace(options, eos_subscribe=True, group_protocol=protocol, assignor=assignor)
     if options.workload != "groups":
         return options
     rng = random.Random(f"kafkacheck-swarm-group-protocol-{seed}")
@@ -273,6 +282,8 @@ def describe(o: RunOptions) -> str:
     if o.workload == "groups":
         parts.append(("consumer protocol, " if o.group_protocol == "consumer" else "")
                      + f"assignor {o.assignor}" + (", static members" if o.static_members else ", dynamic members"))
+    if o.eos_subscribe:
+        parts.append(f"processors in a {o.group_protocol} group, assignor {o.assignor}")
     if o.topic_configs:
         parts.append(" ".join(f"{k}={v}" for k, v in o.topic_configs[1:]))
     flush = [f"every {o.flush_messages} messages"] if o.flush_messages else []
@@ -314,6 +325,8 @@ def features(o: RunOptions) -> list[str]:
     out += [f"links={k}" for k in o.fault_links or ()]
     if o.workload == "groups":
         out += [f"assignor={o.assignor}", f"static={o.static_members}", f"group.protocol={o.group_protocol}"]
+    if o.eos_subscribe:
+        out += [f"assignor={o.assignor}", f"group.protocol={o.group_protocol}"]
     if o.workload in TXN_WORKLOADS:
         out.append(f"transaction.version={o.transaction_version}")
     out += [f"{k}={_magnitude(v)}" for k, v in sorted((o.timings or {}).items())]

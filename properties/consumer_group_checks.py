@@ -34,7 +34,8 @@ from collections import defaultdict
 from typing import Any
 
 INF = float("inf")
-_DRAINS = ("poll", "subscribe")  # the ops that take a member's rebalance log
+# the ops that take a member's rebalance log (txn: the eos workload's processors in a group)
+_DRAINS = ("poll", "subscribe", "txn")
 
 
 def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], add) -> None:

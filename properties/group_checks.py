@@ -35,7 +35,12 @@ until P reports k revoked, reports a newer assignment, or crashes.
   (:mod:`properties.consumer_group_checks`); a "generation" there is a member epoch;
 * ``unowned-partition``: after every fault healed, the members' final assignments in the
   newest generation leave a partition without an owner (or members did not converge on one
-  generation).
+  generation). With the consumer protocol, where a member whose partitions did not change
+  learns the group's newest epoch only at its next heartbeat, the members' final
+  assignments, each at its own epoch, leave a partition without an owner, or give one to two
+  members, or a member has no epoch of the group (below 1). In a run with real clients, also
+  when no member reported an assignment after healing and the run says its members did not
+  settle (``groups.settled`` false).
 """
 
 from __future__ import annotations
@@ -402,10 +407,19 @@ def _final(ops, config, final_state, crash_time, add) -> None:
     alive = {o["process"] for o in ops if o["process"] != "nemesis" and o["type"] == "invoke"
              and o["f"] == "poll" and o["time"] >= heal and o["process"] in final_state}
     members = {p: final_state[p] for p in alive if p not in crash_time}
+    keys = set((config.get("groups") or {}).get("keys") or [])
     if not members:
+        if (config.get("groups") or {}).get("settled") is False:
+            # a run with real clients whose members never reported an assignment after healing
+            # (a simulated member goes on as a new process without one: no verdict from that)
+            add("unowned-partition", key=None, generation=-1, missing=sorted(keys), behind=[], ops=[],
+                explanation="after healing no member reported an assignment, and the members did not "
+                            "settle (groups.settled is false): no partition was owned")
         return
     top = max(g for g, _o, _op in members.values())
-    keys = set((config.get("groups") or {}).get("keys") or [])
+    if (config.get("groups") or {}).get("protocol") == "consumer":
+        _final_own_epochs(members, keys, top, add)
+        return
     owned = set().union(*(o for g, o, _op in members.values() if g == top))
     behind = sorted(str(p) for p, (g, _o, _op) in members.items() if g < top)
     missing = sorted(keys - owned) if keys else []
@@ -414,3 +428,21 @@ def _final(ops, config, final_state, crash_time, add) -> None:
             ops=sorted(op for _g, _o, op in members.values()),
             explanation=f"after healing, the newest generation {top} leaves {missing or 'no'} "
                         f"partition(s) unowned; members still behind it: {behind or 'none'}")
+
+
+def _final_own_epochs(members: dict[Any, tuple[int, set, int]], keys: set[str], top: int, add) -> None:
+    """``unowned-partition`` of KIP-848's protocol: the final assignments, each at its member's
+    own epoch, cover every partition once, and every member has an epoch of the group."""
+    owners: dict[str, list] = defaultdict(list)
+    for p, (_g, owned, _op) in members.items():
+        for k in owned:
+            owners[k].append(p)
+    missing = sorted(keys - set(owners)) if keys else []
+    shared = sorted(k for k, ps in owners.items() if len(ps) > 1)
+    unjoined = sorted(str(p) for p, (g, _o, _op) in members.items() if g < 1)
+    if missing or shared or unjoined:
+        add("unowned-partition", key=None, generation=top, missing=missing, shared=shared, behind=unjoined,
+            ops=sorted(op for _g, _o, op in members.values()),
+            explanation=f"after healing, the members' final assignments (each at its own member epoch) leave "
+                        f"{missing or 'no'} partition(s) unowned and give {shared or 'none'} to two members; "
+                        f"members without an epoch of the group: {unjoined or 'none'}")

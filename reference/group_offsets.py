@@ -33,8 +33,13 @@ class GroupOffsets:
     # ------------------------------------------------------------ transactions
 
     def on_marker(self, partition: int, producer_id: int, commit: bool) -> None:
-        """A transaction marker on one of our partitions is committed (HW passed it)."""
+        """A transaction marker on one of our partitions is committed (HW passed it). The
+        high watermark may have passed the transaction's offsets in the same step: those are
+        applied first, so that the marker ends them in log order, as Kafka replays its log
+        (otherwise an abort would find nothing pending, and the aborted offsets, applied just
+        after, would stay pending until the producer's next commit made them the group's)."""
         if partition in self.loaded:
+            self.on_high_watermark(self.host.now_ms, partition)
             self._end_txn(partition, producer_id, commit)
 
     def _end_txn(self, partition: int, producer_id: int, commit: bool) -> None:

@@ -8,7 +8,7 @@ time::
 
     begin_transaction()
     send(...)                               # partitions join with AddPartitionsToTxn first
-    send_offsets_to_transaction(offsets, group)   # AddOffsetsToTxn, then TxnOffsetCommit
+    send_offsets_to_transaction(offsets, group[, metadata])   # AddOffsetsToTxn, then TxnOffsetCommit
     commit_transaction() or abort_transaction()   # EndTxn; see :attr:`outcome`
 
 Requests to coordinators run one at a time from a queue of actions; each is retried on
@@ -28,6 +28,11 @@ Safety rules this client adds:
   names transactions only by producer id and epoch).
 * With transaction version 2 the coordinator bumps the epoch at every EndTxn; the response
   names the new epoch.
+
+A consumer's group metadata (:class:`GroupMetadata`, KIP-447: its generation or member epoch,
+member id and instance id) rides on the TxnOffsetCommit, so that the group coordinator refuses
+the offsets of a member the group has replaced; without it the producer commits as one
+outside the group's protocol.
 
 The outcome of each commit or abort is ``committed``, ``aborted`` or ``unknown`` (a commit
 whose EndTxn may or may not have been applied).
@@ -66,6 +71,19 @@ _BACKOFF = frozenset({Errors.CONCURRENT_TRANSACTIONS, Errors.COORDINATOR_LOAD_IN
                       Errors.NOT_LEADER_OR_FOLLOWER})
 
 
+@dataclass(frozen=True, slots=True)
+class GroupMetadata:
+    """What a consumer in a group gives sendOffsetsToTransaction (Java's ConsumerGroupMetadata):
+    its generation (the member epoch of a KIP-848 group), member id and group.instance.id."""
+
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+NO_GROUP_METADATA = GroupMetadata()  # a producer outside the group's protocol
+
+
 @dataclass(slots=True)
 class _Action:
     kind: str  # init, bump, add, add-offsets, offset-commit, end
@@ -74,6 +92,7 @@ class _Action:
     commit: bool = False
     group_id: str = ""
     offsets: tuple[tuple[TopicPartition, int], ...] = ()
+    metadata: GroupMetadata = NO_GROUP_METADATA
     attempts: int = 0
     timed_out: bool = False  # an attempt got no answer: it may still be applied later
 
@@ -140,12 +159,12 @@ class TransactionalProducer(Producer):
         return super().send(now_ms, tp, value, key)
 
     def send_offsets_to_transaction(self, now_ms: int, offsets: dict[TopicPartition, int],
-                                    group_id: str) -> None:
+                                    group_id: str, metadata: GroupMetadata = NO_GROUP_METADATA) -> None:
         if not self.in_transaction or self._ending is not None:
             raise RuntimeError("send_offsets_to_transaction outside a transaction")
         self._enqueue(_Action("add-offsets", now_ms, group_id=group_id))
         self._enqueue(_Action("offset-commit", now_ms, group_id=group_id,
-                              offsets=tuple(sorted(offsets.items()))))
+                              offsets=tuple(sorted(offsets.items())), metadata=metadata))
 
     def commit_transaction(self, now_ms: int) -> None:
         self._ending = "commit"
@@ -260,7 +279,9 @@ class TransactionalProducer(Producer):
             case "add-offsets":
                 msg = AddOffsetsToTxnRequest(corr, txn_id, pid, epoch, a.group_id)
             case "offset-commit":
-                msg = TxnOffsetCommitRequest(corr, txn_id, a.group_id, pid, epoch, a.offsets)
+                m = a.metadata
+                msg = TxnOffsetCommitRequest(corr, txn_id, a.group_id, pid, epoch, a.offsets,
+                                             m.generation_id, m.member_id, m.group_instance_id)
             case _:
                 msg = EndTxnRequest(corr, txn_id, pid, epoch, a.commit)
         self.send_message(coordinator, msg)

@@ -5,9 +5,10 @@ broker the same window is opened on purpose, one request at a time, through the
 request-aware :class:`~fault_injection.real.proxy.FaultProxy` in front of every broker:
 
 1. :meth:`Straggler.hold` arms every proxy of the cluster to hold back the first request of
-   one API (EndTxn, Produce, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit). The
-   client's connection is reset (or abandoned until the client times out), so the client
-   retries on a new connection, which goes through; the held bytes wait on the old one.
+   one API (EndTxn, Produce, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit; a
+   consumer group member's ConsumerGroupHeartbeat or OffsetCommit). The client's
+   connection is reset (or abandoned until the client times out), so the client retries on
+   a new connection, which goes through; the held bytes wait on the old one.
 2. :meth:`Straggler.wait_for_release` waits for the moment to deliver them: once the next
    transaction of the same transactional id has begun (an EndTxn or InitProducerId of that
    id went through since the hold, and then a successful answer to its first transactional
@@ -17,6 +18,9 @@ request-aware :class:`~fault_injection.real.proxy.FaultProxy` in front of every 
    happening (before KIP-890 part 2 the epoch does not change between transactions, so the
    coordinator cannot tell the late request from a current one); ``PRODUCER_FENCED`` or
    ``INVALID_PRODUCER_EPOCH`` is the fix at work.
+   A group member's request belongs to no transaction: it is released after a drawn delay,
+   when the member may have moved on (KIP-848: a late heartbeat's epoch and owned
+   partitions, a late commit's member epoch).
 
 The straggler watches every request and response the proxies forward (their ``observer``),
 keyed by transactional id; its methods are called from one thread (the nemesis) while the
@@ -32,7 +36,8 @@ from dataclasses import dataclass, field
 from fault_injection.real.proxy import FaultProxy, HeldRequest, HoldClaim
 from reference.server.protocol import response_errors
 
-STRAGGLE_APIS = ("EndTxn", "Produce", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit")
+STRAGGLE_APIS = ("EndTxn", "Produce", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit",
+                 "ConsumerGroupHeartbeat", "OffsetCommit")
 # what shows that the next transaction has begun and holds data: the answer to its first
 # write (of records, or of offsets); a late EndTxn that arrives before that would find
 # nothing to end, or race the AddPartitionsToTxn that opens the transaction

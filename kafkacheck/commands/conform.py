@@ -13,6 +13,7 @@ from pathlib import Path
 from fault_injection.vocabulary import REAL as REAL_FAULTS
 from fault_injection.vocabulary import unknown as unknown_fault
 from kafkacheck.commands import SUMMARIES
+from kafkacheck.commands.common import GROUP_WORKLOADS, group_options_conflict
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.workloads import WORKLOADS
 
@@ -76,6 +77,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "threads and check its history with the simulator's checker; what each checks: "
                           + "; ".join(f"{name}: {w.guarantee}" for name, w in WORKLOADS.items())
                           + "; default queue; none skips it")
+    con.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                     help=f"the {' and '.join(GROUP_WORKLOADS)} workloads: the consumer group protocol of their "
+                          "members, classic (JoinGroup/SyncGroup, the members' range assignor) or consumer (KIP-848: "
+                          "ConsumerGroupHeartbeat, the coordinator's range assignor, each member with its own epoch; "
+                          "--client java or confluent, and a broker that advertises ConsumerGroupHeartbeat, "
+                          "API 68); default classic")
     con.add_argument("--workload-seconds", type=float, default=20.0, metavar="S",
                      help="how long the workload runs before healing and the final read (default 20)")
     con.add_argument("--faults", default=DEFAULT_FAULTS, metavar="F,G",
@@ -87,8 +94,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             f"spawned reference or Kafka cluster and root. '' for none (default {DEFAULT_FAULTS})")
     con.add_argument("--straggle-api", type=_straggle_apis, metavar="API[,API]",
                      help="the requests straggle may hold back (default: those the workload sends: EndTxn, Produce "
-                          "and AddPartitionsToTxn for txn, also AddOffsetsToTxn and TxnOffsetCommit for eos, "
-                          "Produce otherwise)")
+                          "and AddPartitionsToTxn for txn, also AddOffsetsToTxn and TxnOffsetCommit for eos, also "
+                          "ConsumerGroupHeartbeat and OffsetCommit for groups and at-most-once with --group-protocol "
+                          "consumer, Produce otherwise)")
     con.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                      help="a setting for every spawned broker (repeatable): Kafka's properties for --spawn kafka; "
                           "for --spawn reference the equivalents it has (min.insync.replicas, "
@@ -153,6 +161,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
     """The options checked; a UsageError for the first that is wrong."""
     if (args.bootstrap is None) == (args.spawn is None):
         raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu|kafka")
+    _check_group_protocol(args)
     versions, home = _check_versions(args)
     faults, node_faults = _faults(args)
     broker_config, bugs, features = _broker_config(args), _bugs(args), _features(args, versions)
@@ -164,6 +173,50 @@ def _plan(args: argparse.Namespace) -> _Plan:
     if args.client not in ("kafka-python", "confluent", "java"):
         raise UsageError(f"unknown --client {args.client}")
     return _Plan(faults, node_faults, broker_config, features, bugs, cases, versions, home)
+
+
+# the first librdkafka whose KIP-848 consumer is production-ready (its CHANGELOG: 2.12.0)
+LIBRDKAFKA_CONSUMER_PROTOCOL = (2, 12)
+
+
+def _check_group_protocol(args: argparse.Namespace) -> None:
+    """--group-protocol consumer: a workload whose members join a group, a client that
+    speaks KIP-848 (the broker's side is asked once it answers: :func:`_check_broker_protocol`)."""
+    if args.group_protocol != "consumer":
+        return
+    if (why := group_options_conflict(args.workload, args.group_protocol, "range")) is not None:
+        raise UsageError(why)
+    if args.client == "kafka-python":
+        raise UsageError("--group-protocol consumer needs a client that speaks KIP-848's protocol: --client java or "
+                         "confluent (kafka-python has only the classic one)")
+    if args.client == "confluent":
+        try:
+            import confluent_kafka
+        except ImportError:
+            return  # said when the client is made
+        version = confluent_kafka.libversion()[0]
+        if tuple(int(x) for x in re.findall(r"\d+", version)[:2]) < LIBRDKAFKA_CONSUMER_PROTOCOL:
+            raise UsageError(f"--group-protocol consumer with --client confluent needs librdkafka 2.12 or later "
+                             f"(its KIP-848 consumer before that is a preview); this confluent-kafka has {version}")
+
+
+def _check_broker_protocol(args: argparse.Namespace, target) -> None:
+    """--group-protocol consumer against a broker without KIP-848's consumer groups: its
+    ApiVersions lacks ConsumerGroupHeartbeat, or it answers one UNSUPPORTED_VERSION."""
+    from kafkacheck.conform.targets import CONSUMER_GROUP_HEARTBEAT, consumer_protocol_off
+
+    if args.group_protocol != "consumer":
+        return
+    host, port = target.first()
+    if CONSUMER_GROUP_HEARTBEAT not in target.apis:
+        raise UsageError(f"--group-protocol consumer: the broker at {host}:{port} does not advertise "
+                         f"ConsumerGroupHeartbeat (API {CONSUMER_GROUP_HEARTBEAT}) in its ApiVersions, so it has no "
+                         "KIP-848 consumer groups: use --group-protocol classic")
+    if consumer_protocol_off(host, port, min(args.timeout, 5.0)):
+        raise UsageError(f"--group-protocol consumer: the broker at {host}:{port} advertises ConsumerGroupHeartbeat "
+                         "but answers it UNSUPPORTED_VERSION: its KIP-848 consumer groups are off (Apache Kafka "
+                         "before 4.0: --broker-config group.coordinator.rebalance.protocols=classic,consumer); "
+                         "or use --group-protocol classic")
 
 
 def _check_versions(args: argparse.Namespace) -> tuple[list[str], object | None]:
@@ -425,6 +478,7 @@ def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
 
     try:
         target.probe(args.timeout)
+        _check_broker_protocol(args, target)
         if args.client == "java":
             _start_java(_dist(args, plan), out, console)
     except KafkaVersionUnknown as e:
@@ -436,7 +490,8 @@ def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
     except ImportError as e:
         raise UsageError(f"--client {args.client} is not installed: {e}") from None
     report = _report(args, target, client.name, target_version=target.version or "unknown",
-                     brokers=target.brokers, features=dict(target.features), bugs=list(target.bugs))
+                     brokers=target.brokers, features=dict(target.features), bugs=list(target.bugs),
+                     group_protocol=args.group_protocol if args.workload in GROUP_WORKLOADS else None)
     _run_cases(args, plan.cases, target, client, report, console)
     if args.workload != "none" and report.unusable is None:
         _run_workload(args, target, client, out, report, console)
@@ -511,7 +566,8 @@ def _run_workload(args, target, client, out: Path, report, console) -> None:
         try:
             result = run_workload(target, args.client, client.create_topic, out / name, args.workload_seconds,
                                   faults, timeout_s=min(args.timeout, 10.0), log=console.print, workload=name,
-                                  straggle_apis=tuple(args.straggle_api) if args.straggle_api else None)
+                                  straggle_apis=tuple(args.straggle_api) if args.straggle_api else None,
+                                  group_protocol=args.group_protocol)
         except Exception as e:
             report.entries.append(Entry("workload", name, guarantee,
                                         "Kafka docs, Design: guarantees", "error", f"{type(e).__name__}: {e}",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fault_injection.nemesis import FAULTS, OFFLINE, load_schedule, offline_conflict, parse_faults
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.commands.common import add_explain, bug_help, standalone
+from kafkacheck.commands.common import RUN_GROUP_WORKLOADS, add_explain, bug_help, group_options_conflict, standalone
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.judge import judge_record
 from kafkacheck.reproduce import ORDER, command_line, run_dir_name
@@ -29,8 +29,6 @@ DEFAULT_OPS = 10_000
 _SWARM_DRAWS = ("workload", "transaction_version", "assignor", "static_members", "group_protocol", "seed", "brokers",
                 "partitions", "replication_factor", "min_insync_replicas", "acks", "faults",
                 "schedule", "template", "clients", "flush_messages", "flush_ms", "unclean_leader_election")
-
-GROUP_WORKLOADS = ("groups", "at-most-once")  # the workloads whose members join a consumer group
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,14 +51,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="transactional workloads: 2 bumps the producer epoch at every "
                           "transaction end (KIP-890 part 2); default 1")
     run.add_argument("--assignor", choices=sorted({*ASSIGNORS, *SERVER_ASSIGNORS}), default="range",
-                     help="groups workload: the partition assignor (default range): with the classic "
+                     help="groups and at-most-once workloads, and eos with --group-protocol: the partition "
+                          "assignor (default range): with the classic "
                           "protocol the members' (range, roundrobin, sticky, cooperative-sticky), with "
                           "the consumer protocol the coordinator's (uniform, range)")
-    run.add_argument("--group-protocol", choices=list(GROUP_PROTOCOLS), default="classic",
+    run.add_argument("--group-protocol", choices=list(GROUP_PROTOCOLS), default=None,
                      help="groups and at-most-once workloads: the consumer group protocol, classic "
                           "(JoinGroup/SyncGroup, the members assign) or consumer (KIP-848: "
                           "ConsumerGroupHeartbeat, the coordinator assigns with --assignor uniform or "
-                          "range); default classic")
+                          "range); default classic. eos workload: given, the processors subscribe to the "
+                          "input topic as members of one consumer group of this protocol and commit their "
+                          "offsets with its generation or member epoch (KIP-447, as Kafka Streams' "
+                          "exactly-once v2); without it each assigns itself its share of the partitions")
     run.add_argument("--static-members", action="store_true",
                      help="groups workload: static membership (a group.instance.id per member)")
     run.add_argument("--seed", type=int, default=0, help="seed of the run's RNG (default 0)")
@@ -211,7 +213,8 @@ def _options(args: argparse.Namespace):
                          "(a producer and consumers)")
     if (why := offline_conflict(faults)) is not None:
         raise UsageError(why)
-    if (why := group_options_conflict(args.workload, args.group_protocol, args.assignor)) is not None:
+    if (why := group_options_conflict(args.workload, args.group_protocol, args.assignor,
+                                      RUN_GROUP_WORKLOADS)) is not None:
         raise UsageError(why)
     if OFFLINE in faults and args.replication_factor not in (None, 1):
         raise UsageError("--faults offline-partition places the workload's topics with one replica a partition: "
@@ -247,7 +250,8 @@ def _options(args: argparse.Namespace):
                       keep_going=args.keep_going,
                       transaction_version=args.transaction_version,
                       assignor=args.assignor, static_members=args.static_members,
-                      group_protocol=args.group_protocol)
+                      group_protocol=args.group_protocol or "classic",
+                      eos_subscribe=args.workload == "eos" and args.group_protocol is not None)
 
 
 
@@ -314,15 +318,3 @@ def _refuse_other_run(out: Path, reproduce: str) -> None:
     if made_by and made_by != reproduce:
         raise UsageError(f"{out} holds a run made with other options ({made_by}); "
                          f"choose another --out, or delete it first")
-
-
-def group_options_conflict(workload: str, protocol: str, assignor: str) -> str | None:
-    """The one-line refusal of a group protocol and assignor that do not go together, or None."""
-    if protocol == "consumer" and workload not in GROUP_WORKLOADS:
-        return (f"--group-protocol consumer goes with the {' and '.join(GROUP_WORKLOADS)} workloads: the "
-                f"{workload} workload's clients do not join a consumer group")
-    known = SERVER_ASSIGNORS if protocol == "consumer" else ASSIGNORS
-    if workload in GROUP_WORKLOADS and assignor not in known:
-        return (f"--assignor {assignor} is not an assignor of the {protocol} protocol; "
-                f"choose from {', '.join(known)}")
-    return None

@@ -157,6 +157,14 @@ class KafkaCluster:
             "transaction.state.log.min.isr": min_isr,
             "transaction.state.log.num.partitions": "3",
             "group.initial.rebalance.delay.ms": "0",
+            # KIP-848's consumer groups: the session and heartbeat of the classic members'
+            # (session.timeout.ms 6 s, heartbeat.interval.ms 0.5 s, which a member of the consumer
+            # protocol may not set: the coordinator decides them; Kafka's 45 s and 5 s keep a member
+            # whose leave was lost in a failover in the group for 45 s)
+            "group.consumer.session.timeout.ms": "6000",
+            "group.consumer.min.session.timeout.ms": "6000",
+            "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.min.heartbeat.interval.ms": "500",
             "log.cleaner.dedupe.buffer.size": "2097152",
             "log.cleaner.backoff.ms": "1000",
             "num.network.threads": "2",

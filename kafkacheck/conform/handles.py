@@ -294,35 +294,46 @@ class Poller:
 
 def commit_refused(error: str) -> bool:
     """Whether a failed group commit was certainly refused (the member was fenced, its
-    generation is old or a rebalance is on), as opposed to an unknown outcome."""
+    generation or member epoch is old or a rebalance is on), as opposed to an unknown outcome."""
     text = error.upper().replace(" ", "_")
     return any(w in text for w in ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER", "REBALANCE_IN_PROGRESS", "FENCED_INSTANCE",
-                                   "COMMITFAILED", "ILLEGALGENERATION"))
+                                   "COMMITFAILED", "ILLEGALGENERATION", "STALE_MEMBER_EPOCH", "FENCED_MEMBER_EPOCH",
+                                   "STALEMEMBEREPOCH", "FENCEDMEMBEREPOCH"))
 
 
 def confluent_generation(metadata: bytes) -> int:
     """The generation in librdkafka's serialised consumer group metadata ("CGMDv2:" and an
-    int32 copied in the host's byte order); -1 when unknown."""
+    int32 copied in the host's byte order); -1 when unknown. With the consumer protocol it is
+    the member epoch (librdkafka keeps the epoch of each ConsumerGroupHeartbeat answer there)."""
     if isinstance(metadata, bytes) and metadata.startswith(b"CGMDv2:") and len(metadata) >= 11:
         return int.from_bytes(metadata[7:11], sys.byteorder, signed=True)
     return -1
 
 
 class GroupMember:
-    """A consumer-group member: subscribe, poll, commit; rebalance callbacks go to ``log``."""
+    """A consumer-group member: subscribe, poll, commit; rebalance callbacks go to ``log``.
 
-    def __init__(self, kind: str, bootstrap: str, topic: str, group: str, timeout_s: float) -> None:
-        self.kind, self.topic, self.timeout_s = kind, topic, timeout_s
-        self.log: list[dict] = []
-        self.owned: set[str] = set()
-        self.positions: dict[str, int] = {}
-        self.generation = -1
+    ``protocol`` classic: the range assignor, eager: every assignment is the whole of it, at
+    a generation of the group. consumer (KIP-848): the coordinator's range assignor, and the
+    assignment is incremental: an assignment callback names only the partitions added, a
+    revocation only those taken away, and the generation is the member's own epoch. As the
+    simulator's member does, the log then also notes, after a poll, an epoch reached or a
+    revocation made without partitions added (an ``assigned`` entry without keys)."""
+
+    def __init__(self, kind: str, bootstrap: str, topic: str, group: str, timeout_s: float,
+                 protocol: str = "classic") -> None:
+        self.kind, self.topic, self.timeout_s, self.protocol = kind, topic, timeout_s, protocol
+        self._reset()
         if kind == "confluent":
             from confluent_kafka import Consumer
-            self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                               "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
-                               "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "log_level": 2,
-                               "socket.timeout.ms": int(timeout_s * 1000)})
+            conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest", "log_level": 2, "socket.timeout.ms": int(timeout_s * 1000)}
+            if protocol == "consumer":  # session and heartbeat are the broker's (group.consumer.*)
+                conf.update({"group.protocol": "consumer", "group.remote.assignor": "range"})
+            else:
+                conf.update({"partition.assignment.strategy": "range", "session.timeout.ms": 6000,
+                             "heartbeat.interval.ms": 500})
+            self.c = Consumer(conf)
             self.c.subscribe([topic], on_assign=lambda c, tps: self._assigned(tps),
                              on_revoke=lambda c, tps: self._revoked(tps, False),
                              on_lost=lambda c, tps: self._revoked(tps, True))
@@ -347,6 +358,14 @@ class GroupMember:
                                    heartbeat_interval_ms=500, request_timeout_ms=int(timeout_s * 1000) + 1000)
             self.c.subscribe([topic], listener=Listener())
 
+    def _reset(self) -> None:
+        """The bookkeeping of a member that has not joined yet."""
+        self.log: list[dict] = []
+        self.owned: set[str] = set()
+        self.positions: dict[str, int] = {}
+        self.generation = -1
+        self._noted: tuple[int, frozenset[str]] = (-1, frozenset())  # the last assigned entry's (epoch, owned)
+
     def _current_generation(self) -> int:
         with contextlib.suppress(Exception):
             if self.kind == "confluent":
@@ -361,10 +380,26 @@ class GroupMember:
         self.revoked_keys({f"{tp.topic}:{tp.partition}" for tp in tps}, lost)
 
     def assigned_keys(self, keys: set[str], generation: int) -> None:
+        """An assignment callback: the whole assignment (classic, eager), or the partitions
+        added to what the member owns (consumer)."""
         self.generation = generation
-        self.owned = keys  # eager (range): the whole assignment
-        self.log.append({"type": "assigned", "keys": sorted(keys), "generation": self.generation,
+        self.owned = self.owned | keys if self.protocol == "consumer" else set(keys)
+        self._note(sorted(keys))
+
+    def _note(self, keys: list[str]) -> None:
+        self._noted = (self.generation, frozenset(self.owned))
+        self.log.append({"type": "assigned", "keys": keys, "generation": self.generation,
                          "owned": sorted(self.owned)})
+
+    def note_epoch(self, epoch: int) -> None:
+        """consumer protocol, after a poll: the member ``epoch`` the client holds now. When it
+        or what the member owns changed since the last ``assigned`` entry (a new epoch with the
+        same partitions, or partitions revoked and none added), an ``assigned`` entry without
+        keys. Not while the member has no epoch of the group (below 1: joining, leaving)."""
+        if self.protocol != "consumer" or epoch < 1 or self._noted == (epoch, frozenset(self.owned)):
+            return
+        self.generation = epoch
+        self._note([])
 
     def revoked_keys(self, keys: set[str], lost: bool) -> None:
         entry: dict = {"type": "revoked", "keys": sorted(keys), "generation": self.generation}
@@ -394,7 +429,13 @@ class GroupMember:
             out.setdefault(key, []).append([off, v])
             if key in self.owned:
                 self.positions[key] = off + 1
+        if self.protocol == "consumer":
+            self.note_epoch(self._polled_epoch())
         return out
+
+    def _polled_epoch(self) -> int:
+        """The member epoch after the poll that just returned."""
+        return self._current_generation()
 
     def reached(self) -> dict[str, int]:
         """The positions reached in the partitions the member owns: what a commit sends."""

@@ -2,8 +2,9 @@
 the cases (the interface of :mod:`~kafkacheck.conform.clients`) and the workload handles
 :class:`JavaSender`, :class:`JavaTxnSender`, :class:`JavaPoller` and :class:`JavaMember`
 (those of :mod:`~kafkacheck.conform.handles`), each a client object inside the driver
-process of :mod:`~kafkacheck.conform.java`. The consumer group protocol is the classic one
-(the Java client's default in 4.x), as for the other two clients.
+process of :mod:`~kafkacheck.conform.java`. The cases' consumer groups use the classic
+protocol (the Java client's default in 4.x), as for the other two clients; the workloads'
+members the one ``--group-protocol`` names (:class:`JavaMember`).
 """
 
 from __future__ import annotations
@@ -355,18 +356,21 @@ class JavaPoller:
 
 
 class JavaMember(GroupMember):
-    """A consumer-group member (subscribe, range assignor): the bookkeeping of the workload's
-    members, with the rebalance callbacks reported by the driver after each poll."""
+    """A consumer-group member (subscribe): the bookkeeping of the workload's members, with
+    the rebalance callbacks reported by the driver after each poll. With ``protocol``
+    consumer (KIP-848) the client refuses the classic settings (session and heartbeat are the
+    broker's, the assignor the coordinator's: ``group.remote.assignor``)."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, timeout_s: float) -> None:
-        self.kind, self.topic, self.timeout_s = "java", topic, timeout_s
-        self.log: list[dict] = []
-        self.owned: set[str] = set()
-        self.positions: dict[str, int] = {}
-        self.generation = -1
+    def __init__(self, bootstrap: str, topic: str, group: str, timeout_s: float, protocol: str = "classic") -> None:
+        self.kind, self.topic, self.timeout_s, self.protocol = "java", topic, timeout_s, protocol
+        self._reset()
+        self._epoch = -1  # the member epoch the last poll's answer named
+        group_conf: dict[str, Any] = (
+            {"group.protocol": "consumer", "group.remote.assignor": "range"} if protocol == "consumer" else
+            {"partition.assignment.strategy": ASSIGNORS["range"], "session.timeout.ms": 6000,
+             "heartbeat.interval.ms": 500})
         self.c = Handle("consumer", consumer_conf(bootstrap, timeout_s, **{
-            "group.id": group, "auto.offset.reset": "earliest", "partition.assignment.strategy": ASSIGNORS["range"],
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}), timeout_s)
+            "group.id": group, "auto.offset.reset": "earliest", **group_conf}), timeout_s)
         try:
             self.c.call("subscribe", topics=[topic])
         except JavaError:
@@ -379,14 +383,18 @@ class JavaMember(GroupMember):
         except JavaError:
             return -1
 
+    def _polled_epoch(self) -> int:
+        return self._epoch
+
     def _fetch(self) -> list[tuple[str, int, int, int | None]]:
-        answer = self.c.call("poll", poll_ms=500, max=200)
+        answer = self.c.call("poll", poll_ms=500, max=200, with_generation=True)
         for event in answer["log"]:  # the callbacks ran inside that poll, before its records
             keys = set(event["keys"])
             if event["type"] == "assigned":
                 self.assigned_keys(keys, event["generation"])
             else:
                 self.revoked_keys(keys, event["type"] == "lost")
+        self._epoch = answer.get("generation", -1)
         return [(t, p, off, _decode(value)) for t, p, off, _k, value, _h in answer["records"]]
 
     def commit(self, offsets: dict[str, int]) -> tuple[str | None, bool]:

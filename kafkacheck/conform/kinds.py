@@ -44,8 +44,13 @@ def make_poller(kind: str, bootstrap: str, tps: list[tuple[str, int]], timeout_s
     return Poller(kind, bootstrap, tps, timeout_s, isolation, group, keyed)
 
 
-def make_member(kind: str, bootstrap: str, topic: str, group: str, timeout_s: float) -> GroupMember:
+def make_member(kind: str, bootstrap: str, topic: str, group: str, timeout_s: float,
+                protocol: str = "classic") -> GroupMember:
+    """A member of ``group`` subscribed to ``topic`` with the group ``protocol`` (classic, or
+    consumer: KIP-848, which kafka-python does not speak)."""
     if kind == "java":
         from kafkacheck.conform.java_clients import JavaMember
-        return JavaMember(bootstrap, topic, group, timeout_s)
-    return GroupMember(kind, bootstrap, topic, group, timeout_s)
+        return JavaMember(bootstrap, topic, group, timeout_s, protocol)
+    if protocol == "consumer" and kind == "kafka-python":
+        raise ValueError("kafka-python has no KIP-848 consumer (group.protocol=consumer)")
+    return GroupMember(kind, bootstrap, topic, group, timeout_s, protocol)

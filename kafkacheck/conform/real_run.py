@@ -32,9 +32,11 @@ class RealRun:
     it opened, and the loops that several workloads share (a producer of one send per op, a
     consumer assigned every partition, group members settling after healing)."""
 
-    def __init__(self, w: type[Workload], target, kind: str, timeout_s: float, seed: int) -> None:
+    def __init__(self, w: type[Workload], target, kind: str, timeout_s: float, seed: int,
+                 group_protocol: str = "classic") -> None:
         self.w, self.workload = w, w.name
         self.target, self.kind, self.timeout_s = target, kind, timeout_s
+        self.group_protocol = group_protocol  # the members' consumer group protocol: classic, or consumer (KIP-848)
         self.rng = random.Random(seed)
         self.h = History()
         self.stop = threading.Event()
@@ -49,7 +51,7 @@ class RealRun:
         self.group = f"kafkacheck-{workload}-{stamp}"
         self.healed = threading.Event()  # groups: faults healed, members converge
         self.done = threading.Event()  # groups: members stop
-        self.member_state: dict[int, tuple[int, int, frozenset]] = {}  # member -> (process, generation, owned)
+        self.member_state: dict[int, tuple[int, int, frozenset]] = {}  # member -> (process, generation/epoch, owned)
         self.stopped_members: list[GroupMember] = []  # groups: closed after the last member stopped
         self.open_handles: list = []  # every client handle a loop opened and has not closed yet
         self.pauses = False  # pause inside transactions (set with straggle)
@@ -196,8 +198,8 @@ class RealRun:
         return self.h.new_process()
 
     def settle_members(self, members: list[threading.Thread]) -> bool:
-        """groups, after healing: members poll on until the group settles (two seconds in one
-        generation covering every partition) or 60 s pass; then they stop. Whether it settled."""
+        """groups, after healing: members poll on until the group settles (two seconds of
+        :meth:`converged`) or 60 s pass; then they stop. Whether it settled."""
         with self.lock:
             self.member_state.clear()
         self.healed.set()
@@ -219,12 +221,19 @@ class RealRun:
         return stable_since is not None
 
     def converged(self) -> bool:
-        """groups: every member polled after healing, all in one generation covering every partition."""
+        """groups: the members that polled after healing own every partition between them; with
+        the classic protocol all in one generation; with KIP-848's, where each member has its
+        own epoch (one whose partitions did not change learns the group's newest epoch only at
+        its next heartbeat), each owning its own partitions, at an epoch of 1 or more (joined)."""
         with self.lock:
             states = list(self.member_state.values())
+        owned = [o for _p, _g, o in states]
+        if not states or set().union(*owned) != set(self.keys()):
+            return False
+        if self.group_protocol == "consumer":
+            return sum(map(len, owned)) == len(self.keys()) and min(g for _p, g, _o in states) >= 1
         gens = {g for _p, g, _o in states}
-        owned = set().union(*(o for _p, _g, o in states)) if states else set()
-        return len(gens) == 1 and min(gens) >= 0 and owned == set(self.keys())
+        return len(gens) == 1 and min(gens) >= 0
 
 
 class RealMember:
@@ -243,7 +252,8 @@ class RealMember:
         """A new client subscribes (after a failed try, a pause: the brokers may be down)."""
         run = self.run
         try:
-            self.m = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, run.group, run.timeout_s))
+            self.m = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, run.group, run.timeout_s,
+                                            run.group_protocol))
         except Exception:
             time.sleep(0.5)
             return

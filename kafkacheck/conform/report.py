@@ -33,6 +33,7 @@ class Report:
     brokers: int = 1
     features: dict[str, int] = field(default_factory=dict)  # Apache Kafka's --feature levels, as formatted
     bugs: list[str] = field(default_factory=list)  # the reference broker's bug switches (--bug)
+    group_protocol: str | None = None  # the group workloads' members' protocol (--group-protocol); None: no group
     entries: list[Entry] = field(default_factory=list)
     nemesis: list[dict] = field(default_factory=list)
     unusable: str | None = None  # the broker stopped answering: why; the report is partial
@@ -62,7 +63,8 @@ def print_table(report: Report, console) -> None:
     console.print(f"[bold]{report.verdict.upper()}[/]: {c['pass']} passed, {c['fail']} failed, "
                   f"{c['error']} errors, {c['skip']} skipped")
     table = Table(title=f"conformance: {report.target_version} ({report.brokers} broker"
-                        f"{'s' if report.brokers != 1 else ''}, {report.bootstrap}) with {report.client}")
+                        f"{'s' if report.brokers != 1 else ''}, {report.bootstrap}) with {report.client}"
+                        + (f", {report.group_protocol} group protocol" if report.group_protocol else ""))
     table.add_column("kind")
     table.add_column("name")
     table.add_column("result")
@@ -88,7 +90,8 @@ def write_junit(report: Report, path: Path) -> None:
                        time=f"{sum(e.seconds for e in report.entries):.3f}", timestamp=report.started)
     props = ET.SubElement(suite, "properties")
     for k, v in (("bootstrap", report.bootstrap), ("client", report.client), ("target_version", report.target_version),
-                 ("brokers", str(report.brokers)), ("bug_switches", ",".join(report.bugs) or "none")):
+                 ("brokers", str(report.brokers)), ("bug_switches", ",".join(report.bugs) or "none"),
+                 *((("group_protocol", report.group_protocol),) if report.group_protocol else ())):
         ET.SubElement(props, "property", name=k, value=v)
     for e in report.entries:
         tc = ET.SubElement(suite, "testcase", classname=f"conform.{e.kind}", name=e.name, time=f"{e.seconds:.3f}")
@@ -149,12 +152,13 @@ def write_html(report: Report, path: Path) -> None:
         cls = REQUESTS.get(int(key))
         return cls.__name__.removesuffix("Request") if cls is not None else f"key {key}"
 
+    protocol = f" ({report.group_protocol} group protocol)" if report.group_protocol else ""
     apis = ", ".join(f"{api_name(k)} {v[0]}-{v[1]}" for k, v in sorted(report.apis.items(), key=lambda kv: int(kv[0])))
     page = f"""<!doctype html><html><head><meta charset="utf-8">
 <title>kafkacheck conformance: {html.escape(report.target)}</title><style>{_CSS}</style></head><body>
 <h1>kafkacheck conformance: {html.escape(report.target_version)} &mdash; {report.verdict.upper()}</h1>
 <p class="meta">{report.brokers} broker(s) &middot; bootstrap {html.escape(report.bootstrap)}
-&middot; client {html.escape(report.client)}
+&middot; client {html.escape(report.client)}{html.escape(protocol)}
 &middot; bug switches {html.escape(", ".join(report.bugs) or "none")}
 &middot; started {html.escape(report.started)}</p>
 <p class="summary"><span class="pass">{c['pass']} passed</span><span class="fail">{c['fail']} failed</span>

@@ -31,6 +31,9 @@ class TargetError(RuntimeError):
     pass
 
 
+CONSUMER_GROUP_HEARTBEAT = 68  # the API key of KIP-848's one group request
+
+
 def api_versions(host: str, port: int, timeout_s: float = 3.0) -> dict[int, tuple[int, int]]:
     from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
@@ -38,6 +41,29 @@ def api_versions(host: str, port: int, timeout_s: float = 3.0) -> dict[int, tupl
 
     resp = round_trip(host, port, ApiVersionsRequest[0](), ApiVersionsResponse, "kafkacheck-conform", timeout_s)
     return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+def consumer_protocol_off(host: str, port: int, timeout_s: float = 5.0) -> bool:
+    """Whether a broker that advertises ConsumerGroupHeartbeat (KIP-848) answers it
+    UNSUPPORTED_VERSION: Apache Kafka 3.7 to 3.9 advertise it with the consumer protocol off
+    (``group.coordinator.rebalance.protocols`` without ``consumer``, their default), and no
+    feature level says so. Asked with a leave (member epoch -1) of a made-up member of a
+    made-up group, which changes nothing; False when it cannot be asked (no answer): the
+    members find out."""
+    from kafka.errors import UnsupportedVersionError
+
+    from reference.server.kip848_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+    from reference.server.protocol import round_trip
+
+    leave = ConsumerGroupHeartbeatRequest[0](
+        group_id=f"kafkacheck-probe-{time.time_ns()}", member_id="kafkacheck-probe", member_epoch=-1,
+        instance_id=None, rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None, server_assignor=None,
+        topic_partitions=None)
+    try:
+        resp = round_trip(host, port, leave, ConsumerGroupHeartbeatResponse, "kafkacheck-conform", timeout_s)
+    except Exception:
+        return False
+    return resp.error_code == UnsupportedVersionError.errno
 
 
 def answers_metadata(host: str, port: int, timeout_s: float) -> str | None:

@@ -39,14 +39,16 @@ from kafkacheck.workloads import WORKLOADS
 
 def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds: float, faults: list[str],
                  timeout_s: float = 10.0, producers: int = 3, consumers: int = 2, seed: int = 0, log=print,
-                 workload: str = "queue", straggle_apis: tuple[str, ...] | None = None) -> dict:
+                 workload: str = "queue", straggle_apis: tuple[str, ...] | None = None,
+                 group_protocol: str = "classic") -> dict:
     """Run ``workload`` (a key of :data:`kafkacheck.workloads.WORKLOADS`) for ``seconds`` under
     ``faults``, heal, read everything back, and judge the history; returns the checker's
-    result with ``summary`` and ``run_dir`` added."""
+    result with ``summary`` and ``run_dir`` added. ``group_protocol``: the consumer group
+    protocol of the members of a group workload (classic, or consumer: KIP-848)."""
     if workload not in WORKLOADS:
         raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
     w = WORKLOADS[workload]
-    run = RealRun(w, target, client_kind, timeout_s, seed)
+    run = RealRun(w, target, client_kind, timeout_s, seed, group_protocol)
     run.pauses = "straggle" in faults
     placement = _create_topics(run, create_topic, faults, seed, timeout_s)
     rf = 1 if placement else min(3, target.brokers)
@@ -57,7 +59,7 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     probe, probe_stop = _start_probe(run)
     nemesis = threading.Thread(target=nemesis_loop, args=(target, faults, run.h, random.Random(seed + 1), run.stop,
                                                           nemesis_log, run.topic,
-                                                          straggle_apis or w.straggle_apis, placement,
+                                                          straggle_apis or w.real_straggle_apis(run), placement,
                                                           _groups(run), probe[0] if probe else None),
                                daemon=True)
     for t in [*threads, *members, nemesis]:
@@ -92,6 +94,8 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     finally:
         probe_stop.set()
     config = _config(run, rf, seconds, {**final, "heal_ns": heal_ns})
+    if converged is not None:  # whether the members settled: for the checker, whose history may not show it
+        config["groups"]["settled"] = converged
     if placement:
         config["placement"] = placement
     if probe is not None:

@@ -113,3 +113,8 @@ class Workload:
     def real_config(cls, run: Any) -> dict:
         """The workload's part of run.json's ``config`` for a run with real clients."""
         return {}
+
+    @classmethod
+    def real_straggle_apis(cls, run: Any) -> tuple[str, ...]:
+        """The requests ``--faults straggle`` holds back by default in this run."""
+        return cls.straggle_apis

@@ -457,8 +457,17 @@ class GroupsWorkload(Workload):
 
     @classmethod
     def real_config(cls, run: RealRun) -> dict:
+        consumer = run.group_protocol == "consumer"  # KIP-848: the coordinator's range assignor
         return {"sub_via": ["subscribe"], "groups": {"group": run.group, "assignor": "range", "static": False,
-                                                     "keys": run.keys(), "final_polls": True}}
+                                                     "keys": run.keys(), "final_polls": True,
+                                                     **({"protocol": "consumer"} if consumer else {})}}
+
+    @classmethod
+    def real_straggle_apis(cls, run: RealRun) -> tuple[str, ...]:
+        """With KIP-848's protocol also a member's heartbeat (its acknowledgement of a
+        revocation, delivered late) and its commits (with the member epoch)."""
+        extra = ("ConsumerGroupHeartbeat", "OffsetCommit") if run.group_protocol == "consumer" else ()
+        return (*cls.straggle_apis, *extra)
 
 
 def _final_poll(sim, c: GroupMemberClient) -> None:

@@ -97,6 +97,12 @@ def test_a_coordinator_that_accepts_stale_generations_is_caught(tmp_path, capsys
            "fenced-commit")
 
 
+def test_eos_processors_in_a_group_catch_a_coordinator_that_accepts_stale_generations(tmp_path, capsys):
+    # KIP-447: the offsets of a zombie processor's transaction, accepted, copy its input twice
+    caught(tmp_path, capsys, ["--workload", "eos", "--group-protocol", "classic", "--seed", "0", "--ops", "2000"],
+           "group-generation-unfenced", "eos-duplicate")
+
+
 def test_a_cleaner_that_drops_the_newest_record_of_a_key_is_caught(tmp_path, capsys):
     caught(tmp_path, capsys, ["--workload", "compaction", "--seed", "2", "--ops", "2000"], "compaction-drops-latest",
            "compaction-lost-latest")

@@ -196,3 +196,24 @@ def test_conform_spawn_kafka_three_brokers_workloads_with_the_default_faults(kaf
     entry = _report(out)["entries"][-1]
     assert code == 0 and entry["status"] == "pass", entry
     assert entry["details"]["summary"]["nemesis"], "no fault was injected"
+
+
+@pytest.mark.slow
+def test_groups_with_kip848s_consumer_protocol_and_the_java_client(kafka_dist, tmp_path):
+    """The members join with group.protocol=consumer (the broker logs say so), report their
+    own member epochs, converge after the default faults, and the history is valid."""
+    out = tmp_path / "kip848"
+    code = main(["conform", "--spawn", "kafka", "--brokers", "3", "--client", "java", "--cases", "none",
+                 "--workload", "groups", "--group-protocol", "consumer", "--workload-seconds", "15",
+                 "--out", str(out)])
+    report = _report(out)
+    entry = report["entries"][-1]
+    assert code == 0 and entry["status"] == "pass", entry
+    assert report["group_protocol"] == "consumer" and entry["details"]["summary"]["group_converged"] is True
+    config = json.loads((out / "groups" / "run.json").read_text())["config"]
+    assert config["groups"]["protocol"] == "consumer" and config["groups"]["settled"] is True
+    ops = [json.loads(line) for line in (out / "groups" / "history.jsonl").read_text().splitlines()]
+    assigned = [e for o in ops for e in o.get("rebalance_log") or [] if e["type"] == "assigned"]
+    assert assigned and all(e["generation"] >= 1 for e in assigned)
+    logs = "".join(p.read_text(errors="replace") for p in (out / "broker").glob("kafka-*.log"))
+    assert "joins the consumer group using the consumer protocol" in logs

@@ -335,6 +335,51 @@ def test_a_partition_nobody_owns_after_healing_is_reported():
     assert r["anomalies"]["unowned-partition"][0]["missing"] == ["k:1"]
 
 
+def test_kip848_after_healing_each_member_at_its_own_epoch_owns_its_partitions():
+    """Consumer protocol: a member whose partitions did not change learns the group's newest
+    epoch only at its next heartbeat, so the final assignments are judged each at its own
+    epoch: every partition owned, by one member, each member with an epoch of the group."""
+    consumer = {**GROUPS_CONFIG, "groups": {**GROUPS_CONFIG["groups"], "protocol": "consumer"}}
+
+    def final(config, owned_1, epoch_1, owned_2, epoch_2):
+        h = H()
+        for t in (0, 20_000):  # the second round of polls comes after healing
+            member_poll(h, 1, [assigned(epoch_1, owned_1)])
+            member_poll(h, 2, [assigned(epoch_2, owned_2)])
+            for op in h.ops[-4:]:
+                op["time"] = max(op["time"], t)
+        return check(h.ops, config)
+
+    assert final(consumer, ["k:0"], 7, ["k:1"], 5)["valid"] is True
+    assert final(GROUPS_CONFIG, ["k:0"], 7, ["k:1"], 5)["anomaly_types"] == ["unowned-partition"]  # classic: behind
+    r = final(consumer, ["k:0"], 7, [], 7)
+    assert r["anomaly_types"] == ["unowned-partition"] and r["anomalies"]["unowned-partition"][0]["missing"] == ["k:1"]
+    r = final(consumer, ["k:0", "k:1"], 7, ["k:1"], 5)
+    assert r["anomaly_types"] == ["unowned-partition"] and r["anomalies"]["unowned-partition"][0]["shared"] == ["k:1"]
+    r = final(consumer, ["k:0"], 7, ["k:1"], 0)
+    assert r["anomaly_types"] == ["unowned-partition"] and r["anomalies"]["unowned-partition"][0]["behind"] == ["2"]
+
+
+def test_members_that_never_reported_an_assignment_are_judged_by_whether_the_run_says_they_settled():
+    """A run with real clients whose members polled after healing but never got an assignment
+    (a broker that refuses their protocol) has nothing to judge in their logs: the run's
+    ``groups.settled`` says whether they settled. A simulated member that goes on as a new
+    process has no assignment of its own either, and no ``settled``: no verdict."""
+    h = H()
+    for t in (0, 20_000):
+        for p in (1, 2):
+            h._op(p, "invoke", "subscribe", ["k:0", "k:1"])
+            h._op(p, "ok", "subscribe", ["k:0", "k:1"])
+            member_poll(h, p, [])
+        for op in h.ops[-8:]:
+            op["time"] = max(op["time"], t)
+    assert check(h.ops, GROUPS_CONFIG)["valid"] is True
+    for settled, valid in ((True, True), (False, False)):
+        r = check(h.ops, {**GROUPS_CONFIG, "groups": {**GROUPS_CONFIG["groups"], "settled": settled}})
+        assert r["valid"] is valid
+    assert r["anomalies"]["unowned-partition"][0]["missing"] == ["k:0", "k:1"]
+
+
 def test_a_cooperative_revocation_of_a_partition_that_does_not_move_is_reported():
     config = {**GROUPS_CONFIG, "groups": {**GROUPS_CONFIG["groups"], "assignor": "cooperative-sticky",
                                           "final_polls": False}}

@@ -508,6 +508,50 @@ def test_offsets_committed_in_a_transaction_apply_at_its_commit_marker_only():
     assert r.nodes[g].partitions[TopicPartition(OFFSETS_TOPIC, partition_for(GROUP_ID, 3))]
 
 
+def test_an_abort_marker_committed_with_the_offsets_it_aborts_drops_them():
+    """The high watermark passes a transaction's offsets and its abort marker in one step:
+    the marker must still end them (log order), not find nothing pending and leave them to be
+    made the group's by the producer's next commit (found by eos --group-protocol classic,
+    seed 3)."""
+    from dataclasses import replace
+
+    from reference.coordinator import partition_for
+    from reference.messages import FetchRequest, TxnOffsetCommitRequest, TxnOffsetCommitResponse
+    from reference.topics import OFFSETS_TOPIC
+
+    r = group_router()
+    c, g = coordinator(r), group_coordinator(r)
+    offsets_tp = TopicPartition(OFFSETS_TOPIC, partition_for(GROUP_ID, 3))
+    holding = [True]
+
+    follower = min(n for n in (1, 2, 3) if n != g)  # the other follower keeps up
+
+    def hold_offsets_replication(src, dst, msg) -> bool:
+        if not (holding[0] and isinstance(msg, FetchRequest) and dst == g and src == follower
+                and any(fp.tp == offsets_tp for fp in msg.partitions)):
+            return False
+        rest = tuple(fp for fp in msg.partitions if fp.tp != offsets_tp)
+        if rest:
+            r.queue.append((src, dst, replace(msg, partitions=rest)))
+        return True
+
+    pid, epoch = init(r, c)
+    assert add_offsets(r, c, pid, epoch) is Errors.NONE
+    r.drop = hold_offsets_replication
+    settle(r, 20)  # the follower's fetch waiting at the leader ends (empty)
+    r.request(g, TxnOffsetCommitRequest(41, TXN, GROUP_ID, pid, epoch, ((TP, 5),)))
+    settle(r)
+    assert not r.replies(TxnOffsetCommitResponse)  # written, not yet replicated
+    r.request(c, EndTxnRequest(10, TXN, pid, epoch, False))
+    settle(r, 30)  # the marker is written, and the other follower has it
+    holding[0] = False  # the follower takes the offsets and the abort marker in one fetch
+    settle(r, 10)
+    assert r.replies(TxnOffsetCommitResponse)[0].error is Errors.NONE
+    assert r.replies(EndTxnResponse)[0].error is Errors.NONE
+    assert not r.nodes[g].groups.pending_txn
+    assert offset_fetch(r, g).offsets == ((TP, -1),)
+
+
 def test_a_fenced_producer_cannot_commit_offsets():
     r = group_router()
     c, g = coordinator(r), group_coordinator(r)

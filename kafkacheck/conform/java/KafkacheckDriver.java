@@ -297,6 +297,8 @@ public final class KafkacheckDriver {
                 rewind.forEach(c::seek);
                 out.set("log", JSON.valueToTree(h.rebalanceLog));
                 h.rebalanceLog.clear();
+                // a group member's generation (with group.protocol=consumer its member epoch) after the poll
+                if (req.path("with_generation").asBoolean(false)) out.put("generation", c.groupMetadata().generationId());
                 return out;
             }
             case "consumer.positions" -> {
