@@ -4,6 +4,7 @@ client that speaks the protocol, under the default faults plus ``straggle`` of
 ConsumerGroupHeartbeat and OffsetCommit (docs/measurements/kip848.md).
 
     python benchmarks/kip848.py [--tries N] [--only SUBSTRING] [--out DIR [--resume]]
+    python benchmarks/kip848.py --out DIR --table   (the table of the tries DIR holds)
 
 Each row is one ``kafkacheck conform --brokers 3 --group-protocol consumer --cases none``
 command (20 s of workload), run ``--tries`` times (default 3). Every row expects the run to be
@@ -20,6 +21,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from real_bugs import Row, one_try
@@ -47,7 +49,12 @@ def main() -> int:
     p.add_argument("--only", default="", help="rows whose setup contains this")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--resume", action="store_true", help="keep the tries DIR/kip848.json has; run the rest")
+    p.add_argument("--table", action="store_true", help="print the table of DIR/kip848.json; run nothing")
     a = p.parse_args()
+    if a.table:
+        if a.out is None or not (a.out / "kip848.json").exists():
+            p.error("--table needs --out DIR holding a kip848.json")
+        return _table(json.loads((a.out / "kip848.json").read_text()))
     if a.tries < 1:
         p.error("--tries must be at least 1")
     if a.resume and a.out is None:
@@ -75,9 +82,29 @@ def main() -> int:
     return _table(report)
 
 
+def exercised(run_dir: str | None) -> Counter:
+    """What a try's history shows the protocol went through: requests straggle held, commits
+    refused, member epochs reached, partitions revoked and lost."""
+    out: Counter = Counter()
+    path = Path(run_dir or "/nonexistent") / "history.jsonl"
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        o = json.loads(line)
+        if o["process"] == "nemesis":
+            out["held"] += o["f"] == "straggle" and o["type"] == "info" and bool((o.get("value") or {}).get("held"))
+            continue
+        out["refused"] += o["f"] in ("commit", "txn") and o["type"] == "fail"
+        for e in o.get("rebalance_log") or ():
+            out["lost" if e.get("lost") else e["type"]] += 1
+            out["epochs"] = max(out["epochs"], e.get("generation") or 0)
+    return out
+
+
 def _table(report: list[dict]) -> int:
-    print("\n| setup | valid in | anomalies | minutes a try |")
-    print("| --- | --- | --- | --- |")
+    print("\n| setup | valid in | anomalies | held by straggle | refused commits | revoked / lost | "
+          "highest member epoch | minutes a try |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     ok = True
     for r in report:
         clean = [t for t in r["tries"] if t["found"] is False]
@@ -85,7 +112,11 @@ def _table(report: list[dict]) -> int:
         errors = sorted({t["error"] for t in r["tries"] if t.get("error")})
         ok &= len(clean) == len(r["tries"])
         minutes = ", ".join(str(t["minutes"]) for t in r["tries"])
-        print(f"| {r['setup']} | {len(clean)} of {len(r['tries'])} | {', '.join(kinds + errors) or '-'} | {minutes} |")
+        seen = [exercised(t.get("run_dir")) for t in r["tries"]]
+        total = sum(seen, Counter())
+        print(f"| {r['setup']} | {len(clean)} of {len(r['tries'])} | {', '.join(kinds + errors) or '-'} | "
+              f"{total['held']} | {total['refused']} | {total['revoked']} / {total['lost']} | "
+              f"{max((c['epochs'] for c in seen), default=0)} | {minutes} |")
     print()
     for r in report:
         print(f"- {r['setup']}: `{r['command']}`")

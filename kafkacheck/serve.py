@@ -89,6 +89,8 @@ class ReferenceCluster:
                 argv += ["--flush-messages", str(options.flush_messages)]
             if options.transaction_version != 2:
                 argv += ["--transaction-version", str(options.transaction_version)]
+            argv += ["--consumer-session-timeout-ms", str(options.consumer_session_timeout_ms),
+                     "--consumer-heartbeat-interval-ms", str(options.consumer_heartbeat_interval_ms)]
             if options.bugs:
                 argv += ["--bugs", ",".join(sorted(options.bugs))]
             argv += ["--max-connections", str(options.max_connections), "--idle-timeout", str(options.idle_timeout_s)]

@@ -10,8 +10,8 @@ from reference.assignors import ASSIGNORS, SERVER_ASSIGNORS
 from reference.bugs import BUGS
 
 GROUP_WORKLOADS = ("groups", "at-most-once")  # the workloads whose members join a consumer group
-# run's: also eos, whose simulated processors join one when --group-protocol is given (conform's
-# real processors assign themselves their partitions)
+# also eos, whose processors (run's simulated ones, conform's real ones) join one when
+# --group-protocol is given (without it they assign themselves their partitions)
 RUN_GROUP_WORKLOADS = (*GROUP_WORKLOADS, "eos")
 
 

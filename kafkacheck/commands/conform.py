@@ -13,7 +13,7 @@ from pathlib import Path
 from fault_injection.vocabulary import REAL as REAL_FAULTS
 from fault_injection.vocabulary import unknown as unknown_fault
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.commands.common import GROUP_WORKLOADS, group_options_conflict
+from kafkacheck.commands.common import GROUP_WORKLOADS, RUN_GROUP_WORKLOADS, group_options_conflict
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.workloads import WORKLOADS
 
@@ -77,12 +77,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "threads and check its history with the simulator's checker; what each checks: "
                           + "; ".join(f"{name}: {w.guarantee}" for name, w in WORKLOADS.items())
                           + "; default queue; none skips it")
-    con.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+    con.add_argument("--group-protocol", choices=["classic", "consumer"], default=None,
                      help=f"the {' and '.join(GROUP_WORKLOADS)} workloads: the consumer group protocol of their "
                           "members, classic (JoinGroup/SyncGroup, the members' range assignor) or consumer (KIP-848: "
                           "ConsumerGroupHeartbeat, the coordinator's range assignor, each member with its own epoch; "
                           "--client java or confluent, and a broker that advertises ConsumerGroupHeartbeat, "
-                          "API 68); default classic")
+                          "API 68); default classic. The eos workload: given, its processors join one consumer group "
+                          "of that protocol and commit their offsets with its generation or member epoch (Kafka "
+                          "Streams' exactly-once v2; classic also with kafka-python); not given, they assign "
+                          "themselves their partitions")
     con.add_argument("--workload-seconds", type=float, default=20.0, metavar="S",
                      help="how long the workload runs before healing and the final read (default 20)")
     con.add_argument("--faults", default=DEFAULT_FAULTS, metavar="F,G",
@@ -96,7 +99,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="the requests straggle may hold back (default: those the workload sends: EndTxn, Produce "
                           "and AddPartitionsToTxn for txn, also AddOffsetsToTxn and TxnOffsetCommit for eos, also "
                           "ConsumerGroupHeartbeat and OffsetCommit for groups and at-most-once with --group-protocol "
-                          "consumer, Produce otherwise)")
+                          "consumer, ConsumerGroupHeartbeat for eos with it, Produce otherwise)")
     con.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                      help="a setting for every spawned broker (repeatable): Kafka's properties for --spawn kafka; "
                           "for --spawn reference the equivalents it has (min.insync.replicas, "
@@ -180,11 +183,12 @@ LIBRDKAFKA_CONSUMER_PROTOCOL = (2, 12)
 
 
 def _check_group_protocol(args: argparse.Namespace) -> None:
-    """--group-protocol consumer: a workload whose members join a group, a client that
-    speaks KIP-848 (the broker's side is asked once it answers: :func:`_check_broker_protocol`)."""
+    """--group-protocol consumer: a workload whose members join a group (eos's processors join
+    one when it is given), a client that speaks KIP-848 (the broker's side is asked once it
+    answers: :func:`_check_broker_protocol`)."""
     if args.group_protocol != "consumer":
         return
-    if (why := group_options_conflict(args.workload, args.group_protocol, "range")) is not None:
+    if (why := group_options_conflict(args.workload, args.group_protocol, "range", RUN_GROUP_WORKLOADS)) is not None:
         raise UsageError(why)
     if args.client == "kafka-python":
         raise UsageError("--group-protocol consumer needs a client that speaks KIP-848's protocol: --client java or "
@@ -491,11 +495,19 @@ def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
         raise UsageError(f"--client {args.client} is not installed: {e}") from None
     report = _report(args, target, client.name, target_version=target.version or "unknown",
                      brokers=target.brokers, features=dict(target.features), bugs=list(target.bugs),
-                     group_protocol=args.group_protocol if args.workload in GROUP_WORKLOADS else None)
+                     group_protocol=_members_protocol(args))
     _run_cases(args, plan.cases, target, client, report, console)
     if args.workload != "none" and report.unusable is None:
         _run_workload(args, target, client, out, report, console)
     return report
+
+
+def _members_protocol(args: argparse.Namespace) -> str | None:
+    """The consumer group protocol of the workload's members; None when its clients join no
+    group (eos's processors join one only when --group-protocol is given)."""
+    if args.workload in GROUP_WORKLOADS:
+        return args.group_protocol or "classic"
+    return args.group_protocol if args.workload in RUN_GROUP_WORKLOADS else None
 
 
 def _run_cases(args: argparse.Namespace, selected: list, target, client, report, console) -> None:
@@ -567,7 +579,8 @@ def _run_workload(args, target, client, out: Path, report, console) -> None:
             result = run_workload(target, args.client, client.create_topic, out / name, args.workload_seconds,
                                   faults, timeout_s=min(args.timeout, 10.0), log=console.print, workload=name,
                                   straggle_apis=tuple(args.straggle_api) if args.straggle_api else None,
-                                  group_protocol=args.group_protocol)
+                                  group_protocol=args.group_protocol or "classic",
+                                  eos_subscribe=name == "eos" and args.group_protocol is not None)
         except Exception as e:
             report.entries.append(Entry("workload", name, guarantee,
                                         "Kafka docs, Design: guarantees", "error", f"{type(e).__name__}: {e}",

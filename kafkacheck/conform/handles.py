@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from typing import Any
 
@@ -126,16 +127,47 @@ def not_committed(name: str, message: str, requires_abort: bool = False) -> bool
     ``txn_requires_abort`` (the transaction failed before its commit) unless the message says
     the EndTxn may have committed it. Anything else (a timeout, a lost connection) leaves the
     outcome unknown."""
-    if any(m in message for m in _MAYBE_COMMITTED):
+    if maybe_committed(message):
         return False
     return name in NOT_COMMITTED_ERRORS or _ERROR_STATE in message or requires_abort
 
 
-class TxnSender(_Producer):
-    """A transactional producer (timeouts: TXN_*)."""
+def maybe_committed(message: str) -> bool:
+    """Whether librdkafka's ``message`` says the EndTxn of a failed transaction may have
+    committed it (then no error name in the message makes the outcome certain)."""
+    return any(m in message for m in _MAYBE_COMMITTED)
 
-    def __init__(self, kind: str, bootstrap: str, txn_id: str, timeout_s: float) -> None:
-        self.kind, self.timeout_s = kind, timeout_s
+
+def bounded(call, timeout_s: float):
+    """``call()``'s result, or TimeoutError when it has not returned within ``timeout_s`` (it
+    goes on in its own thread, until the client it waits on is closed)."""
+    box: list = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as e:  # handed to the caller
+            box.append((False, e))
+
+    thread = threading.Thread(target=run, name="kafkacheck-bounded", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not box:
+        raise TimeoutError(f"no answer within {timeout_s:.0f} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+class TxnSender(_Producer):
+    """A transactional producer (timeouts: TXN_*). ``bounded``: kafka-python's commit, abort
+    and send_offsets, which wait without a timeout while the coordinator cannot be reached,
+    raise TimeoutError after the call's timeout instead (the outcome of a commit is then
+    unknown; the caller closes the producer)."""
+
+    def __init__(self, kind: str, bootstrap: str, txn_id: str, timeout_s: float, bounded: bool = False) -> None:
+        self.kind, self.timeout_s, self.bounded = kind, timeout_s, bounded
         if kind == "confluent":
             from confluent_kafka import Producer
             self.p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "log_level": 2,
@@ -184,18 +216,28 @@ class TxnSender(_Producer):
                 results.append(str(e) or type(e).__name__)
         return results
 
-    def send_offsets(self, offsets: dict[tuple[str, int], int], poller: Poller) -> None:
-        """Add the consumer group's next offsets to the transaction."""
+    def send_offsets(self, offsets: dict[tuple[str, int], int], poller: Poller | GroupMember) -> int:
+        """Add the consumer group's next offsets to the transaction, with the group metadata of
+        ``poller``'s consumer (KIP-447); the generation (member epoch) it named, -1 for none."""
         if self.kind == "confluent":
             from confluent_kafka import TopicPartition
+            meta = poller.c.consumer_group_metadata()
             self.p.send_offsets_to_transaction([TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
-                                               poller.c.consumer_group_metadata(), self.timeout_s)
+                                               meta, self.timeout_s)
+            return confluent_generation(meta)
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+        meta = poller.c.group_metadata()
+        self._wait(lambda: self.p.send_offsets_to_transaction(
+            {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in sorted(offsets.items())}, meta))
+        return int(getattr(meta, "generation_id", -1))
+
+    def _wait(self, call) -> None:
+        """A kafka-python transactional call: bounded by the call's timeout when ``bounded``."""
+        if self.bounded:
+            bounded(call, self.timeout_s + 2)
         else:
-            from kafka import TopicPartition
-            from kafka.structs import OffsetAndMetadata
-            self.p.send_offsets_to_transaction(
-                {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in sorted(offsets.items())},
-                poller.c.group_metadata())
+            call()
 
     def commit(self) -> None:
         """Commit; :class:`NotCommitted` when it certainly did not commit, any other exception
@@ -204,7 +246,7 @@ class TxnSender(_Producer):
             if self.kind == "confluent":
                 self.p.commit_transaction(self.timeout_s)
             else:
-                self.p.commit_transaction()
+                self._wait(self.p.commit_transaction)
         except Exception as e:
             text = f"{type(e).__name__}: {e}"
             error = e.args[0] if self.kind == "confluent" and e.args else None
@@ -220,7 +262,7 @@ class TxnSender(_Producer):
         if self.kind == "confluent":
             self.p.abort_transaction(self.timeout_s)
         else:
-            self.p.abort_transaction()
+            self._wait(self.p.abort_transaction)
 
 
 
@@ -321,13 +363,15 @@ class GroupMember:
     revocation made without partitions added (an ``assigned`` entry without keys)."""
 
     def __init__(self, kind: str, bootstrap: str, topic: str, group: str, timeout_s: float,
-                 protocol: str = "classic") -> None:
+                 protocol: str = "classic", isolation: str | None = None) -> None:
         self.kind, self.topic, self.timeout_s, self.protocol = kind, topic, timeout_s, protocol
         self._reset()
+        extra = {} if isolation is None else {"isolation.level": isolation}  # None: the client's default
         if kind == "confluent":
             from confluent_kafka import Consumer
             conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest", "log_level": 2, "socket.timeout.ms": int(timeout_s * 1000)}
+                    "auto.offset.reset": "earliest", "log_level": 2, "socket.timeout.ms": int(timeout_s * 1000),
+                    **extra}
             if protocol == "consumer":  # session and heartbeat are the broker's (group.consumer.*)
                 conf.update({"group.protocol": "consumer", "group.remote.assignor": "range"})
             else:
@@ -355,7 +399,8 @@ class GroupMember:
 
             self.c = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=group, enable_auto_commit=False,
                                    auto_offset_reset="earliest", session_timeout_ms=6000,
-                                   heartbeat_interval_ms=500, request_timeout_ms=int(timeout_s * 1000) + 1000)
+                                   heartbeat_interval_ms=500, request_timeout_ms=int(timeout_s * 1000) + 1000,
+                                   **({} if isolation is None else {"isolation_level": isolation}))
             self.c.subscribe([topic], listener=Listener())
 
     def _reset(self) -> None:
@@ -457,6 +502,24 @@ class GroupMember:
             text = str(e) or type(e).__name__
             return text[:80], commit_refused(f"{type(e).__name__} {text}")
         return None, True
+
+    def rewind(self) -> None:
+        """Back to the group's committed offsets in every partition the client has (after an
+        aborted transaction; with read_committed the offset fetch waits for a transaction still
+        carrying offsets, KIP-447's require_stable), or to the beginning where none is committed."""
+        self.positions.clear()
+        if self.kind == "confluent":
+            from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+            assigned = self.c.assignment()
+            for tp in self.c.committed(assigned, timeout=self.timeout_s) if assigned else ():
+                self.c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+            return
+        for tp in self.c.assignment():
+            offset = self.c.committed(tp, timeout_ms=int(self.timeout_s * 1000))
+            if offset is None:
+                self.c.seek_to_beginning(tp)
+            else:
+                self.c.seek(tp, offset)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -295,9 +295,12 @@ class JavaTxnSender:
             return [str(e)] * len(sends)
         return [r["offset"] if "offset" in r else r["error"] for r in answers]
 
-    def send_offsets(self, offsets: dict[tuple[str, int], int], poller: JavaPoller) -> None:
-        self.p.call("send_offsets", consumer=poller.c.h,
-                    offsets=[[t, p, o] for (t, p), o in sorted(offsets.items())])
+    def send_offsets(self, offsets: dict[tuple[str, int], int], poller: JavaPoller | JavaMember) -> int:
+        """The offsets, with the group metadata the consumer holds (read on its own thread); the
+        generation (member epoch) they went with."""
+        generation = self.p.call("send_offsets", consumer=poller.c.h,
+                                 offsets=[[t, p, o] for (t, p), o in sorted(offsets.items())])
+        return -1 if generation is None else int(generation)
 
     def commit(self) -> None:
         """Commit; :class:`NotCommitted` when it certainly did not commit."""
@@ -361,7 +364,8 @@ class JavaMember(GroupMember):
     consumer (KIP-848) the client refuses the classic settings (session and heartbeat are the
     broker's, the assignor the coordinator's: ``group.remote.assignor``)."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, timeout_s: float, protocol: str = "classic") -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, timeout_s: float, protocol: str = "classic",
+                 isolation: str | None = None) -> None:
         self.kind, self.topic, self.timeout_s, self.protocol = "java", topic, timeout_s, protocol
         self._reset()
         self._epoch = -1  # the member epoch the last poll's answer named
@@ -370,7 +374,8 @@ class JavaMember(GroupMember):
             {"partition.assignment.strategy": ASSIGNORS["range"], "session.timeout.ms": 6000,
              "heartbeat.interval.ms": 500})
         self.c = Handle("consumer", consumer_conf(bootstrap, timeout_s, **{
-            "group.id": group, "auto.offset.reset": "earliest", **group_conf}), timeout_s)
+            "group.id": group, "auto.offset.reset": "earliest", **group_conf,
+            **({} if isolation is None else {"isolation.level": isolation})}), timeout_s)
         try:
             self.c.call("subscribe", topics=[topic])
         except JavaError:
@@ -404,6 +409,10 @@ class JavaMember(GroupMember):
         except JavaError as e:
             return str(e)[:80], commit_refused(str(e))
         return None, True
+
+    def rewind(self) -> None:
+        self.positions.clear()
+        self.c.call("seek_to_committed")
 
     def close(self) -> None:
         self.c.close(2.0)

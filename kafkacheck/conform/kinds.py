@@ -29,11 +29,12 @@ def make_sender(kind: str, bootstrap: str, timeout_s: float, idempotent: bool):
     return Sender(kind, bootstrap, timeout_s, idempotent)
 
 
-def make_txn_sender(kind: str, bootstrap: str, txn_id: str, timeout_s: float):
+def make_txn_sender(kind: str, bootstrap: str, txn_id: str, timeout_s: float, bounded: bool = False):
+    """``bounded``: no call waits past its timeout (kafka-python's would; the others' do not)."""
     if kind == "java":
         from kafkacheck.conform.java_clients import JavaTxnSender
         return JavaTxnSender(bootstrap, txn_id, timeout_s)
-    return TxnSender(kind, bootstrap, txn_id, timeout_s)
+    return TxnSender(kind, bootstrap, txn_id, timeout_s, bounded)
 
 
 def make_poller(kind: str, bootstrap: str, tps: list[tuple[str, int]], timeout_s: float,
@@ -45,12 +46,13 @@ def make_poller(kind: str, bootstrap: str, tps: list[tuple[str, int]], timeout_s
 
 
 def make_member(kind: str, bootstrap: str, topic: str, group: str, timeout_s: float,
-                protocol: str = "classic") -> GroupMember:
+                protocol: str = "classic", isolation: str | None = None) -> GroupMember:
     """A member of ``group`` subscribed to ``topic`` with the group ``protocol`` (classic, or
-    consumer: KIP-848, which kafka-python does not speak)."""
+    consumer: KIP-848, which kafka-python does not speak), reading with ``isolation`` (None:
+    the client's default)."""
     if kind == "java":
         from kafkacheck.conform.java_clients import JavaMember
-        return JavaMember(bootstrap, topic, group, timeout_s, protocol)
+        return JavaMember(bootstrap, topic, group, timeout_s, protocol, isolation)
     if protocol == "consumer" and kind == "kafka-python":
         raise ValueError("kafka-python has no KIP-848 consumer (group.protocol=consumer)")
-    return GroupMember(kind, bootstrap, topic, group, timeout_s, protocol)
+    return GroupMember(kind, bootstrap, topic, group, timeout_s, protocol, isolation)

@@ -33,10 +33,11 @@ class RealRun:
     consumer assigned every partition, group members settling after healing)."""
 
     def __init__(self, w: type[Workload], target, kind: str, timeout_s: float, seed: int,
-                 group_protocol: str = "classic") -> None:
+                 group_protocol: str = "classic", eos_subscribe: bool = False) -> None:
         self.w, self.workload = w, w.name
         self.target, self.kind, self.timeout_s = target, kind, timeout_s
         self.group_protocol = group_protocol  # the members' consumer group protocol: classic, or consumer (KIP-848)
+        self.eos_subscribe = eos_subscribe  # eos: its processors join a group of group_protocol (else they assign)
         self.rng = random.Random(seed)
         self.h = History()
         self.stop = threading.Event()
@@ -132,9 +133,11 @@ class RealRun:
                 time.sleep(0.5)
         return None
 
-    def txn_sender(self, txn_id: str) -> TxnSender | None:
+    def txn_sender(self, txn_id: str, bounded: bool = False) -> TxnSender | None:
+        """A transactional producer (``bounded``: see :func:`~kafkacheck.conform.kinds.make_txn_sender`),
+        or None after a failed try and a pause."""
         try:
-            return self.opened(make_txn_sender(self.kind, self.target.bootstrap, txn_id, self.timeout_s))
+            return self.opened(make_txn_sender(self.kind, self.target.bootstrap, txn_id, self.timeout_s, bounded))
         except Exception:
             time.sleep(0.5)
             return None
@@ -240,25 +243,28 @@ class RealMember:
     """Member ``i`` of a run's consumer group, as the group workloads' threads drive it: each
     step recorded as ops (subscribe, poll with its rebalance log, commit with its generation),
     and a client whose outcome is unknown given up on, the member going on as a new process.
-    ``m`` is the client handle, None while it has to join again."""
+    ``m`` is the client handle, None while it has to join again. ``group`` (default: the
+    run's) and ``isolation`` (default: the client's): the eos processors' group, read_committed."""
 
-    def __init__(self, run: RealRun, i: int) -> None:
+    def __init__(self, run: RealRun, i: int, group: str | None = None, isolation: str | None = None) -> None:
         self.run, self.i, self.keys = run, i, run.keys()
+        self.group, self.isolation = group or run.group, isolation
         self.process = run.h.new_process()
         self.m: GroupMember | None = None
         self.join()
 
-    def join(self) -> None:
-        """A new client subscribes (after a failed try, a pause: the brokers may be down)."""
+    def join(self, log: list[dict] | None = None) -> None:
+        """A new client subscribes (after a failed try, a pause: the brokers may be down); the
+        subscribe op carries ``log``, the rebalance log of a client closed before it."""
         run = self.run
         try:
-            self.m = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, run.group, run.timeout_s,
-                                            run.group_protocol))
+            self.m = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, self.group, run.timeout_s,
+                                            run.group_protocol, self.isolation))
         except Exception:
             time.sleep(0.5)
             return
         run.h.op(self.process, "invoke", "subscribe", self.keys)
-        run.h.op(self.process, "ok", "subscribe", self.keys)
+        run.h.op(self.process, "ok", "subscribe", self.keys, **({"rebalance_log": log} if log else {}))
 
     def rejoin(self) -> None:
         """Leave cleanly and join again."""
@@ -271,6 +277,16 @@ class RealMember:
         self.m = None
         self.join()
 
+    def restart(self) -> None:
+        """After an op whose outcome is unknown: the client leaves the group and the member joins
+        again as a new process (its subscribe carries the closed client's rebalance log)."""
+        m = self.m
+        assert m is not None
+        self.run.closed(m)
+        self.process = self.run.h.new_process()
+        self.m = None
+        self.join(m.take_log())
+
     def poll(self) -> dict | None:
         """One poll: what it returned, or None when the client failed (and was given up on)."""
         run, h, m = self.run, self.run.h, self.m
@@ -280,7 +296,7 @@ class RealMember:
             got = m.poll()
         except Exception as e:
             h.op(self.process, "info", "poll", [["poll", {}]], error=type(e).__name__)
-            self._give_up()
+            self.give_up()
             return None
         log = m.take_log()
         h.op(self.process, "ok", "poll", [["poll", got]], **({"rebalance_log": log} if log else {}))
@@ -304,9 +320,10 @@ class RealMember:
         h.op(self.process, "fail" if definite else "info", "commit", offsets, generation=generation, error=err,
              **extra)
         if not definite:
-            self._give_up()
+            self.give_up()
 
-    def _give_up(self) -> None:
+    def give_up(self) -> None:
+        """The client failed: closed, its process ended (a crash); the next one joins as a new process."""
         assert self.m is not None
         self.run.closed(self.m)
         self.process = self.run.abandon(self.process)

@@ -254,7 +254,9 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
 
         options = ServerOptions(data_dir=tmp / "data", brokers=brokers, port=0, min_insync_replicas=min(2, brokers),
                                 default_replication_factor=min(3, brokers), proxied=proxied, bugs=frozenset(bugs),
-                                transaction_version=(features or {}).get("transaction.version", 2))
+                                transaction_version=(features or {}).get("transaction.version", 2),
+                                # KIP-848 groups: as the spawned Kafka's (kafkacheck.conform.apache_kafka)
+                                consumer_session_timeout_ms=6_000, consumer_heartbeat_interval_ms=500)
         reference_config(options, broker_config)
         net = _network(["controller", *(f"broker-{b}" for b in range(1, brokers + 1))]) if namespaces else None
         try:

@@ -40,15 +40,16 @@ from kafkacheck.workloads import WORKLOADS
 def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds: float, faults: list[str],
                  timeout_s: float = 10.0, producers: int = 3, consumers: int = 2, seed: int = 0, log=print,
                  workload: str = "queue", straggle_apis: tuple[str, ...] | None = None,
-                 group_protocol: str = "classic") -> dict:
+                 group_protocol: str = "classic", eos_subscribe: bool = False) -> dict:
     """Run ``workload`` (a key of :data:`kafkacheck.workloads.WORKLOADS`) for ``seconds`` under
     ``faults``, heal, read everything back, and judge the history; returns the checker's
     result with ``summary`` and ``run_dir`` added. ``group_protocol``: the consumer group
-    protocol of the members of a group workload (classic, or consumer: KIP-848)."""
+    protocol of the members of a group workload (classic, or consumer: KIP-848);
+    ``eos_subscribe``: eos's processors are members of such a group (else they assign)."""
     if workload not in WORKLOADS:
         raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
     w = WORKLOADS[workload]
-    run = RealRun(w, target, client_kind, timeout_s, seed, group_protocol)
+    run = RealRun(w, target, client_kind, timeout_s, seed, group_protocol, eos_subscribe)
     run.pauses = "straggle" in faults
     placement = _create_topics(run, create_topic, faults, seed, timeout_s)
     rf = 1 if placement else min(3, target.brokers)

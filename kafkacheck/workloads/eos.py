@@ -29,19 +29,20 @@ generation it was read in, and the next owner's read of the committed offsets
 processors past their session timeout; after an unknown outcome a processor leaves the group
 and joins again as a new process; after healing each polls once more (a ``poll`` op), so
 that the consumer-group checks see its last assignment.
+
+With real clients (``kafkacheck conform``) the processors are those of
+:mod:`kafkacheck.workloads.eos_real`, assigning or, with ``--group-protocol``, members.
 """
 
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from fault_injection.cluster import MS
 from kafkacheck.conform.final_read import final_committed
-from kafkacheck.conform.handles import NotCommitted, Poller, TxnSender
-from kafkacheck.conform.kinds import CLIENTS, make_poller
+from kafkacheck.conform.kinds import CLIENTS
 from kafkacheck.conform.real_run import PARTITIONS as REAL_PARTITIONS
 from kafkacheck.conform.real_run import RealRun
 from kafkacheck.workloads.actors import member_config
@@ -359,98 +360,6 @@ class EosMember(EosProcessor):
                 super().timer(now_ms, key)
 
 
-# ------------------------------------------------------------ with real clients
-
-def real_processor_loop(run: RealRun, j: int, m: int) -> None:
-    """Processor ``j`` of ``m``: one transaction per op, as the simulated :class:`EosProcessor`."""
-    h, rng = run.h, run.rng
-    assert run.output is not None
-    inputs = [(run.topic, p) for p in range(REAL_PARTITIONS) if p % m == j]
-    in_keys = [f"{t}:{p}" for t, p in inputs]
-    process = h.new_process()
-    txn_id = f"kafkacheck-{run.output}-{j}"
-    sender: TxnSender | None = None
-    poller: Poller | None = None
-    seq = 0
-    while not run.stop.is_set():
-        if sender is None:
-            sender = run.txn_sender(txn_id)  # fences its predecessor
-            continue
-        if poller is None:  # (re)start at the group's committed offsets
-            try:
-                poller = run.opened(make_poller(run.kind, run.target.bootstrap, inputs, run.timeout_s,
-                                                 "read_committed", group=REAL_GROUP))
-            except Exception:
-                time.sleep(0.5)
-                continue
-            h.op(process, "invoke", "assign", in_keys)
-            h.op(process, "ok", "assign", in_keys)
-        seq += 1
-        attempt = seq * m + j
-        abort_on_purpose = rng.random() < 0.1
-        h.op(process, "invoke", "txn", [["poll"]], transactional_id=txn_id)
-        got: dict = {}
-        done: list = []
-        planned: list = []
-        nxt: dict[tuple[str, int], int] = {}
-        try:
-            sender.begin()
-            got = poller.poll(100)
-            for key, pairs in got.items():
-                p = int(key.rsplit(":", 1)[1])
-                for off, v in pairs:
-                    nxt[(run.topic, p)] = off + 1
-                    if v is not None:
-                        planned.append((p, output_value(v, attempt)))
-            results = sender.send_many(run.output, planned) if planned else []
-            for (p, w), r in zip(planned, results, strict=True):
-                done.append(["send", f"{run.output}:{p}", [r if isinstance(r, int) else None, w]])
-            failed = [r for r in results if not isinstance(r, int)]
-            if failed:
-                raise RuntimeError(failed[0])
-            if nxt:
-                sender.send_offsets(nxt, poller)
-        except Exception as e:
-            rest = [["send", f"{run.output}:{p}", [None, w]] for p, w in planned[len(done):]]
-            sender = run.abort(sender)
-            h.op(process, "fail", "txn", [["poll", got], *done, *rest], error=str(e)[:80],
-                 offsets={f"{t}:{p}": o for (t, p), o in sorted(nxt.items())}, transactional_id=txn_id,
-                 aborted=sender is not None)
-            run.closed(poller)
-            poller = None
-            continue
-        offsets = {f"{t}:{p}": o for (t, p), o in sorted(nxt.items())}
-        if abort_on_purpose:
-            sender = run.abort(sender)
-            h.op(process, "fail", "txn", [["poll", got], *done], error="intentional-abort", offsets=offsets,
-                 transactional_id=txn_id, aborted=sender is not None)
-            run.closed(poller)
-            poller = None
-            continue
-        run.pause(run.pauses and rng.random() < 0.5)
-        try:
-            sender.commit()
-            h.op(process, "ok", "txn", [["poll", got], *done], offsets=offsets, transactional_id=txn_id)
-        except NotCommitted as e:  # certainly not committed: rewind to the committed offsets
-            sender = run.abort(sender)
-            h.op(process, "fail", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets,
-                 transactional_id=txn_id, aborted=sender is not None)
-            run.closed(poller)
-            poller = None
-        except Exception as e:
-            h.op(process, "info", "txn", [["poll", got], *done], error=str(e)[:80], offsets=offsets,
-                 transactional_id=txn_id)
-            run.closed(sender)
-            sender = None
-            run.closed(poller)
-            poller = None
-            process = h.new_process()
-    if sender is not None:
-        run.closed(sender)
-    if poller is not None:
-        run.closed(poller)
-
-
 class EosWorkload(Workload):
     name = "eos"
     description = ("consume-transform-produce: idempotent producers write an input topic; processors "
@@ -525,11 +434,16 @@ class EosWorkload(Workload):
 
     @classmethod
     def real_threads(cls, run: RealRun, producers: int, consumers: int) -> list[Callable[[], None]]:
-        """``producers`` input producers, as many processors (up to one a partition), and
-        ``consumers`` read_committed consumers of both topics."""
-        m = max(1, min(REAL_PARTITIONS, producers))
-        return ([run.producer_loop] * producers + [lambda j=j: real_processor_loop(run, j, m) for j in range(m)]
-                + [run.consumer_loop] * consumers)
+        """``producers`` input producers, ``consumers`` read_committed consumers of both topics,
+        and without a group the processors (:mod:`kafkacheck.workloads.eos_real`)."""
+        from kafkacheck.workloads.eos_real import real_threads
+        return real_threads(run, producers, consumers)
+
+    @classmethod
+    def real_members(cls, run: RealRun) -> list[Callable[[], None]]:
+        """With ``--group-protocol``: the processors, members of the group."""
+        from kafkacheck.workloads.eos_real import real_members
+        return real_members(run)
 
     @classmethod
     def real_after_heal(cls, run: RealRun) -> None:
@@ -539,4 +453,18 @@ class EosWorkload(Workload):
 
     @classmethod
     def real_config(cls, run: RealRun) -> dict:
-        return {"eos": {"input": run.topic, "output": run.output, "group": REAL_GROUP, "source_shift": SOURCE_SHIFT}}
+        config = {"eos": {"input": run.topic, "output": run.output, "group": REAL_GROUP,
+                          "source_shift": SOURCE_SHIFT}}
+        if run.eos_subscribe:  # the processors' group, for the consumer-group checks
+            config |= {"sub_via": ["subscribe"],
+                       "groups": {"group": REAL_GROUP, "assignor": "range", "static": False, "keys": run.keys(),
+                                  "final_polls": True,
+                                  **({"protocol": "consumer"} if run.group_protocol == "consumer" else {})}}
+        return config
+
+    @classmethod
+    def real_straggle_apis(cls, run: RealRun) -> tuple[str, ...]:
+        """With KIP-848's protocol also a processor's heartbeat (its acknowledgement of a
+        revocation, delivered late)."""
+        extra = ("ConsumerGroupHeartbeat",) if run.eos_subscribe and run.group_protocol == "consumer" else ()
+        return (*cls.straggle_apis, *extra)

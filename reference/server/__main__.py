@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flush-messages", type=int)
     p.add_argument("--transaction-version", type=int, default=2, choices=[1, 2])
     p.add_argument("--bugs", default="")
+    p.add_argument("--consumer-session-timeout-ms", type=int, default=45_000,
+                   help="KIP-848 groups: group.consumer.session.timeout.ms (default 45000)")
+    p.add_argument("--consumer-heartbeat-interval-ms", type=int, default=5_000,
+                   help="KIP-848 groups: group.consumer.heartbeat.interval.ms (default 5000)")
     p.add_argument("--log-level", default="WARNING")
     p.add_argument("--max-connections", type=int, default=1000)
     p.add_argument("--idle-timeout", type=float, default=600.0)
@@ -48,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                             unclean_leader_election=a.unclean_leader_election, flush_ms=a.flush_ms,
                             flush_messages=a.flush_messages, transaction_version=a.transaction_version,
                             bugs=frozenset(b for b in a.bugs.split(",") if b),
-                            max_connections=a.max_connections, idle_timeout_s=a.idle_timeout)
+                            max_connections=a.max_connections, idle_timeout_s=a.idle_timeout,
+                            consumer_session_timeout_ms=a.consumer_session_timeout_ms,
+                            consumer_heartbeat_interval_ms=a.consumer_heartbeat_interval_ms)
     _raise_open_files_limit()
     layout = ClusterLayout.load_or_create(options)
     try:

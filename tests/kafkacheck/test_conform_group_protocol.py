@@ -33,7 +33,7 @@ def _refused(capsys, argv: list[str]) -> str:
 @pytest.mark.parametrize(("argv", "says"), [
     (["--client", "kafka-python", "--workload", "groups"], "--client java or confluent"),
     (["--workload", "at-most-once"], "kafka-python has only the classic one"),  # kafka-python: the default client
-    (["--client", "java", "--workload", "eos"], "goes with the groups and at-most-once workloads"),
+    (["--client", "java", "--workload", "txn"], "goes with the groups, at-most-once and eos workloads"),
     (["--client", "confluent", "--workload", "queue"], "the queue workload's clients do not join a consumer group"),
 ])
 def test_consumer_protocol_refused_before_anything_starts(capsys, tmp_path, argv, says):

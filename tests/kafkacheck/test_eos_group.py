@@ -75,7 +75,7 @@ def test_the_offsets_of_a_transaction_carry_the_consumers_group_metadata():
     assert (commit.generation_id, commit.member_id, commit.group_instance_id) == (4, "member-1", None)
 
 
-def test_run_takes_eos_with_a_group_protocol_and_conform_still_refuses_the_consumer_one(tmp_path, capsys):
+def test_run_and_conform_take_eos_with_a_group_protocol(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["run", "--workload", "eos", "--group-protocol", "consumer", "--assignor", "uniform",
                  "--ops", "60", "--seed", "1", "--no-progress", "--format", "json", "--out", str(out)]) == 0
@@ -87,4 +87,5 @@ def test_run_takes_eos_with_a_group_protocol_and_conform_still_refuses_the_consu
     assert "not an assignor of the classic protocol" in group_options_conflict("eos", "classic", "uniform",
                                                                                RUN_GROUP_WORKLOADS)
     assert group_options_conflict("eos", None, "uniform", RUN_GROUP_WORKLOADS) is None  # (no group: ignored)
-    assert "do not join a consumer group" in group_options_conflict("eos", "consumer", "range")  # conform's
+    assert group_options_conflict("eos", "consumer", "range", RUN_GROUP_WORKLOADS) is None  # run's and conform's
+    assert "do not join a consumer group" in group_options_conflict("eos", "consumer", "range")  # always joining: no

@@ -217,3 +217,27 @@ def test_groups_with_kip848s_consumer_protocol_and_the_java_client(kafka_dist, t
     assert assigned and all(e["generation"] >= 1 for e in assigned)
     logs = "".join(p.read_text(errors="replace") for p in (out / "broker").glob("kafka-*.log"))
     assert "joins the consumer group using the consumer protocol" in logs
+
+
+@pytest.mark.slow
+def test_eos_processors_in_a_kip848_group_with_the_java_client(kafka_dist, tmp_path):
+    """The eos processors subscribe as members of one consumer group (group.protocol=consumer),
+    commit their offsets with their member epochs, and the history is valid, exactly-once and
+    consumer-group checks both. Client delays only: the default faults' kills of the group
+    coordinator can leave a 20 s run without a committed offset."""
+    out = tmp_path / "eos-kip848"
+    code = main(["conform", "--spawn", "kafka", "--brokers", "3", "--client", "java", "--cases", "none",
+                 "--workload", "eos", "--group-protocol", "consumer", "--workload-seconds", "20",
+                 "--faults", "client-delay", "--out", str(out)])
+    report = _report(out)
+    entry = report["entries"][-1]
+    assert code == 0 and entry["status"] == "pass", entry
+    assert report["group_protocol"] == "consumer" and entry["details"]["summary"]["group_converged"] is True
+    config = json.loads((out / "eos" / "run.json").read_text())["config"]
+    assert config["groups"]["protocol"] == "consumer" and config["groups"]["group"] == config["eos"]["group"]
+    ops = [json.loads(line) for line in (out / "eos" / "history.jsonl").read_text().splitlines()]
+    committed = [o for o in ops if o["f"] == "txn" and o["type"] == "ok" and o["offsets"]]
+    assert committed and all(o["generation"] >= 1 for o in committed)
+    assert not any(o["f"] == "assign" and o["process"] in {c["process"] for c in committed} for o in ops)
+    logs = "".join(p.read_text(errors="replace") for p in (out / "broker").glob("kafka-*.log"))
+    assert "joins the consumer group using the consumer protocol" in logs

@@ -253,7 +253,7 @@ public final class KafkacheckDriver {
                 Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
                 for (JsonNode o : req.path("offsets")) offsets.put(tp(o), new OffsetAndMetadata(o.get(2).asLong()));
                 p.sendOffsetsToTransaction(offsets, meta);
-                return null;
+                return meta.generationId();  // the generation (member epoch) the offsets went with
             }
             default -> throw new IllegalArgumentException("unknown op " + op);
         }
@@ -271,6 +271,20 @@ public final class KafkacheckDriver {
                 return null;
             }
             case "consumer.seek_to_beginning" -> { c.seekToBeginning(c.assignment()); return null; }
+            case "consumer.seek_to_committed" -> {
+                // back to the group's committed offsets in every partition the consumer has (with
+                // read_committed, the OffsetFetch waits for a transaction still carrying offsets)
+                java.util.Set<TopicPartition> owned = c.assignment();
+                Map<TopicPartition, OffsetAndMetadata> got = owned.isEmpty() ? Map.of() : c.committed(owned, timeout);
+                List<TopicPartition> none = new ArrayList<>();
+                for (TopicPartition tp : owned) {
+                    OffsetAndMetadata m = got.get(tp);
+                    if (m == null) none.add(tp);
+                    else c.seek(tp, m.offset());
+                }
+                if (!none.isEmpty()) c.seekToBeginning(none);  // nothing committed: auto.offset.reset=earliest
+                return null;
+            }
             case "consumer.subscribe" -> {
                 List<String> topics = new ArrayList<>();
                 for (JsonNode t : req.path("topics")) topics.add(t.asText());
