@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -30,7 +31,7 @@ FAULTS = "sigkill,pause,client-partition,client-delay,straggle"
 BASE = ("--brokers", "3", "--group-protocol", "consumer", "--faults", FAULTS,
         "--straggle-api", "ConsumerGroupHeartbeat,OffsetCommit")
 CLIENTS = ("java", "confluent")
-WORKLOADS = ("groups", "at-most-once")
+WORKLOADS = ("groups", "at-most-once", "eos")
 EARLIEST_4X = "4.0.0"  # the first release with the protocol generally available (Maven Central)
 
 
@@ -64,37 +65,38 @@ def main() -> int:
     saved = out / "kip848.json"
     recorded = json.loads(saved.read_text()) if a.resume and saved.exists() else []
     done = {r["setup"]: r["tries"] for r in recorded}
-    report = []
+    # every row's entry, in ROWS order; rows --only leaves out keep what was recorded
+    report = [{"setup": row.setup, "tries": list(done.get(row.setup, [])),
+               "command": "kafkacheck " + shlex.join(row.argv(Path("runs/kip848")))} for row in ROWS]
     print(f"run directories in {out}", flush=True)
     for i, row in enumerate(ROWS):
         if a.only.lower() not in row.setup.lower():
             continue
-        tries = list(done.get(row.setup, []))
-        report.append({"setup": row.setup, "tries": tries,
-                       "command": "kafkacheck " + shlex.join(row.argv(Path("runs/kip848")))})
+        tries = report[i]["tries"]
         for t in range(len(tries), a.tries):
-            run = out / f"row{i}-try{t + 1}"
+            run = out / re.sub(r"[^a-z0-9.]+", "-", row.setup.lower()) / f"try{t + 1}"  # never another row's
             shutil.rmtree(run, ignore_errors=True)
             result = one_try(row, run)
             tries.append(result)
             print(f"{row.setup} | try {t + 1}: {result}", flush=True)
             saved.write_text(json.dumps(report, indent=2) + "\n")
-    return _table(report)
+    return _table([r for r in report if r["tries"]])
 
 
-def exercised(run_dir: str | None) -> Counter:
+def exercised(run_dir: str | None) -> Counter | None:
     """What a try's history shows the protocol went through: requests straggle held, commits
-    refused, member epochs reached, partitions revoked and lost."""
+    refused, member epochs reached, partitions revoked and lost (None: its history is gone)."""
     out: Counter = Counter()
     path = Path(run_dir or "/nonexistent") / "history.jsonl"
     if not path.exists():
-        return out
+        return None
     for line in path.read_text().splitlines():
         o = json.loads(line)
         if o["process"] == "nemesis":
             out["held"] += o["f"] == "straggle" and o["type"] == "info" and bool((o.get("value") or {}).get("held"))
             continue
         out["refused"] += o["f"] in ("commit", "txn") and o["type"] == "fail"
+        out["txn offsets"] += o["f"] == "txn" and o["type"] == "ok" and bool(o.get("offsets"))
         for e in o.get("rebalance_log") or ():
             out["lost" if e.get("lost") else e["type"]] += 1
             out["epochs"] = max(out["epochs"], e.get("generation") or 0)
@@ -102,9 +104,9 @@ def exercised(run_dir: str | None) -> Counter:
 
 
 def _table(report: list[dict]) -> int:
-    print("\n| setup | valid in | anomalies | held by straggle | refused commits | revoked / lost | "
-          "highest member epoch | minutes a try |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| setup | valid in | anomalies | held by straggle | refused commits | transactions with offsets | "
+          "revoked / lost | highest member epoch | minutes a try |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ok = True
     for r in report:
         clean = [t for t in r["tries"] if t["found"] is False]
@@ -113,9 +115,14 @@ def _table(report: list[dict]) -> int:
         ok &= len(clean) == len(r["tries"])
         minutes = ", ".join(str(t["minutes"]) for t in r["tries"])
         seen = [exercised(t.get("run_dir")) for t in r["tries"]]
+        if None in seen:  # a try's run directory is gone: what it exercised is unknown
+            print(f"| {r['setup']} | {len(clean)} of {len(r['tries'])} | {', '.join(kinds + errors) or '-'} | "
+                  f"? | ? | ? | ? | ? | {minutes} |")
+            continue
         total = sum(seen, Counter())
         print(f"| {r['setup']} | {len(clean)} of {len(r['tries'])} | {', '.join(kinds + errors) or '-'} | "
-              f"{total['held']} | {total['refused']} | {total['revoked']} / {total['lost']} | "
+              f"{total['held']} | {total['refused']} | {total['txn offsets'] if 'eos' in r['setup'] else '-'} | "
+              f"{total['revoked']} / {total['lost']} | "
               f"{max((c['epochs'] for c in seen), default=0)} | {minutes} |")
     print()
     for r in report:
