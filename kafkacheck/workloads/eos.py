@@ -48,6 +48,7 @@ from kafkacheck.conform.real_run import RealRun
 from kafkacheck.workloads.actors import member_config
 from kafkacheck.workloads.base import Setup, Workload
 from kafkacheck.workloads.client import Budget, ClientBase, FinalReader, decode_value, encode_value
+from kafkacheck.workloads.eos_values import GROUP, REAL_GROUP, SOURCE_SHIFT, output_value
 from kafkacheck.workloads.queue import QueueClient
 from kafkacheck.workloads.rules import txn_completion
 from reference.consumer import Consumer
@@ -57,20 +58,6 @@ from reference.messages import TopicPartition
 from reference.modern_consumer import ModernGroupConsumer
 from reference.producer import ProducerConfig
 from reference.txn_producer import GroupMetadata, TransactionalProducer
-
-GROUP = "eos"
-REAL_GROUP = "kafkacheck-eos"  # with real clients
-# an output value names its input value and the attempt that copied it, so that every write
-# is unique (Jepsen's rule) and the checker can map output back to input
-SOURCE_SHIFT = 1 << 24
-
-
-def output_value(input_value: int, attempt: int) -> int:
-    return input_value * SOURCE_SHIFT + attempt
-
-
-def source_of(value: int) -> int:
-    return value // SOURCE_SHIFT
 
 
 def output_of(tp: TopicPartition, output_topic: str) -> TopicPartition:

@@ -35,7 +35,7 @@ from kafkacheck.conform.handles import NotCommitted, Poller, TxnSender, commit_r
 from kafkacheck.conform.kinds import make_poller
 from kafkacheck.conform.real_run import PARTITIONS as REAL_PARTITIONS
 from kafkacheck.conform.real_run import RealMember, RealRun
-from kafkacheck.workloads.eos import REAL_GROUP, output_value
+from kafkacheck.workloads.eos_values import REAL_GROUP, output_value
 
 PROCESSORS = 3  # the members of the group (--group-protocol)
 ABORT_P = 0.1  # a transaction aborted on purpose

@@ -17,8 +17,8 @@ from kafkacheck.conform import real_run
 from kafkacheck.conform.handles import GroupMember, NotCommitted, bounded
 from kafkacheck.conform.real_run import RealMember, RealRun
 from kafkacheck.workloads import WORKLOADS
-from kafkacheck.workloads.eos import REAL_GROUP, output_value
 from kafkacheck.workloads.eos_real import GroupProcessor, real_members, real_threads, revoked
+from kafkacheck.workloads.eos_values import REAL_GROUP, output_value
 
 # ---------------------------------------------------------------- usage
 
