@@ -108,7 +108,8 @@ async def metadata(c: Connection, req: Any, v: int) -> dict:
         wanted = sorted(topics)
     else:
         # each topic once, as Kafka (a set); v10+ may name a topic by its id alone (name null)
-        ids = {protocol.topic_id(n): n for n in topics} if v >= 10 else {}
+        by_id = v >= 10 and any(t.name is None for t in req.topics)
+        ids = protocol.names_by_id(topics) if by_id else {}
         wanted = list(dict.fromkeys(t.name if t.name is not None or v < 10 else ids.get(t.topic_id)
                                     for t in req.topics))
     auto = c.info.auto_create_topics and (v < 4 or req.allow_auto_topic_creation)

@@ -13,7 +13,6 @@ member's assigned partitions plus those pending revocation (Kafka 4.3+).
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from reference.consumer_group_coordinator import preferred_assignor
@@ -23,10 +22,6 @@ from reference.server import protocol
 from reference.server.gateway import ENGINE_MARGIN_S, Connection
 
 HEARTBEAT_TIMEOUT_S = 30.0
-
-
-def _ids(c: Connection) -> dict[uuid.UUID, str]:
-    return {protocol.topic_id(name): name for name in c._image_partitions()}
 
 
 def _wire_partitions(tps, with_names: bool = False) -> list[dict]:
@@ -49,7 +44,7 @@ async def consumer_group_heartbeat(c: Connection, req: Any, v: int) -> dict:
         return _refusal(Errors.INVALID_REQUEST, "regular-expression subscriptions are not served by the reference")
     owned = None
     if req.topic_partitions is not None:
-        names = _ids(c)
+        names = protocol.names_by_id(c._image_partitions())
         owned = tuple(TopicPartition(names[t.topic_id], p) for t in req.topic_partitions if t.topic_id in names
                       for p in t.partitions)
     timeout_s = max(req.rebalance_timeout_ms, 0) / 1000 + ENGINE_MARGIN_S

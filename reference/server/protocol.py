@@ -13,6 +13,7 @@ header (correlation id, tagged fields in flexible versions except for ApiVersion
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import uuid
@@ -206,9 +207,16 @@ def api_versions_error(correlation_id: int, error_code: int) -> bytes:
 _TOPIC_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_id(topic: str) -> uuid.UUID:
     """A stable topic id (Metadata v10+) derived from the name: the engine names topics."""
     return uuid.uuid5(_TOPIC_NAMESPACE, topic)
+
+
+def names_by_id(topics) -> dict[uuid.UUID, str]:
+    """The topic ids of ``topics`` (names), to the names: how a request naming topics by id
+    (Metadata v10+, ConsumerGroupHeartbeat) is read."""
+    return {topic_id(name): name for name in topics}
 
 
 def round_trip(host: str, port: int, request: Any, response_class: type, client_id: str,
