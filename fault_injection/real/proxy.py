@@ -20,7 +20,7 @@ transaction APIs the producer and transaction it belongs to). Two things build o
 
 * an ``observer`` is told of every request forwarded and of every response delivered to the
   client (``observer("request" | "response", info, frame)``, from the proxy's thread; the
-  frame is the response's, for its error codes);
+  frame, with its size prefix, is the request's or the response's);
 * :meth:`FaultProxy.arm` holds back one request: the first request that a
   :class:`HoldClaim` accepts is not forwarded; the client side of its connection is reset
   at once (``mode="reset"``) or left open and silent (``"abandon"``: the client times out),
@@ -341,7 +341,7 @@ class FaultProxy:
                 p.peer_writer.write(frame)
                 await p.peer_writer.drain()
                 if info is not None and self.observer is not None:
-                    self.observer("request", {**info, "proxy": self.name, "connection": conn.number}, None)
+                    self.observer("request", {**info, "proxy": self.name, "connection": conn.number}, frame)
         except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:

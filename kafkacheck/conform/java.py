@@ -44,6 +44,12 @@ ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
              "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}
 
 
+# KIP-848 consumers: every reconciliation, state transition and heartbeat answer (a few lines a
+# heartbeat), to read a group's history against the brokers' (the reference logs its side)
+CLIENT_LOGGERS = {"org.apache.kafka.clients.consumer.internals.ConsumerMembershipManager": "DEBUG",
+                  "org.apache.kafka.clients.consumer.internals.ConsumerHeartbeatRequestManager": "DEBUG"}
+
+
 class JavaError(Exception):
     """The Java client refused or failed; the text starts with Kafka's error name."""
 
@@ -93,7 +99,8 @@ class JavaDriver:
     def start(self) -> None:
         classes = build_driver(self.dist)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_options = write_log_config(self.dist.logging, self.log_path.parent, "WARN", stderr=True, stem="java-client-")
+        log_options = write_log_config(self.dist.logging, self.log_path.parent, "WARN", stderr=True, stem="java-client-",
+                                       levels=CLIENT_LOGGERS)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         try:
             self.proc = subprocess.Popen(

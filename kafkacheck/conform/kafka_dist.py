@@ -93,38 +93,44 @@ def need_tool(tool: str, why: str) -> str:
 
 # ---------------------------------------------------------------- logging
 
-def log4j2_config(level: str, stream: str = "SYSTEM_OUT", quiet: tuple[str, ...] = ()) -> str:
-    """A log4j2 properties file: everything at ``level`` to ``stream``, ``quiet`` loggers at WARN."""
+def log4j2_config(level: str, stream: str = "SYSTEM_OUT", quiet: tuple[str, ...] = (),
+                  levels: dict[str, str] | None = None) -> str:
+    """A log4j2 properties file: everything at ``level`` to ``stream``, ``quiet`` loggers at WARN,
+    the loggers of ``levels`` at theirs."""
     lines = ["status = warn", "appender.console.type = Console", "appender.console.name = CONSOLE",
              f"appender.console.target = {stream}", "appender.console.layout.type = PatternLayout",
              "appender.console.layout.pattern = [%d] %p %m (%c)%n", f"rootLogger.level = {level}",
              "rootLogger.appenderRef.console.ref = CONSOLE"]
     for i, name in enumerate(quiet):
         lines += [f"logger.q{i}.name = {name}", f"logger.q{i}.level = WARN"]
+    for i, (name, at) in enumerate(sorted((levels or {}).items())):
+        lines += [f"logger.l{i}.name = {name}", f"logger.l{i}.level = {at}"]
     return "\n".join(lines) + "\n"
 
 
-def log4j1_config(level: str, stream: str = "System.out", quiet: tuple[str, ...] = ()) -> str:
+def log4j1_config(level: str, stream: str = "System.out", quiet: tuple[str, ...] = (),
+                  levels: dict[str, str] | None = None) -> str:
     """The same for log4j 1 (reload4j), which Kafka 3.x logs through."""
     lines = [f"log4j.rootLogger={level}, console", "log4j.appender.console=org.apache.log4j.ConsoleAppender",
              f"log4j.appender.console.Target={stream}", "log4j.appender.console.layout=org.apache.log4j.PatternLayout",
              "log4j.appender.console.layout.ConversionPattern=[%d] %p %m (%c)%n"]
     lines += [f"log4j.logger.{name}=WARN" for name in quiet]
+    lines += [f"log4j.logger.{name}={at}" for name, at in sorted((levels or {}).items())]
     return "\n".join(lines) + "\n"
 
 
 def write_log_config(logging: str, directory: Path, level: str, stderr: bool = False,
-                     quiet: tuple[str, ...] = (), stem: str = "") -> list[str]:
+                     quiet: tuple[str, ...] = (), stem: str = "", levels: dict[str, str] | None = None) -> list[str]:
     """Write the configuration ``logging`` (a dist's backend) reads into ``directory``; the JVM
-    options that make it read that file."""
+    options that make it read that file. ``levels``: loggers at levels of their own."""
     directory.mkdir(parents=True, exist_ok=True)
     if logging == "log4j1":
         path = directory / f"{stem}log4j.properties"
-        path.write_text(log4j1_config(level, "System.err" if stderr else "System.out", quiet))
+        path.write_text(log4j1_config(level, "System.err" if stderr else "System.out", quiet, levels))
         return [f"-Dlog4j.configuration=file:{path}"]
     assert logging == "log4j2", logging
     path = directory / f"{stem}log4j2.properties"
-    path.write_text(log4j2_config(level, "SYSTEM_ERR" if stderr else "SYSTEM_OUT", quiet))
+    path.write_text(log4j2_config(level, "SYSTEM_ERR" if stderr else "SYSTEM_OUT", quiet, levels))
     return [f"-Dlog4j2.configurationFile={path}"]
 
 

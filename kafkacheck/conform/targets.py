@@ -260,7 +260,8 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
         reference_config(options, broker_config)
         net = _network(["controller", *(f"broker-{b}" for b in range(1, brokers + 1))]) if namespaces else None
         try:
-            cluster = ReferenceCluster(options, netns=net)
+            # each ConsumerGroupHeartbeat a broker handles, into its log (DIR/data/logs/broker-N.log)
+            cluster = ReferenceCluster(options, netns=net, log_level="WARNING,kafkacheck.server.cgroup=INFO")
         except BaseException:
             if net is not None:
                 net.close()

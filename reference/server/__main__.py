@@ -19,6 +19,16 @@ from pathlib import Path
 from reference.server.cluster import ClusterLayout, DataDirInUse, NodeLock, ServerOptions, ServerProcess
 
 
+def _log_levels(p: argparse.ArgumentParser, spec: str) -> tuple[str, list[tuple[str, str]]]:
+    """``--log-level``: the root's level, then LOGGER=LEVEL pairs."""
+    root, *pairs = spec.split(",")
+    levels = [(name, level) for name, _eq, level in (pair.partition("=") for pair in pairs)]
+    if any(not isinstance(logging.getLevelName(x), int) for x in [root, *(lv for _n, lv in levels)]) \
+            or any(not name for name, _lv in levels):
+        p.error(f"--log-level {spec!r}: a level (DEBUG, INFO, WARNING, ERROR), then LOGGER=LEVEL pairs")
+    return root, levels
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m reference.server",
                                 description="one process of a served reference cluster")
@@ -37,15 +47,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="KIP-848 groups: group.consumer.session.timeout.ms (default 45000)")
     p.add_argument("--consumer-heartbeat-interval-ms", type=int, default=5_000,
                    help="KIP-848 groups: group.consumer.heartbeat.interval.ms (default 5000)")
-    p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--log-level", default="WARNING",
+                   help="the root logger's level, then optionally LOGGER=LEVEL pairs, comma-separated "
+                        "(WARNING,kafkacheck.server.cgroup=INFO)")
     p.add_argument("--max-connections", type=int, default=1000)
     p.add_argument("--idle-timeout", type=float, default=600.0)
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop (cleanly) when the process that started this one is gone: the nodes of "
                         "kafkacheck serve never outlive their launcher, even after its kill -9")
     a = p.parse_args(argv)
-    logging.basicConfig(level=a.log_level, stream=sys.stderr,
+    root, levels = _log_levels(p, a.log_level)
+    logging.basicConfig(level=root, stream=sys.stderr,
                         format=f"%(asctime)s node {','.join(map(str, a.node))} %(levelname)s %(message)s")
+    for name, level in levels:
+        logging.getLogger(name).setLevel(level)
     options = ServerOptions(data_dir=a.data_dir, brokers=a.brokers, port=0,
                             min_insync_replicas=a.min_insync_replicas,
                             default_replication_factor=a.default_replication_factor,

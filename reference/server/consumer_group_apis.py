@@ -13,6 +13,7 @@ member's assigned partitions plus those pending revocation (Kafka 4.3+).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from reference.consumer_group_coordinator import preferred_assignor
@@ -22,6 +23,10 @@ from reference.server import protocol
 from reference.server.gateway import ENGINE_MARGIN_S, Connection
 
 HEARTBEAT_TIMEOUT_S = 30.0
+
+# one line per heartbeat handled (INFO): what it said and what the coordinator made of it; the
+# brokers `conform --spawn reference` starts log it (kafkacheck.conform.targets)
+heartbeat_log = logging.getLogger("kafkacheck.server.cgroup")
 
 
 def _wire_partitions(tps, with_names: bool = False) -> list[dict]:
@@ -54,6 +59,8 @@ async def consumer_group_heartbeat(c: Connection, req: Any, v: int) -> dict:
                       subscribed_topics=None if req.subscribed_topic_names is None
                       else tuple(req.subscribed_topic_names),
                       server_assignor=req.server_assignor, owned=owned)
+    if heartbeat_log.isEnabledFor(logging.INFO):
+        _log_heartbeat(c, req, owned, r)
     if r is None:
         return _refusal(Errors.REQUEST_TIMED_OUT)
     if r.error is not Errors.NONE:
@@ -61,6 +68,25 @@ async def consumer_group_heartbeat(c: Connection, req: Any, v: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": r.member_id,
             "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms,
             "assignment": None if r.assignment is None else {"topic_partitions": _wire_partitions(r.assignment)}}
+
+
+def _short(tps) -> str:
+    return "null" if tps is None else "[" + ",".join(f"{tp.topic[-4:]}-{tp.partition}" for tp in sorted(tps)) + "]"
+
+
+def _log_heartbeat(c: Connection, req: Any, owned, r) -> None:
+    """The heartbeat and its answer; the member as the coordinator holds it after (its state,
+    assigned and pending-revocation partitions). Topics are shown by their last 4 characters."""
+    head = f"heartbeat group={req.group_id} member={req.member_id[:8]} epoch={req.member_epoch} owned={_short(owned)}"
+    if r is None or r.error is not Errors.NONE:
+        heartbeat_log.info("%s -> %s", head, "REQUEST_TIMED_OUT" if r is None else r.error.name)
+        return
+    cg = c.broker.groups.consumer.group(req.group_id) if c.broker.groups._owns(req.group_id) is Errors.NONE else None
+    m = cg.members.get(r.member_id) if cg is not None else None
+    held = "" if m is None else (f" state={m.state} assigned={_short(m.assigned_set())}"
+                                 f" revoking={_short(m.revoking_set())} group_epoch={cg.group_epoch}")
+    heartbeat_log.info("%s -> epoch=%d assignment=%s%s", head, r.member_epoch,
+                       "none" if r.assignment is None else _short(r.assignment), held)
 
 
 async def consumer_group_describe(c: Connection, req: Any, v: int) -> dict:

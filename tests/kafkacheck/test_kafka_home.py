@@ -119,6 +119,17 @@ def test_a_kafka_3_distribution_logs_through_reload4j_and_gets_a_log4j_1_config(
     assert "log4j.rootLogger=INFO, console" in text and "log4j.logger.kafka.request.logger=WARN" in text
 
 
+def test_loggers_get_levels_of_their_own_in_either_config(tmp_path):
+    """What the Java client driver's config uses for the KIP-848 membership loggers."""
+    levels = {"org.example.Membership": "DEBUG"}
+    write_log_config("log4j2", tmp_path / "a", "WARN", stem="c-", levels=levels)
+    text = (tmp_path / "a" / "c-log4j2.properties").read_text()
+    assert "rootLogger.level = WARN" in text
+    assert "logger.l0.name = org.example.Membership\nlogger.l0.level = DEBUG" in text
+    write_log_config("log4j1", tmp_path / "b", "WARN", levels=levels)
+    assert "log4j.logger.org.example.Membership=DEBUG" in (tmp_path / "b" / "log4j.properties").read_text()
+
+
 @pytest.mark.kafka
 def test_a_home_without_a_logging_binding_is_refused(kafka_dist, tmp_path):
     with pytest.raises(NotKafka, match="no SLF4J binding"):

@@ -123,6 +123,25 @@ def test_a_member_joins_commits_at_its_epoch_and_leaves(cluster):
     assert (d.group_state, d.members) == ("Empty", [])
 
 
+def test_each_heartbeat_is_logged_with_what_the_coordinator_made_of_it(cluster, caplog):
+    """One INFO line of kafkacheck.server.cgroup per heartbeat (what conform's spawned brokers log)."""
+    import logging
+
+    topic, group = _topic(cluster, 2), f"g-{next(_names)}"
+    _coordinated(cluster, group)
+    with caplog.at_level(logging.INFO, logger="kafkacheck.server.cgroup"):
+        epoch = _join(cluster, group, "member-log", topic).member_epoch
+        _heartbeat(cluster, group, "member-log", epoch + 5)
+        _heartbeat(cluster, group, "member-log", -1)
+    lines = [r.getMessage() for r in caplog.records if r.name == "kafkacheck.server.cgroup"]
+    t = topic[-4:]
+    assert lines == [
+        f"heartbeat group={group} member=member-l epoch=0 owned=[] -> epoch={epoch} assignment=[{t}-0,{t}-1] "
+        f"state=stable assigned=[{t}-0,{t}-1] revoking=[] group_epoch={epoch}",
+        f"heartbeat group={group} member=member-l epoch={epoch + 5} owned=null -> FENCED_MEMBER_EPOCH",
+        f"heartbeat group={group} member=member-l epoch=-1 owned=null -> epoch=-1 assignment=none"], lines
+
+
 def test_refusals_name_their_reason(cluster):
     topic, group = _topic(cluster, 1), f"g-{next(_names)}"
     _coordinated(cluster, group)
