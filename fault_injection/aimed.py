@@ -29,6 +29,11 @@ within milliseconds of the moment a fault is most likely to expose a mistake:
   acknowledgements of revocations) reach the coordinator one to four seconds late, while the
   group moves on (KAFKA-16147: a partition pending revocation given back to its member). A
   late request harms no replica, so this one strikes also while other faults are under way;
+  it holds the heartbeats of a member the new target takes partitions from;
+* ``revocation-slow-across-rebalance``: when a consumer group's new target takes partitions
+  from a member, that member's revocation callback runs half a second to six seconds (an
+  application flushing its state in onPartitionsRevoked), heartbeating all the while
+  without acknowledging, while the group goes on changing. Strikes also under other faults;
 * ``offline-around-commit``: a transaction is decided (EndTxn written) that wrote to a
   partition of one replica on another broker than its coordinator's: that broker is paused
   past its session, so that the partition has no leader while the coordinator sends its
@@ -66,12 +71,14 @@ AIMED: dict[str, str] = {
     "offline-around-commit": "take a partition of one replica offline as a transaction that wrote there commits",
     "heartbeat-held-across-rebalance": "hold a consumer-group member's acknowledging heartbeats 1-4 s as its "
                                        "group's target changes",
+    "revocation-slow-across-rebalance": "slow a consumer-group member's revocation callback 0.5-6 s as its "
+                                        "group's target takes partitions from it",
 }
 HELD_REQUESTS = (["EndTxnRequest"], ["ProduceRequest"], ["AddPartitionsToTxnRequest"],
                  ["EndTxnRequest", "ProduceRequest"])
 
 # a target change comes at a member's join, leave or expiry only: few chances a run
-_RATES = {"heartbeat-held-across-rebalance": (0.3, 0.6, 1.0)}
+_RATES = {"heartbeat-held-across-rebalance": (0.3, 0.6, 1.0), "revocation-slow-across-rebalance": (0.3, 0.6, 1.0)}
 # which event each event-triggered strategy watches
 _TRIGGERS = {
     "log-append": ("leader-after-write", "crash-after-append"),
@@ -79,7 +86,7 @@ _TRIGGERS = {
     "txn-decided": ("coordinator-failover-after-endtxn", "offline-around-commit"),
     "group-rebalance": ("member-paused-across-rebalance", "coordinator-paused-during-rebalance"),
     "compaction": ("restart-during-cleaning",),
-    "consumer-group-target": ("heartbeat-held-across-rebalance",),
+    "consumer-group-target": ("revocation-slow-across-rebalance", "heartbeat-held-across-rebalance"),
 }
 
 
@@ -103,6 +110,7 @@ class AimedNemesis:
         self.rate = {s: rng.choice(_RATES.get(s, (0.01, 0.05, 0.2, 0.5))) for s in sorted(self.strategies)}
         self.busy_until_ms = 0
         self.struck = 0
+        self.targets: dict[str, dict] = {}  # group -> its last target assignment (consumer groups)
         # the random schedule's fault windows: no aimed fault may overlap one
         self.windows: list[tuple[int, int]] = []
         begin = None
@@ -144,14 +152,26 @@ class AimedNemesis:
         for s in strategies:
             if s in self.strategies and self._applies(s, node, fields) and self.rng.random() < self.rate[s]:
                 self._strike(s, node, fields)
-                return
+                break
+        if kind == "consumer-group-target":
+            self.targets[fields["group"]] = fields["target"]
 
     def _applies(self, strategy: str, node: int, fields: dict) -> bool:
         """Whether the event is one the strategy strikes at (drawing nothing when it is not,
         so that runs the strategy cannot strike in stay as they were)."""
         if strategy == "offline-around-commit":
             return bool(self._offline_targets(node, fields))
+        if strategy in ("heartbeat-held-across-rebalance", "revocation-slow-across-rebalance"):
+            return bool(self._revoking_members(fields))
         return True
+
+    def _revoking_members(self, fields: dict) -> list[int]:
+        """The workload's members that a group's new target takes partitions from (they must
+        revoke them and acknowledge), by the node their heartbeats come from."""
+        before = self.targets.get(fields["group"], {})
+        hosts = fields.get("hosts", {})
+        return sorted({hosts[mid] for mid, tps in fields["target"].items()
+                       if set(before.get(mid, ())) - set(tps) and hosts.get(mid) in self.members})
 
     def _offline_targets(self, node: int, fields: dict) -> list[str]:
         """The placed partitions of a decided transaction whose replicas the coordinator's
@@ -201,16 +221,18 @@ class AimedNemesis:
             key = rng.choice(self._offline_targets(node, fields))
             begin, heal, lasts = offline_steps(rng, {key: self.placement[key]}, offline_ms(self.timings))
         elif strategy == "heartbeat-held-across-rebalance":
-            if not self.members:
-                return
             at = now_ms + rng.randint(0, 50)
             lasts = rng.randint(1_000, 4_000)
             begin = {"f": "hold-back", "value": {"requests": ["ConsumerGroupHeartbeatRequest"], "ms": lasts,
-                                                 "src": rng.choice(self.members), "having": ["owned"], "count": 2}}
+                                                 "src": rng.choice(self._revoking_members(fields)),
+                                                 "having": ["owned"], "count": 2}}
             if self.nemesis.enabled and at >= self.busy_until_ms and at + lasts <= self.end_ms:
                 self.busy_until_ms = at + lasts
                 self.struck += 1
                 self.sim.call_at(at * MS, lambda: self._apply(begin))
+            return
+        elif strategy == "revocation-slow-across-rebalance":
+            self._slow_revocations(fields)
             return
         elif strategy == "restart-during-cleaning":
             at = now_ms + rng.randint(0, 5)
@@ -222,6 +244,42 @@ class AimedNemesis:
         self.struck += 1
         self.sim.call_at(at * MS, lambda: self._apply(begin))
         self.sim.call_at((at + lasts) * MS, lambda: self._apply(heal))
+
+    def _slow_revocations(self, fields: dict) -> None:
+        """Every member the new target takes partitions from revokes slowly, each for its own
+        while (set before it hears of the target). Half the time, when the target came with a
+        member that joined, that newcomer is paused past its session at once and the
+        revocations outlast its expiry: the group gives the partitions back to the members
+        still revoking them, then to the newcomer again when it rejoins (KAFKA-16147)."""
+        rng, now_ms = self.rng, self.sim.now_ns // MS
+        before = self.targets.get(fields["group"])
+        hosts = fields.get("hosts", {})
+        newcomers = sorted(hosts[m] for m in fields["target"]
+                           if before is not None and m not in before and hosts.get(m) in self.members)
+        revoking = self._revoking_members(fields)
+        steps: list[tuple[int, dict]] = []  # (at_ms, step)
+        if newcomers and rng.random() < 0.5:
+            gone = rng.choice(newcomers)
+            session = self.timings["member_session_timeout_ms"]
+            back = rng.randint(1_500, 4_000)  # after its session: it rejoins this much later
+            steps += [(now_ms, {"f": "pause", "value": {"nodes": [gone]}}),
+                      (now_ms + session + back, {"f": "resume", "value": {"nodes": [gone]}})]
+            # each revocation ends after the newcomer expired, before it rejoins
+            steps += [(now_ms, {"f": "slow-callback", "value": {"node": n, "ms": session + rng.randint(300, back // 2)}})
+                      for n in revoking if n != gone]
+        else:
+            steps += [(now_ms, {"f": "slow-callback", "value": {"node": n, "ms": rng.randint(500, 6_000)}})
+                      for n in revoking]
+        until = max(at + step["value"].get("ms", 0) for at, step in steps)
+        if not self.nemesis.enabled or now_ms < self.busy_until_ms or until > self.end_ms:
+            return
+        self.busy_until_ms = until
+        self.struck += 1
+        for at, step in steps:
+            self._later(at, step)
+
+    def _later(self, at_ms: int, step: dict) -> None:
+        self.sim.call_at(max(at_ms * MS, self.sim.now_ns), lambda: self._apply(step))
 
     def _apply(self, step: dict) -> None:
         if self.nemesis.enabled:

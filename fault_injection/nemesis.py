@@ -28,6 +28,11 @@ queue, processed after the client gave up on it and went on): the aimed nemeses 
 Optional: ``"src"`` (only requests from that node), ``"having"`` (field names that must be
 set, e.g. a heartbeat's ``owned``: an acknowledgement) and ``"count"`` (the next N such).
 
+A ``slow-callback`` step (``{"node": client node, "ms": M}``) makes the next revocation of
+that consumer-group member (KIP-848) take M ms, as an application's onPartitionsRevoked that
+flushes its state: meanwhile it heartbeats without acknowledging. Its outcome says whether
+the node runs such a member (``"applied"``).
+
 ``offline-partition`` takes every replica of one partition of the workload's topics down while
 the rest of the cluster lives on: the runner places those topics with one replica a partition
 (``placement``: ``{"topic:p": [node]}``, drawn from the run's RNG), and the step pauses the
@@ -240,7 +245,7 @@ def _fault_steps(rng: random.Random, f: str, n: int, nodes: list[int]) -> tuple[
 
 STEP_FS = {"partition", "heal", "kill", "restart", "pause", "resume", "disk-fault",
            "disk-heal", "clock-skew", "loss", "duplicate", "reorder", "delay", "straggle", "elect",
-           "hold-back", OFFLINE}
+           "hold-back", "slow-callback", OFFLINE}
 
 
 def load_schedule(path: str) -> list[dict]:
@@ -353,6 +358,10 @@ class Nemesis:
                 faults.links = frozenset(v["links"])
         elif f == "elect":
             return self._elect(v)
+        elif f == "slow-callback":
+            applied: list[bool] = []
+            sim.act(v["node"], lambda node, _now: applied.append(node.slow_callback(v["ms"])))
+            return {**v, "applied": bool(applied and applied[0])}
         elif f == "hold-back":
             kinds, src, having = frozenset(v["requests"]), v.get("src"), tuple(v.get("having", ()))
             for _ in range(v.get("count", 1)):

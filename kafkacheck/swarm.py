@@ -58,12 +58,14 @@ _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
               "member-paused-across-rebalance": ("groups",),
               "coordinator-paused-during-rebalance": ("groups",),
               "restart-during-cleaning": ("compaction",),
-              "offline-around-commit": (), "heartbeat-held-across-rebalance": ()}
+              "offline-around-commit": (), "heartbeat-held-across-rebalance": (),
+              "revocation-slow-across-rebalance": ()}
 OFFLINE_P = 0.4  # transactional seeds that take a partition offline
 OFFLINE_AIMED_P = 0.5  # of those, the ones that also aim it at commits
 CONSUMER_PROTOCOL_P = 0.5  # groups seeds that speak KIP-848's consumer protocol
 EOS_GROUP_P = 0.5  # eos seeds whose processors subscribe as members of one group (KIP-447)
 HELD_ACK_P = 0.5  # of those, the ones that hold members' acknowledgements across target changes
+SLOW_REVOCATION_P = 0.75  # and, drawn apart, the ones whose members' revocations are slow
 # the aimed strategies that may crash a broker (a power loss): not with offline-partition
 AIMED_CRASHING = frozenset({"leader-after-write", "crash-after-append", "election-during-truncation",
                             "coordinator-failover-after-endtxn", "restart-during-cleaning"})
@@ -259,8 +261,10 @@ def _group_protocol(seed: int, options: RunOptions) -> RunOptions:
         return options
     assignor = rng.choice(SERVER_ASSIGNORS)
     aimed = options.aimed
-    if rng.random() < HELD_ACK_P:  # (an aimed strategy of this protocol only: drawn here)
+    if rng.random() < HELD_ACK_P:  # (aimed strategies of this protocol only: drawn here)
         aimed = sorted([*aimed, "heartbeat-held-across-rebalance"])
+    if rng.random() < SLOW_REVOCATION_P:
+        aimed = sorted([*aimed, "revocation-slow-across-rebalance"])
     return replace(options, group_protocol="consumer", assignor=assignor, aimed=aimed)
 
 

@@ -13,11 +13,24 @@ expired, gone). From the clients:
   had owned k since before that, revoked k cleanly, and that revocation came after Q's
   report (it is in the log of P's op after the one that took P's log last, itself completed
   after Q's report: a member logs a revocation when it makes it, its next poll reports it),
-  and P went on as the same member (its next log entry is an assignment, not a loss of its
-  partitions), and Q was given k at a newer epoch than P (a partition's owners get it at
-  rising epochs: Q's grant came after P's; a member that reports it later from an older epoch
-  is a member the coordinator had removed, which still thought it owned k): the coordinator
-  handed k over while its owner still held it and was still a member.
+  and P went on as the same member (after the revocation its log reaches an assignment at a
+  newer epoch than the revocation's before any loss of its partitions: a member that
+  completes a revocation only after the coordinator removed it, as one paused in its
+  revocation callback past its session, logs the loss next), and Q was given k at a newer
+  epoch than P (a partition's owners get it at rising epochs: Q's grant came after P's; a
+  member that reports it later from an older epoch is a member the coordinator had removed,
+  which still thought it owned k): the coordinator handed k over while its owner still held
+  it and was still a member.
+
+* ``fenced-commit`` (where each commit records the member epoch its request carried,
+  ``groups.commit_epochs == "sent"``: the simulator's members): process P's commit of
+  partition k at member epoch e was accepted, although it was sent after another process
+  reported owning k at a newer epoch. The coordinator gives k to a new owner only once P
+  released it, by acknowledging its revocation (P then holds k no more: an older epoch may
+  commit only partitions held since, KIP-1251) or by leaving the group (fenced, expired: its
+  member is unknown): either way it must refuse the commit. With real clients the recorded
+  epoch is the client's when the commit was invoked, and the Java client retries a commit
+  with a newer one, so it is not judged there.
 
 * ``rejoin-fenced``: a member's join with epoch 0 (its log's loss while its epoch was 0) was
   refused with FENCED_MEMBER_EPOCH: a member may always rejoin with epoch 0 and its member id
@@ -38,12 +51,16 @@ INF = float("inf")
 _DRAINS = ("poll", "subscribe", "txn")
 
 
-def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], add) -> None:
-    """Report ``assigned-before-released`` and ``rejoin-fenced`` through ``add(kind, **evidence)``."""
+def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], add,
+                            commit_epochs: str | None = None) -> None:
+    """Report ``assigned-before-released``, ``rejoin-fenced`` and (``commit_epochs == "sent"``)
+    ``fenced-commit`` through ``add(kind, **evidence)``."""
     _rejoins_fenced(completions, add)
+    if commit_epochs == "sent":
+        _commits_after_handover(completions, invokes, add)
     holds: dict[str, list[dict]] = defaultdict(list)  # key -> spells of ownership
     open_: dict[tuple[Any, str], dict] = {}
-    entries: dict[Any, list[tuple[str, bool, int]]] = defaultdict(list)  # process -> (type, lost, op)
+    entries: dict[Any, list[tuple[str, bool, int]]] = defaultdict(list)  # process -> (type, lost, epoch)
     drained: dict[Any, float] = {}  # process -> when an op last took its rebalance log
     for o in completions:
         p = o["process"]
@@ -55,17 +72,17 @@ def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], a
         if o["f"] == "crash" or (o["f"] == "subscribe" and o["type"] == "ok"):
             for key in [k for (q, k) in open_ if q == p]:
                 open_.pop((p, key)).update(end="gone", released_after=invokes.get(o["index"], o)["time"])
-            entries[p].append(("gone", True, o["index"]))
+            entries[p].append(("gone", True, -1))
             continue
         for e in o.get("rebalance_log") or []:
             lost = bool(e.get("lost"))
-            entries[p].append((e.get("type", ""), lost, o["index"]))
+            entries[p].append((e.get("type", ""), lost, e.get("generation", -1)))
             if e.get("type") == "revoked":
                 for k in map(str, e.get("keys", [])):
                     spell = open_.pop((p, k), None)
                     if spell is not None:
                         spell.update(end="lost" if lost else "revoked", end_op=o["index"],
-                                     released_after=since_drained)
+                                     end_at=len(entries[p]) - 1, released_after=since_drained)
             elif e.get("type") == "assigned":
                 for k in map(str, e.get("owned", e.get("keys", []))):
                     if (p, k) not in open_:
@@ -75,7 +92,7 @@ def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], a
                         holds[k].append(spell)
     for k, spells in sorted(holds.items()):
         for old in spells:
-            if old["end"] != "revoked" or not _went_on(entries[old["process"]], old["end_op"]):
+            if old["end"] != "revoked" or not _went_on(entries[old["process"]], old["end_at"]):
                 continue
             for new in spells:
                 # each surely held it from the completion of the op that reported it to the
@@ -89,16 +106,41 @@ def check_consumer_protocol(completions: list[dict], invokes: dict[int, dict], a
                                     f"in the group")
 
 
-def _went_on(log: list[tuple[str, bool, int]], op: int) -> bool:
-    """Whether the member's first log entry after the revocation reported in ``op`` is an
-    assignment: it was still a member when it revoked (a fenced member logs a loss first)."""
-    after = [(kind, lost) for kind, lost, at in log if at > op]
-    for kind, lost in after:
-        if kind == "assigned":
-            return True
+def _went_on(log: list[tuple[str, bool, int]], at: int) -> bool:
+    """Whether the member's log after its revocation (entry ``at``) reaches an assignment at
+    a newer epoch before a loss: the coordinator took the acknowledgement from a member
+    (the same reconciliation's own assignment, at the revocation's epoch, is no evidence)."""
+    epoch = log[at][2]
+    for kind, lost, e in log[at + 1:]:
         if lost or kind == "gone":
             return False
+        if kind == "assigned" and e > epoch:
+            return True
     return False
+
+
+def _commits_after_handover(completions: list[dict], invokes: dict[int, dict], add) -> None:
+    grants: dict[str, list[tuple[float, int, Any, int]]] = defaultdict(list)  # key -> (time, epoch, process, op)
+    for o in completions:
+        for e in o.get("rebalance_log") or []:
+            if e.get("type") == "assigned":
+                for k in map(str, e.get("owned", e.get("keys", []))):
+                    grants[k].append((o["time"], e.get("generation", -1), o["process"], o["index"]))
+    for o in completions:
+        epoch = o.get("generation")
+        if o["f"] != "commit" or o["type"] != "ok" or not isinstance(epoch, int) or epoch <= 0:
+            continue
+        sent = invokes.get(o["index"], o)["time"]
+        for k in sorted(map(str, o.get("value") or {})):
+            newer = next(((t, g, p, op) for t, g, p, op in grants[k]
+                          if t < sent and g > epoch and p != o["process"]), None)
+            if newer is not None:
+                _t, g, p, op = newer
+                add("fenced-commit", key=k, generation=epoch, newer=g, ops=[op, o["index"]],
+                    explanation=f"process {o['process']} committed {k} with member epoch {epoch} (op {o['index']}), "
+                                f"sent after process {p} had reported owning {k} at epoch {g} (op {op}): the "
+                                f"coordinator accepted a commit from a member that had released {k} or been fenced")
+                break
 
 
 def _rejoins_fenced(completions: list[dict], add) -> None:

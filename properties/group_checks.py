@@ -134,7 +134,7 @@ def check_groups(ops: list[dict], config: dict, add) -> None:
         c["end"] = min(c["end"], last_seen.get(c["process"], INF))
     _double_ownership(claims, add)
     if groups.get("protocol") == "consumer":  # KIP-848: member epochs are each member's own
-        check_consumer_protocol(completions, invokes, add)
+        check_consumer_protocol(completions, invokes, add, groups.get("commit_epochs"))
     else:
         _fenced_commits(completions, invokes, assigned_at, add)
         _reassigned_before_revoked(timeline, add)

@@ -68,7 +68,8 @@ BUGS: dict[Bug, str] = {
     Bug.GROUP_GENERATION_UNFENCED: (
         "the group coordinator answers heartbeats and offset commits without checking the "
         "member id and generation, so a member that missed a rebalance never learns of it: it "
-        "keeps consuming and committing partitions the group gave to another member"
+        "keeps consuming and committing partitions the group gave to another member (a "
+        "consumer group of KIP-848: its offset commits, whatever their member and epoch)"
     ),
     Bug.GROUP_UNLOAD_STRANDS_JOINS: (
         "the gap KAFKA-16148 closed: a group coordinator that unloads a group (its "

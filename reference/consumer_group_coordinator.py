@@ -98,6 +98,7 @@ class ConsumerGroups:
         self.busy: dict[str, list[Callable[[], None]]] = {}  # group -> what waits for its write
         self.changes = 0  # counts the groups installed (what the white-box invariants watch)
         self.targets: dict[str, dict] = {}  # group -> the target assignment its next write carries
+        self.hosts: dict[tuple[str, str], int] = {}  # (group, member) -> the node its last heartbeat came from
 
     def group(self, group: str) -> ConsumerGroup | None:
         gs = self.c.groups.get(group)
@@ -136,7 +137,7 @@ class ConsumerGroups:
         """The timers of members the group no longer has (left, expired, replaced): dropped
         only once that is written, so that a member whose removal failed to be written still
         expires."""
-        for table in (self.sessions, self.rebalances):
+        for table in (self.sessions, self.rebalances, self.hosts):
             for key in [k for k in table if k[0] == group and k[1] not in cg.members]:
                 del table[key]
 
@@ -181,6 +182,7 @@ class ConsumerGroups:
         if member is None:
             _mark_refusal(error)
             return fail(error)
+        self.hosts[(group, member.member_id)] = src
         new = self._advance(now_ms, group, cg, member, req)
         full = req.rebalance_timeout_ms != -1 and req.subscribed_topics is not None and req.owned is not None
         send_assignment = req.member_epoch == JOIN_EPOCH or full or new.assigned_set() != member.assigned_set()
@@ -271,8 +273,11 @@ class ConsumerGroups:
         cg.assignment_epoch = cg.group_epoch
         mark("cgroup-target-assignment")
         # announced once the group carrying it is written (_persist)
+        # (with the node each member heartbeats from: the aimed nemeses strike the members)
         self.targets[group] = {"epoch": cg.group_epoch, "assignor": name,
-                               "target": {mid: sorted(tp.key for tp in tps) for mid, tps in sorted(cg.target.items())}}
+                               "target": {mid: sorted(tp.key for tp in tps) for mid, tps in sorted(cg.target.items())},
+                               "hosts": {mid: self.hosts[(group, mid)] for mid in sorted(cg.target)
+                                         if (group, mid) in self.hosts}}
 
     # ------------------------------------------------------------ leaving and expiring
 
@@ -357,7 +362,7 @@ class ConsumerGroups:
         return cg
 
     def forget(self, groups: list[str]) -> None:
-        for table in (self.sessions, self.rebalances):
+        for table in (self.sessions, self.rebalances, self.hosts):
             for key in [k for k in table if k[0] in groups]:
                 del table[key]
 
@@ -398,12 +403,14 @@ def _invalid(req: ConsumerGroupHeartbeatRequest) -> Errors:
     return Errors.NONE
 
 
-def check_commit(cg: ConsumerGroup, epoch: int, member_id: str, partitions, transactional: bool) -> Errors:
+def check_commit(cg: ConsumerGroup, epoch: int, member_id: str, partitions, transactional: bool,
+                 unfenced: bool = False) -> Errors:
     """An offset commit to a consumer group (Kafka's ConsumerGroup.validateOffsetCommit): a
     commit outside the group while it has no members, else from a member at its epoch (or an
     older one for partitions held since, KIP-1251). TxnOffsetCommit (up to version 5) says
-    ILLEGAL_GENERATION for a stale epoch."""
-    if epoch < 0 and (not cg.members or (transactional and not member_id)):
+    ILLEGAL_GENERATION for a stale epoch. ``unfenced`` (the bug switch
+    group-generation-unfenced) accepts every commit."""
+    if unfenced or (epoch < 0 and (not cg.members or (transactional and not member_id))):
         return Errors.NONE
     m = cg.members.get(member_id)
     if m is None:

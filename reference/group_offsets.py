@@ -63,7 +63,8 @@ class GroupOffsets:
         error = self._owns(req.group_id)
         modern = self.consumer.group(req.group_id)
         if error is Errors.NONE and modern is not None and not self.groups[req.group_id].members:
-            error = check_commit(modern, req.generation_id, req.member_id, [tp for tp, _o in req.offsets], False)
+            error = check_commit(modern, req.generation_id, req.member_id, [tp for tp, _o in req.offsets], False,
+                                 self.unfenced)
         elif error is Errors.NONE:
             error = check_member(self.groups.get(req.group_id), req.generation_id, req.member_id, self.unfenced)
         if error is not Errors.NONE:
@@ -107,7 +108,8 @@ class GroupOffsets:
                 return
             modern = self.consumer.group(req.group_id)
             if modern is not None and not self.groups[req.group_id].members:
-                error = check_commit(modern, req.generation_id, req.member_id, [tp for tp, _o in req.offsets], True)
+                error = check_commit(modern, req.generation_id, req.member_id, [tp for tp, _o in req.offsets], True,
+                                     self.unfenced)
             else:
                 error = check_txn_member(self.groups.get(req.group_id), req, self.unfenced)
             if error is not Errors.NONE:

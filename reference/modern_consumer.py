@@ -103,6 +103,11 @@ class ModernGroupConsumer(Consumer):
         self._target: set[TopicPartition] | None = None  # an assignment not reconciled yet
         self._revoke_commit = -1  # auto-commit before revoking: the commit in flight
         self._revoking: set[TopicPartition] = set()  # paused while that commit is out
+        # a nemesis (slow-callback): the next revocation's callback takes this long, during
+        # which the member heartbeats without acknowledging; the assignment it is revoking for
+        self.slow_callback_ms = 0
+        self._callback_target: set[TopicPartition] | None = None
+        self._callback_seq = 0
         self._precommitted: dict[TopicPartition, int] = {}
         self._first_assignment = False  # the first answer after joining is acknowledged
         self._logged_epoch = -1
@@ -221,6 +226,7 @@ class ModernGroupConsumer(Consumer):
         self.assign([])
         self._target = None
         self._revoke_commit = -1
+        self._callback_target = None
         self._revoking = set()
         self._precommitted = {}
 
@@ -229,13 +235,35 @@ class ModernGroupConsumer(Consumer):
     def _reconcile(self) -> None:
         """Move to the newest target: (auto-)commit what was taken of the partitions it
         loses, then revoke them and take the new ones, strictly in that order."""
-        if self._target is None or self._revoke_commit >= 0:
-            return  # nothing new, or the commit before revoking is still out
+        if self._target is None or self._revoke_commit >= 0 or self._callback_target is not None:
+            return  # nothing new, or the commit before revoking or a slow callback is still out
         revoked = self.owned - self._target
         if revoked and self.config.enable_auto_commit and self._commit_before_revoking(revoked):
             return  # the rest once the commit is answered
         target, self._target = self._target, None
+        if revoked and self.slow_callback_ms:
+            self._slow_revocation(target, revoked)
+            return
         self._take_assignment(target)
+
+    def _slow_revocation(self, target: set[TopicPartition], revoked: set[TopicPartition]) -> None:
+        """The revocation callback runs ``slow_callback_ms`` (as an application's
+        onPartitionsRevoked that flushes its state): no records of ``revoked`` meanwhile, the
+        heartbeats go on without an acknowledgement, and a newer target waits; then this
+        reconciliation completes as it began (the Java client's), and the newer one follows."""
+        ms, self.slow_callback_ms = self.slow_callback_ms, 0
+        self._callback_target = target
+        self._revoking = set(revoked)
+        self.assign(sorted(self.owned - self._revoking))
+        self.state = "reconciling"
+        self._callback_seq += 1
+        self.set_timer(ms, ("revoke-callback", self._callback_seq))
+
+    def _slow_revocation_done(self) -> None:
+        target, self._callback_target = self._callback_target, None
+        if target is not None:
+            self._take_assignment(target)
+            self._reconcile()
 
     def _commit_before_revoking(self, revoked: set[TopicPartition]) -> bool:
         """Send the commit of what was taken of ``revoked`` (not committed so already);
@@ -456,5 +484,8 @@ class ModernGroupConsumer(Consumer):
             case ("revoke-commit", corr):
                 if corr == self._revoke_commit:
                     self._revoke_commit_done(Errors.REQUEST_TIMED_OUT)
+            case ("revoke-callback", seq):
+                if seq == self._callback_seq:
+                    self._slow_revocation_done()
             case _:
                 super().timer(now_ms, key)

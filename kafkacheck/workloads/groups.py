@@ -106,6 +106,14 @@ class GroupMemberClient(ClientBase):
         self._subscribe(now_ms)
         self.set_timer(self.rng.randint(1, 50), "next")
 
+    def slow_callback(self, ms: int) -> bool:
+        """The nemesis slow-callback: the member's next revocation takes ``ms`` (KIP-848's
+        member only; False when this one is classic)."""
+        if not isinstance(self.consumer, ModernGroupConsumer):
+            return False
+        self.consumer.slow_callback_ms = ms
+        return True
+
     def _subscribe(self, now_ms: int) -> None:
         self.record(process=self.process, type="invoke", f="subscribe", value=self.keys)
         self.consumer.subscribe(now_ms, [self.topic])
@@ -443,7 +451,9 @@ class GroupsWorkload(Workload):
         return {"sub_via": ["subscribe"],
                 "groups": {"group": GROUP, "assignor": o.assignor, "static": o.static_members,
                            "keys": [tp.key for tp in self.setup.keys], "final_polls": True,
-                           **({"protocol": "consumer"} if o.group_protocol == "consumer" else {})}}
+                           # a commit records the member epoch its request carried
+                           **({"protocol": "consumer", "commit_epochs": "sent"} if o.group_protocol == "consumer"
+                              else {})}}
 
 
     @classmethod

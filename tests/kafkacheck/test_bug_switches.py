@@ -103,6 +103,13 @@ def test_eos_processors_in_a_group_catch_a_coordinator_that_accepts_stale_genera
            "group-generation-unfenced", "eos-duplicate")
 
 
+def test_a_consumer_group_coordinator_that_accepts_stale_member_epochs_is_caught(tmp_path, capsys):
+    # KIP-848: a member's commit of a partition another member owns at a newer epoch, accepted
+    result = caught(tmp_path, capsys, ["--workload", "groups", "--group-protocol", "consumer", "--seed", "0"],
+                    "group-generation-unfenced", "fenced-commit")
+    assert "invariant-violation" not in result["anomaly_types"]  # seen by the members alone
+
+
 def test_a_cleaner_that_drops_the_newest_record_of_a_key_is_caught(tmp_path, capsys):
     caught(tmp_path, capsys, ["--workload", "compaction", "--seed", "2", "--ops", "2000"], "compaction-drops-latest",
            "compaction-lost-latest")
@@ -139,6 +146,19 @@ def test_a_consumer_group_that_loses_a_partition_epoch_is_caught(tmp_path, capsy
     free to the coordinator and went to a second member while the first still held it."""
     args = ["--workload", "groups", "--group-protocol", "consumer", "--seed", "7", "--ops", "1000"]
     result = caught(tmp_path, capsys, args, "consumer-group-partition-epoch-lost", "invariant-violation")
+    assert {a["invariant"] for a in result["anomalies"]["invariant-violation"]} == {"consumer-group-single-owner"}
+
+
+def test_the_swarm_catches_a_lost_partition_epoch_through_slow_revocations(tmp_path, capsys):
+    """What `kafkacheck hunt --with-switch consumer-group-partition-epoch-lost` found (swarm
+    seed 43, shrunk to 250 ops): a member joined, the members losing partitions to it revoked
+    slowly while it was paused past its session (revocation-slow-across-rebalance), the group
+    gave the partitions back to them, and its rejoin took one while its owner still held it."""
+    from kafkacheck.swarm import draw
+
+    assert "revocation-slow-across-rebalance" in draw(43).aimed
+    result = caught(tmp_path, capsys, ["--swarm", "43", "--ops", "250"], "consumer-group-partition-epoch-lost",
+                    "invariant-violation")
     assert {a["invariant"] for a in result["anomalies"]["invariant-violation"]} == {"consumer-group-single-owner"}
 
 

@@ -457,6 +457,17 @@ def test_kip848_a_partition_handed_over_before_its_owner_released_it_is_reported
     # member 1 had been fenced meanwhile (the coordinator removed it): it learns so next
     fenced = [{"type": "revoked", "generation": 3, "keys": ["k:0"], "lost": "UNKNOWN_MEMBER_ID"}]
     assert check(history(fenced).ops, config)["valid"] is True
+    # member 1 was paused in its revocation callback past its session: it completes the
+    # revocation (and that reconciliation's assignment, at its old epoch), then learns in the
+    # same op that it was removed; its later rejoin is no evidence that it stayed
+    h = H()
+    member_poll(h, 1, [assigned(3, ["k:0", "k:1"])])
+    member_poll(h, 2, [assigned(5, ["k:1"])])
+    member_poll(h, 1, [])
+    member_poll(h, 1, [{"type": "revoked", "generation": 3, "keys": ["k:1"]}, assigned(3, ["k:0"], []),
+                       {"type": "revoked", "generation": 3, "keys": ["k:0"], "lost": "UNKNOWN_MEMBER_ID"}])
+    member_poll(h, 1, [assigned(7, ["k:0"])])
+    assert check(h.ops, config)["valid"] is True
     # the classic protocol's generations mean something else: not judged there
     assert "assigned-before-released" not in check(history([assigned(5, ["k:0"], [])]).ops,
                                                    {**config, "groups": {**config["groups"], "protocol": None}}
@@ -470,6 +481,35 @@ def test_kip848_a_partition_handed_over_before_its_owner_released_it_is_reported
     member_poll(h, 1, [{"type": "revoked", "generation": 3, "keys": ["k:1"]}, assigned(3, [], [])])
     member_poll(h, 1, [assigned(6, [], [])])
     assert check(h.ops, config)["valid"] is True
+
+
+def test_kip848_a_commit_from_a_member_that_released_its_partition_is_a_fenced_commit():
+    """Consumer protocol, where commits record the epoch their request carried (the
+    simulator): member 1 owned k:1 at epoch 3, member 2 reported owning it at epoch 5, and
+    member 1's commit of k:1 at epoch 3, sent after that, was accepted."""
+    groups = {**GROUPS_CONFIG["groups"], "final_polls": False, "protocol": "consumer", "commit_epochs": "sent"}
+    config = {**GROUPS_CONFIG, "groups": groups}
+
+    def history(commit_first=False, commit_type="ok"):
+        h = H()
+        member_poll(h, 1, [assigned(3, ["k:0", "k:1"])])
+        if commit_first:
+            h._op(1, "invoke", "commit", {"k:1": 4}, generation=3)
+        member_poll(h, 2, [assigned(5, ["k:1"])])
+        if not commit_first:
+            h._op(1, "invoke", "commit", {"k:1": 4}, generation=3)
+        h._op(1, commit_type, "commit", {"k:1": 4}, generation=3)
+        return h
+
+    r = check(history().ops, config)
+    assert r["anomaly_types"] == ["fenced-commit"]
+    assert r["anomalies"]["fenced-commit"][0]["key"] == "k:1" and r["anomalies"]["fenced-commit"][0]["ops"] == [3, 5]
+    # sent before member 2 reported owning k:1, or refused: nothing to say
+    assert check(history(commit_first=True).ops, config)["valid"] is True
+    assert check(history(commit_type="fail").ops, config)["valid"] is True
+    # real clients: the recorded epoch may be older than the one a retried request carried
+    real = {**config, "groups": {k: v for k, v in groups.items() if k != "commit_epochs"}}
+    assert check(history().ops, real)["valid"] is True
 
 
 def pause_then_commit(pause_ms, commit_type="ok", other_fault=None):

@@ -181,6 +181,34 @@ def test_auto_commit_commits_the_revoked_partitions_before_revoking_them():
     assert c.commit_result is None  # the member's own commit, not the application's
 
 
+def test_a_slow_revocation_callback_heartbeats_unacknowledged_and_completes_the_reconciliation_it_began():
+    """The nemesis slow-callback: the revocation's callback takes 3 s; meanwhile the member
+    heartbeats without saying what it owns (still revoking), a newer target waits, and the
+    callback then completes the reconciliation it began (as the Java client does) before the
+    newer one is taken."""
+    c = member()
+    join(c, assignment=(TP0, TP1))
+    c.slow_callback_ms = 3_000
+    hb = beat(c)
+    outs = answer(c, hb, epoch=1, assignment={TP0})  # TP1 goes
+    assert not heartbeats(outs) and c.state == "reconciling" and c.owned == {TP0, TP1}
+    [callback] = armed(outs, "revoke-callback")
+    assert callback.delay_ms == 3_000 and c.slow_callback_ms == 0  # one revocation only
+    assert [r.tp for r in take(c, (TP0, 1), (TP1, 1))] == [TP0]  # TP1 paused meanwhile
+    hb = beat(c, 2_000)
+    assert hb.owned is None  # a heartbeat that acknowledges nothing
+    # the group moves on: TP1 comes back, with TP2; it waits for the callback
+    answer(c, hb, epoch=1, assignment={TP0, TP1, TP2}, now=2_100)
+    assert c.owned == {TP0, TP1} and not c.take_rebalance_log()
+    c.timer(3_000, callback.key)
+    outs = c.drain()
+    assert c.take_rebalance_log() == [
+        {"type": "revoked", "keys": ["t:1"], "generation": 1},
+        {"type": "assigned", "keys": [], "generation": 1, "owned": ["t:0"]},
+        {"type": "assigned", "keys": ["t:1", "t:2"], "generation": 1, "owned": ["t:0", "t:1", "t:2"]}]
+    assert c.owned == {TP0, TP1, TP2} and c.state == "stable"
+
+
 # ------------------------------------------------------------ errors
 
 
