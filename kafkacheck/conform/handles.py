@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+from kafkacheck.conform.client_debug import rdkafka_debug
 from kafkacheck.conform.clients import close_kafka_python_producer
 
 
@@ -53,7 +54,7 @@ class Sender(_Producer):
         if kind == "confluent":
             from confluent_kafka import Producer
             conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
-                    "message.timeout.ms": int(timeout_s * 1000), "log_level": 2}
+                    "message.timeout.ms": int(timeout_s * 1000), "log_level": 2, **rdkafka_debug("producer")}
             if not idempotent:
                 conf["retries"] = 0
             self.p = Producer(conf)
@@ -163,8 +164,10 @@ def bounded(call, timeout_s: float):
 class TxnSender(_Producer):
     """A transactional producer (timeouts: TXN_*). ``bounded``: kafka-python's commit, abort
     and send_offsets, which wait without a timeout while the coordinator cannot be reached,
-    raise TimeoutError after the call's timeout instead (the outcome of a commit is then
-    unknown; the caller closes the producer)."""
+    and librdkafka's send_offsets_to_transaction, whose timeout does not bound its wait for
+    the group coordinator (its request to it has no deadline; librdkafka issues #5456 and
+    #5511), raise TimeoutError after the call's timeout instead (the outcome of a commit is
+    then unknown; the caller closes the producer)."""
 
     def __init__(self, kind: str, bootstrap: str, txn_id: str, timeout_s: float, bounded: bool = False) -> None:
         self.kind, self.timeout_s, self.bounded = kind, timeout_s, bounded
@@ -173,7 +176,7 @@ class TxnSender(_Producer):
             self.p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "log_level": 2,
                                "socket.timeout.ms": TXN_REQUEST_TIMEOUT_MS,
                                "message.timeout.ms": TXN_DELIVERY_TIMEOUT_MS,
-                               "transaction.timeout.ms": TXN_TIMEOUT_MS})
+                               "transaction.timeout.ms": TXN_TIMEOUT_MS, **rdkafka_debug("txn")})
             self.p.init_transactions(timeout_s)
         else:
             from kafka import KafkaProducer
@@ -222,8 +225,8 @@ class TxnSender(_Producer):
         if self.kind == "confluent":
             from confluent_kafka import TopicPartition
             meta = poller.c.consumer_group_metadata()
-            self.p.send_offsets_to_transaction([TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
-                                               meta, self.timeout_s)
+            tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+            self._wait(lambda: self.p.send_offsets_to_transaction(tps, meta, self.timeout_s))
             return confluent_generation(meta)
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
@@ -233,7 +236,8 @@ class TxnSender(_Producer):
         return int(getattr(meta, "generation_id", -1))
 
     def _wait(self, call) -> None:
-        """A kafka-python transactional call: bounded by the call's timeout when ``bounded``."""
+        """A transactional call that may wait past its timeout: bounded by it (and 2 s) when
+        ``bounded``."""
         if self.bounded:
             bounded(call, self.timeout_s + 2)
         else:
@@ -278,7 +282,7 @@ class Poller:
             self.c = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False, "log_level": 2,
                                "group.id": group or f"kafkacheck-q-{time.monotonic_ns()}",
                                "isolation.level": isolation, "auto.offset.reset": "earliest",
-                               "socket.timeout.ms": int(timeout_s * 1000)})
+                               "socket.timeout.ms": int(timeout_s * 1000), **rdkafka_debug("poller")})
             self.c.assign([TopicPartition(t, p) if group else TopicPartition(t, p, OFFSET_BEGINNING)
                            for t, p in tps])
         else:
@@ -371,7 +375,7 @@ class GroupMember:
             from confluent_kafka import Consumer
             conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                     "auto.offset.reset": "earliest", "log_level": 2, "socket.timeout.ms": int(timeout_s * 1000),
-                    **extra}
+                    **extra, **rdkafka_debug("member")}
             if protocol == "consumer":  # session and heartbeat are the broker's (group.consumer.*)
                 conf.update({"group.protocol": "consumer", "group.remote.assignor": "range"})
             else:

@@ -30,7 +30,8 @@ def make_sender(kind: str, bootstrap: str, timeout_s: float, idempotent: bool):
 
 
 def make_txn_sender(kind: str, bootstrap: str, txn_id: str, timeout_s: float, bounded: bool = False):
-    """``bounded``: no call waits past its timeout (kafka-python's would; the others' do not)."""
+    """``bounded``: no call waits past its timeout (kafka-python's would, and librdkafka's
+    send_offsets_to_transaction; the Java client's do not)."""
     if kind == "java":
         from kafkacheck.conform.java_clients import JavaTxnSender
         return JavaTxnSender(bootstrap, txn_id, timeout_s)

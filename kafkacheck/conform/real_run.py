@@ -16,6 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from kafkacheck.conform.client_debug import CallWatch
 from kafkacheck.conform.handles import GroupMember, Poller, TxnSender
 from kafkacheck.conform.kinds import make_member, make_poller, make_sender, make_txn_sender
 from kafkacheck.conform.wall_history import History
@@ -56,6 +57,7 @@ class RealRun:
         self.stopped_members: list[GroupMember] = []  # groups: closed after the last member stopped
         self.open_handles: list = []  # every client handle a loop opened and has not closed yet
         self.pauses = False  # pause inside transactions (set with straggle)
+        self.watch = CallWatch(None)  # times client calls (KAFKACHECK_CALL_LOG: run_workload sets one up)
 
     def opened(self, handle):
         """A client handle a loop opened: kept until it is closed, so that the run can close
@@ -258,8 +260,9 @@ class RealMember:
         subscribe op carries ``log``, the rebalance log of a client closed before it."""
         run = self.run
         try:
-            self.m = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, self.group, run.timeout_s,
-                                            run.group_protocol, self.isolation))
+            with run.watch.call("new member (subscribe)"):
+                self.m = run.opened(make_member(run.kind, run.target.bootstrap, run.topic, self.group, run.timeout_s,
+                                                run.group_protocol, self.isolation))
         except Exception:
             time.sleep(0.5)
             return
@@ -282,7 +285,8 @@ class RealMember:
         again as a new process (its subscribe carries the closed client's rebalance log)."""
         m = self.m
         assert m is not None
-        self.run.closed(m)
+        with self.run.watch.call("close member"):
+            self.run.closed(m)
         self.process = self.run.h.new_process()
         self.m = None
         self.join(m.take_log())
@@ -293,7 +297,8 @@ class RealMember:
         assert m is not None
         h.op(self.process, "invoke", "poll", [["poll"]])
         try:
-            got = m.poll()
+            with run.watch.call("consume"):
+                got = m.poll()
         except Exception as e:
             h.op(self.process, "info", "poll", [["poll", {}]], error=type(e).__name__)
             self.give_up()
@@ -325,7 +330,8 @@ class RealMember:
     def give_up(self) -> None:
         """The client failed: closed, its process ended (a crash); the next one joins as a new process."""
         assert self.m is not None
-        self.run.closed(self.m)
+        with self.run.watch.call("close member"):
+            self.run.closed(self.m)
         self.process = self.run.abandon(self.process)
         self.m = None
 

@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+from kafkacheck.conform.client_debug import CallWatch, dump_threads
 from kafkacheck.conform.final_read import end_offsets, final_read, uncommitted_read
 from kafkacheck.conform.kinds import CLIENTS, make_poller
 from kafkacheck.conform.offline import create_placed_topics, draw_placement
@@ -51,6 +52,7 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     w = WORKLOADS[workload]
     run = RealRun(w, target, client_kind, timeout_s, seed, group_protocol, eos_subscribe)
     run.pauses = "straggle" in faults
+    run.watch = CallWatch.from_env(out_dir, run.h.now)
     placement = _create_topics(run, create_topic, faults, seed, timeout_s)
     rf = 1 if placement else min(3, target.brokers)
     time.sleep(1)
@@ -89,6 +91,9 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     if members:
         converged = run.settle_members(members)
         hung += sum(t.is_alive() for t in members)
+    if hung:
+        dump_threads(out_dir / "hung-threads.txt", f"{hung} client thread(s) still running after the workload")
+    run.watch.stop()
     run.close_leftovers()
     try:
         final = _read_back(run, log)

@@ -27,6 +27,7 @@ settles, so that the consumer-group checks see each one's last assignment.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -156,6 +157,7 @@ def real_processor_loop(run: RealRun, j: int, m: int) -> None:
 
 def group_processor_loop(run: RealRun, j: int, n: int) -> None:
     """Processor ``j`` of ``n``, a member of the group ``kafkacheck-eos``."""
+    threading.current_thread().name = f"eos-processor-{j}"  # names its calls and clients in debug logs
     GroupProcessor(run, j, n, RealMember(run, j, REAL_GROUP, "read_committed")).loop()
 
 
@@ -207,13 +209,15 @@ class GroupProcessor:
         while not run.stop.is_set():
             if self.sender is None:
                 # fences its predecessor; no call of it hangs (a member holds partitions)
-                self.sender = run.txn_sender(self.txn_id, bounded=True)
+                with run.watch.call("init_transactions"):
+                    self.sender = run.txn_sender(self.txn_id, bounded=True)
             elif member.m is None:
                 member.join()
             else:
                 self.transact()
         if self.sender is not None:
-            run.closed(self.sender)
+            with run.watch.call("close producer"):
+                run.closed(self.sender)
             self.sender = None
         while not run.done.is_set():  # in the group until it settles after healing
             if member.m is None:
@@ -234,12 +238,14 @@ class GroupProcessor:
         t = _Txn()
         mark = len(m.log)  # the callbacks of the poll below are the transaction's
         try:
-            sender.begin()
+            with run.watch.call("begin_transaction"):
+                sender.begin()
         except Exception as e:
             self._fail(t, str(e))
             return
         try:
-            t.got = m.poll()
+            with run.watch.call("consume"):
+                t.got = m.poll()
         except Exception as e:  # the member's client failed: given up, it joins again
             self._fail(t, str(e), rewind=False)
             member.give_up()
@@ -267,21 +273,24 @@ class GroupProcessor:
                 t.nxt[(topic, int(p))] = off + 1
                 if v is not None:
                     t.planned.append((int(p), output_value(v, attempt)))
-        results = sender.send_many(run.output, t.planned) if t.planned else []
+        with run.watch.call(f"produce+flush {len(t.planned)}"):
+            results = sender.send_many(run.output, t.planned) if t.planned else []
         for (p, w), r in zip(t.planned, results, strict=True):
             t.sends.append(["send", f"{run.output}:{p}", [r if isinstance(r, int) else None, w]])
         failed = [r for r in results if not isinstance(r, int)]
         if failed:
             raise RuntimeError(failed[0])
         if t.nxt:
-            t.generation = sender.send_offsets(t.nxt, self.member.m)
+            with run.watch.call("send_offsets_to_transaction"):
+                t.generation = sender.send_offsets(t.nxt, self.member.m)
 
     def _commit(self, t: _Txn) -> None:
         run, sender = self.run, self.sender
         assert sender is not None
         run.pause(run.pauses and run.rng.random() < 0.5)
         try:
-            sender.commit()
+            with run.watch.call("commit_transaction"):
+                sender.commit()
         except Exception as e:
             if isinstance(e, NotCommitted) or stale_member(e):
                 self._fail(t, str(e))
@@ -294,7 +303,8 @@ class GroupProcessor:
         """Certainly not committed: aborted (a producer that cannot abort is replaced, which
         aborts it), recorded ``fail``, and back to the group's committed offsets."""
         assert self.sender is not None
-        self.sender = self.run.abort(self.sender)
+        with self.run.watch.call("abort_transaction"):
+            self.sender = self.run.abort(self.sender)
         self._record(t, "fail", error=error[:80], aborted=self.sender is not None)
         if rewind:
             self._rewind()
@@ -304,7 +314,8 @@ class GroupProcessor:
         transaction unless it committed) and a new member, under a new process."""
         assert self.sender is not None
         self._record(t, "info", error=error[:80])
-        self.run.closed(self.sender)
+        with self.run.watch.call("close producer"):
+            self.run.closed(self.sender)
         self.sender = None
         self.member.restart()
 
@@ -314,7 +325,8 @@ class GroupProcessor:
         m = self.member.m
         assert m is not None
         try:
-            m.rewind()
+            with self.run.watch.call("rewind (committed+seek)"):
+                m.rewind()
         except Exception:
             self.member.give_up()
 

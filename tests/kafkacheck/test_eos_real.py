@@ -6,7 +6,9 @@ tests/kafkacheck/test_kafka.py."""
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
+import time
 import types
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from kafkacheck.cli import main
 from kafkacheck.commands.conform import _check_group_protocol, _members_protocol
 from kafkacheck.conform import real_run
-from kafkacheck.conform.handles import GroupMember, NotCommitted, bounded
+from kafkacheck.conform.handles import GroupMember, NotCommitted, TxnSender, bounded
 from kafkacheck.conform.real_run import RealMember, RealRun
 from kafkacheck.workloads import WORKLOADS
 from kafkacheck.workloads.eos_real import GroupProcessor, real_members, real_threads, revoked
@@ -240,3 +242,58 @@ def test_a_bounded_call_returns_raises_or_times_out():
     with pytest.raises(TimeoutError, match="no answer within"):
         bounded(release.wait, 0.1)
     release.set()
+
+
+class _StuckProducer:
+    """librdkafka's transactional producer as a stuck processor met it: send_offsets_to_transaction
+    waits past its timeout (its request to the group coordinator has no deadline: librdkafka
+    #5456, #5511), and abort_transaction is refused while that call is under way."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls: list[str] = []
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def commit_transaction(self, timeout) -> None:
+        self.calls.append("commit")
+
+    def produce(self, topic, value, partition, on_delivery) -> None:
+        self.calls.append("produce")
+        on_delivery(None, types.SimpleNamespace(offset=lambda: 100))
+
+    def send_offsets_to_transaction(self, offsets, metadata, timeout) -> None:
+        self.calls.append("send_offsets")
+        self.release.wait(10)
+
+    def abort_transaction(self, timeout) -> None:
+        self.calls.append("abort")
+        raise RuntimeError("_CONFLICT: Conflicting send_offsets_to_transaction API call is already in progress")
+
+    def flush(self, timeout) -> int:
+        self.calls.append("flush")
+        return 0
+
+
+def test_a_confluent_send_offsets_that_outwaits_its_timeout_is_given_up_and_the_member_goes_on(monkeypatch):
+    """A member whose producer's send_offsets_to_transaction never returned stopped polling, so
+    it never gave back the partitions the coordinator took (unowned-partition after healing):
+    the call is bounded, the transaction fails, and the producer is replaced."""
+    member = _Member([lambda m: m.assigned_keys({"in:0"}, 3)])
+    member.c = types.SimpleNamespace(consumer_group_metadata=lambda: b"CGMDv2:" + (3).to_bytes(4, sys.byteorder))
+    producer = _StuckProducer()
+    sender = TxnSender.__new__(TxnSender)  # no client: the confluent kind's calls go to the fake
+    sender.kind, sender.timeout_s, sender.bounded, sender.p = "confluent", 0.1, True, producer
+    run, p = _processor(monkeypatch, member, sender=sender)
+    start = time.monotonic()
+    try:
+        p.transact()
+    finally:
+        producer.release.set()
+    assert time.monotonic() - start < 5
+    [txn] = _done(run)
+    assert txn["type"] == "fail" and txn["error"].startswith("no answer within") and txn["aborted"] is False
+    assert producer.calls == ["begin", "produce", "flush", "send_offsets", "abort", "flush"]
+    assert p.sender is None  # the next one fences it, which aborts the transaction
+    assert member.rewinds == 1 and p.member.m is member and not member.closed  # the member polls on
