@@ -51,6 +51,7 @@ MACHINE_FOR_BUG = {
     Bug.LSO_OFF_BY_ONE: "txn", Bug.GROUP_GENERATION_UNFENCED: "groups", Bug.COMPACTION_DROPS_LATEST: "compaction",
     Bug.GROUP_UNLOAD_STRANDS_JOINS: "groups", Bug.TXN_MARKERS_SKIP_OFFLINE: "txn",
     Bug.CONSUMER_GROUP_PARTITION_EPOCH_LOST: "groups-consumer", Bug.CONSUMER_GROUP_REJOIN_FENCED: "groups-consumer",
+    Bug.SHARE_ACK_BEFORE_PERSIST: "share", Bug.SHARE_ACK_ANY_HOLDER: "share", Bug.SHARE_COUNT_NOT_INCREMENTED: "share",
 }
 
 __all__ = ["MACHINES", "MACHINE_FOR_BUG", "Exploration", "Finding", "explore", "load", "machine", "replay",

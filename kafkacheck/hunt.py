@@ -55,6 +55,7 @@ class Scenario:
     brokers: int = 3
     group_protocol: str = "classic"  # the groups workloads' (consumer: KIP-848's)
     assignor: str = "range"
+    partitions: int | None = None  # the topic's, when not 4
 
 
 # the part of the engine each switch breaks, and a workload that leans on it
@@ -80,9 +81,15 @@ SCENARIOS: dict[str, Scenario] = {
     Bug.CONSUMER_GROUP_PARTITION_EPOCH_LOST: Scenario(workload="groups", ops=2000, group_protocol="consumer"),
     Bug.CONSUMER_GROUP_REJOIN_FENCED: Scenario(workload="groups", ops=2000, group_protocol="consumer",
                                                assignor="uniform"),
+    # KIP-932's share groups
+    Bug.SHARE_ACK_BEFORE_PERSIST: Scenario(workload="share", ops=1000, partitions=2),
+    Bug.SHARE_ACK_ANY_HOLDER: Scenario(workload="share", ops=1000, partitions=2),
+    Bug.SHARE_COUNT_NOT_INCREMENTED: Scenario(workload="share", ops=1000, partitions=2),
 }
 # without a switch: every workload of the registry, at its own length
-NO_BUG_SCENARIOS = [Scenario(workload=name, ops=w.hunt_ops) for name, w in WORKLOADS.items()]
+NO_BUG_SCENARIOS = [Scenario(workload=name, ops=w.hunt_ops,
+                             partitions=None if w.default_partitions == 4 else w.default_partitions)
+                    for name, w in WORKLOADS.items()]
 
 
 @dataclass
@@ -248,7 +255,7 @@ def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | 
     from kafkacheck.corpus import RunSpec, simulate_run
 
     bug, sc, seed, ops = job
-    if sc.template is not None or sc.group_protocol != "classic":
+    if sc.template is not None or sc.group_protocol != "classic" or sc.partitions is not None:
         return _judge_template_run(bug, sc, seed, ops)
     r = simulate_run(RunSpec(seed=seed, workload=sc.workload, faults=tuple(sc.faults), acks="all",
                              replication_factor=3, bug=bug, ops=ops)).results
@@ -264,7 +271,8 @@ def _judge_template_run(bug: str | None, sc: Scenario, seed: int, ops: int) -> t
 
     if sc.template is None:
         options = RunOptions(seed=seed, ops=ops, workload=sc.workload, faults=list(sc.faults),
-                             bugs=[bug] if bug else [], group_protocol=sc.group_protocol, assignor=sc.assignor)
+                             bugs=[bug] if bug else [], group_protocol=sc.group_protocol, assignor=sc.assignor,
+                             partitions=sc.partitions or 4)
     else:
         options = RunOptions(seed=seed, ops=ops, workload=sc.workload, faults=[], brokers=sc.brokers,
                              partitions=1, replication_factor=sc.brokers, min_insync_replicas=1,
@@ -296,6 +304,8 @@ def finding_options(bug: str | None, sc: Scenario, seed: int, ops: int) -> dict:
         options["assignor"] = sc.assignor
     if sc.group_protocol != "classic":
         options["group_protocol"] = sc.group_protocol
+    if sc.partitions is not None:
+        options["partitions"] = sc.partitions
     return options
 
 

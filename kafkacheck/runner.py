@@ -35,7 +35,7 @@ from reference.consumer import ConsumerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.node import Node
 from reference.producer import ProducerConfig
-from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
+from reference.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from traces.history import RunRecord, write_jsonl
 
 ADMIN_ID = 90
@@ -205,9 +205,10 @@ class _Run:
         marks.reset()
         self.broker_config = make_broker_config(options.min_insync_replicas, options.flush_messages,
                                                 options.flush_ms, options.transaction_version, t)
-        if options.broker_settings:
-            self.broker_config = replace(self.broker_config, **options.broker_settings)
         self.kind = WORKLOADS[options.workload]
+        if self.kind.broker_settings or options.broker_settings:
+            self.broker_config = replace(self.broker_config,
+                                         **{**self.kind.broker_settings, **(options.broker_settings or {})})
         self.budget = Budget(options.ops)
         self.keys = [TopicPartition(options.topic, i) for i in range(options.partitions)]
         self.topic_configs = ((options.topic_configs if options.topic_configs is not None
@@ -243,6 +244,9 @@ class _Run:
         if kind.group_coordinator:
             sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
                 3, OFFSETS_TOPIC, self.broker_config.offsets_partitions, internal))
+        if kind.share_coordinator:
+            sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(
+                99, SHARE_STATE_TOPIC, self.broker_config.share_state_partitions, internal))
         self.workload = kind(Setup(o, self.timings, self.keys, self.broker_ids, self.budget,
                                    self._producer_config(), self._consumer_config()))
         for i, (topic, partitions) in enumerate(self.workload.topics()):

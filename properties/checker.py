@@ -8,8 +8,8 @@ This module adds what needs the run's configuration:
 
 * ``nonatomic-read``: a process read part of a committed transaction's records in a key and
   then read past them, never reading the rest;
-* exactly-once (``config.eos``), consumer groups (``config.groups``) and compaction
-  (``config.compacted``) checks;
+* exactly-once (``config.eos``), consumer groups (``config.groups``), share groups
+  (``config.share``: :mod:`properties.share_checks`) and compaction (``config.compacted``) checks;
 * instead of Jepsen's ``unseen``, when the run recorded a final read after healing
   (``config.final_read``): ``unread-after-heal`` is an acknowledged value the final read
   never saw although it read its key to the end, and ``stale-after-heal`` says the final
@@ -56,6 +56,7 @@ from properties.jepsen_checks import (
     readers_of,
 )
 from properties.linearizable import KIND, check_log
+from properties.share_checks import check_share
 from properties.txn_checks import applies as hanging_applies
 from properties.txn_checks import check_hanging
 from traces.history import HistoryError, HistoryStream
@@ -242,6 +243,19 @@ CHECKS: tuple[Check, ...] = (
                      "unowned-partition", "processed-twice"),
           "config.groups", lambda j: j.rc.groups,
           lambda j: check_groups(j.ops, j.rc.raw, j.r.add)),
+    Check("share", ("share-double-acquired", "share-lock-forgotten", "share-redelivered-accepted",
+                    "share-redelivered-stale-leader", "share-ack-not-held", "share-lost", "share-delivery-limit",
+                    "share-count-regressed", "share-count-forgotten", "share-value-mismatch"),
+          "config.share (KIP-932 share groups; share-lost with config.share.final)", lambda j: _shares(j.rc),
+          lambda j: _check_share(j.ops, j.rc, j.r),
+          (Allowance(("share-lock-forgotten",), "always", "a record acquired again within its lock while a broker "
+                     "fault was in force: a new leader forgets every acquisition, which Kafka never persists"),
+           Allowance(("share-count-forgotten",), "always", "a delivery count that did not rise while a broker fault "
+                     "was in force: a new leader restarts from the persisted count"),
+           Allowance(("share-redelivered-stale-leader",), "always", "an accepted record delivered again by another "
+                     "broker than the one that took the accept, while a broker was cut off or paused: a leader that "
+                     "has not learnt it was replaced serves the share-partition it had (Kafka persists no "
+                     "acquisition, and checks no lease)"))),
     Check("hanging-transactions", ("hanging-transaction",), "a run with the broker's word on open transactions "
           "(config.txn_probe), the log read uncommitted (config.final_read.uncommitted) or a partition whose last "
           "stable offset stayed below its high watermark (config.final_read.stable_offsets)",
@@ -386,7 +400,7 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
         if ops.named_values:
             return "fallback: named values (a Jepsen import)"
         path = str(ops.path)
-        if runs & {"groups", "hanging-transactions"}:  # checks that read the raw ops (in Python): the file read
+        if runs & {"groups", "hanging-transactions", "share"}:  # checks that read the raw ops (in Python): the file read
             ops = list(ops)                             # once more
     elif isinstance(ops, (list, tuple)):
         text = _jsonl(ops)
@@ -422,6 +436,8 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
         check_groups(ops, rc.raw, r.add)
     if "hanging-transactions" in runs:
         check_hanging(compile_ops(ops)[0], rc.raw, r.add)
+    if "share" in runs:
+        _check_share(ops, rc, r)
     cycle_stats = out["cycles"]
     budget.used = out["budget_used"]
     budget.reason = out["budget_reason"] or None
@@ -441,7 +457,7 @@ class _Applies:
 def _check(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple[str, ...],
            linearizable: bool) -> dict:
     rc = RunConfig.of(config)
-    if rc.groups or rc.compacted or linearizable:
+    if rc.groups or rc.compacted or linearizable or _shares(rc):
         ops = list(ops)
     counted = _Counted(ops)
     compiled, nemesis = compile_ops(counted, weak_acks=rc.weak_acks)
@@ -515,6 +531,14 @@ class _Counted:
             if op["process"] == "nemesis":
                 self.nemesis_fs.add(op["f"])
             yield op
+
+
+def _shares(rc: RunConfig) -> bool:
+    return rc.raw.get("share") is not None
+
+
+def _check_share(ops: Iterable[dict], rc: RunConfig, r: Result) -> None:
+    check_share(ops if isinstance(ops, list) else list(ops), rc.raw, r.add, _may_lose_acknowledged(rc))
 
 
 def _check_nonatomic(a: Analysis, r: Result) -> None:

@@ -76,8 +76,20 @@ from reference.messages import (
     WriteTxnMarkersResponse,
 )
 from reference.partition import Partition
+from reference.share_coordinator import ShareCoordinator
+from reference.share_fetch import ShareFetcher
+from reference.share_messages import (
+    COORDINATOR_SHARE,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareGroupHeartbeatRequest,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
 from reference.storage import Storage, StorageError
-from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
+from reference.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from reference.txn_coordinator import TransactionCoordinator
 
 __all__ = ["TIMER_FIELDS", "Broker", "BrokerConfig"]
@@ -93,8 +105,12 @@ class Broker(BrokerState):
         host = weakref.proxy(self)
         self.txn = TransactionCoordinator(host, config.transaction_state_partitions, config.transaction_version)
         self.groups = GroupCoordinator(host, config.offsets_partitions, config.consumer_session_timeout_ms,
-                                       config.consumer_heartbeat_interval_ms)
-        self.coordinators = {TXN_TOPIC: self.txn, OFFSETS_TOPIC: self.groups}
+                                       config.consumer_heartbeat_interval_ms, config.share_session_timeout_ms,
+                                       config.share_heartbeat_interval_ms)
+        # KIP-932: the share coordinator (share-partitions' state) and the share-partitions led here
+        self.share_state = ShareCoordinator(host, config.share_state_partitions)
+        self.share = ShareFetcher(host, config)
+        self.coordinators = {TXN_TOPIC: self.txn, OFFSETS_TOPIC: self.groups, SHARE_STATE_TOPIC: self.share_state}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -229,9 +245,11 @@ class Broker(BrokerState):
         self.event("partition-deleted", key=tp.key)
 
     def _after_leader_change(self, p: Partition) -> None:
-        """Answer what the old role left pending: parked produces can no longer complete."""
+        """Answer what the old role left pending: parked produces can no longer complete; the
+        share-partitions of the old leadership go."""
         if not p.is_leader:
             self.purgatory.cancel(p.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+        self.share.on_leadership(p.tp)
 
     def _on_producer_ids(self, msg: AllocateProducerIdsResponse) -> None:
         if msg.correlation_id == self.allocate_in_flight:
@@ -282,6 +300,8 @@ class Broker(BrokerState):
     def _on_find_coordinator(self, src: int, req: FindCoordinatorRequest) -> None:
         if req.key_type == COORDINATOR_TRANSACTION:
             tp = TopicPartition(TXN_TOPIC, partition_for(req.key, self.config.transaction_state_partitions))
+        elif req.key_type == COORDINATOR_SHARE:
+            tp = TopicPartition(SHARE_STATE_TOPIC, partition_for(req.key, self.config.share_state_partitions))
         else:
             tp = TopicPartition(OFFSETS_TOPIC, partition_for(req.key, self.config.offsets_partitions))
         coordinator = self.leaders().get(tp, -1)
@@ -346,6 +366,7 @@ HANDLERS: dict[type, Callable[[Broker, int, int, Any], None]] = {
     SyncGroupRequest: lambda b, now, src, m: b.groups.sync_group(now, src, m),
     HeartbeatRequest: lambda b, now, src, m: b.groups.heartbeat(now, src, m),
     ConsumerGroupHeartbeatRequest: lambda b, now, src, m: b.groups.consumer.heartbeat(now, src, m),
+    ShareGroupHeartbeatRequest: lambda b, now, src, m: b.groups.share.heartbeat(now, src, m),
     LeaveGroupRequest: lambda b, now, src, m: b.groups.leave_group(now, src, m),
     TxnOffsetCommitRequest: lambda b, now, src, m: b.groups.txn_offset_commit(now, src, m),
     OffsetFetchRequest: lambda b, now, src, m: b.groups.offset_fetch(src, m),
@@ -357,6 +378,12 @@ HANDLERS: dict[type, Callable[[Broker, int, int, Any], None]] = {
     BrokerRegistrationResponse: lambda b, now, src, m: b._on_registration(now, m),
     BrokerHeartbeatResponse: lambda b, now, src, m: b._on_heartbeat_response(now, m),
     AlterPartitionResponse: lambda b, now, src, m: leader.on_alter_partition_response(b, now, m),
+    ShareFetchRequest: lambda b, now, src, m: b.share.on_fetch(now, src, m),
+    ShareAcknowledgeRequest: lambda b, now, src, m: b.share.on_acknowledge(now, src, m),
+    ReadShareGroupStateRequest: lambda b, now, src, m: b.share_state.read(now, src, m),
+    WriteShareGroupStateRequest: lambda b, now, src, m: b.share_state.write(now, src, m),
+    ReadShareGroupStateResponse: lambda b, now, src, m: b.share.on_state_response(m),
+    WriteShareGroupStateResponse: lambda b, now, src, m: b.share.on_state_response(m),
 }
 
 
@@ -387,6 +414,7 @@ TIMERS: dict[str, Callable[..., None]] = {
     "allocate-timeout": _allocate_timed_out,
     "txn": lambda b, now, *rest: b.txn.timer(now, tuple(rest)),
     "group": lambda b, now, *rest: b.groups.timer(now, tuple(rest)),
+    "share": lambda b, now, *rest: b.share.timer(now, tuple(rest)),
     "verify-timeout": lambda b, now, corr: produce.verify_timed_out(b, corr),
     "alter-timeout": lambda b, now, corr: leader.alter_timed_out(b, corr),
 }

@@ -61,6 +61,17 @@ class BrokerConfig:
     # group.consumer.heartbeat.interval.ms (Kafka's defaults)
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
+    # KIP-932's share groups: the acquisition lock (group.share.record.lock.duration.ms), the
+    # delivery count limit, a share-partition's in-flight span, where a share-partition never
+    # acknowledged starts (share.auto.offset.reset, a group config in Kafka), and how many
+    # partitions __share_group_state has
+    share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    share_heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
+    share_record_lock_duration_ms: int = 30_000
+    share_delivery_count_limit: int = 5
+    share_partition_max_record_locks: int = 2_000
+    share_auto_offset_reset: str = "latest"
+    share_state_partitions: int = 3
 
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, flush_messages=self.flush_messages)
@@ -72,8 +83,8 @@ class BrokerConfig:
         ``session_timeout_ms``, and the consumer groups' session and heartbeat interval from its
         ``member_session_timeout_ms`` and ``member_heartbeat_interval_ms`` if it has them;
         ``settings`` set the other fields."""
-        groups = {f"consumer_{k}": timings[f"member_{k}"] for k in ("session_timeout_ms", "heartbeat_interval_ms")
-                  if f"member_{k}" in timings}
+        groups = {f"{kind}_{k}": timings[f"member_{k}"] for k in ("session_timeout_ms", "heartbeat_interval_ms")
+                  for kind in ("consumer", "share") if f"member_{k}" in timings}
         return cls(**{f: timings[f] for f in TIMER_FIELDS}, coordinator_lease_ms=timings["session_timeout_ms"],
                    **groups, **settings)
 

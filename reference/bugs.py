@@ -28,6 +28,10 @@ class Bug(StrEnum):
     # KIP-848's consumer groups
     CONSUMER_GROUP_PARTITION_EPOCH_LOST = "consumer-group-partition-epoch-lost"
     CONSUMER_GROUP_REJOIN_FENCED = "consumer-group-rejoin-fenced"
+    # KIP-932's share groups
+    SHARE_ACK_BEFORE_PERSIST = "share-ack-before-persist"
+    SHARE_ACK_ANY_HOLDER = "share-ack-any-holder"
+    SHARE_COUNT_NOT_INCREMENTED = "share-count-not-incremented"
 
 
 BUGS: dict[Bug, str] = {
@@ -105,6 +109,22 @@ BUGS: dict[Bug, str] = {
         "KAFKA-19233 (fixed in Kafka 4.2.0): a consumer-group member that was fenced and rejoins "
         "with member epoch 0 and its member id is refused FENCED_MEMBER_EPOCH while the "
         "coordinator still has it at a newer epoch, until its session runs out"
+    ),
+    Bug.SHARE_ACK_BEFORE_PERSIST: (
+        "a share-partition's leader applies and answers an acknowledgement at once and writes "
+        "the state to the share coordinator later (with its next lock-expiry write), so a leader "
+        "that fails over in between leaves a new leader that never heard of it: accepted records "
+        "are delivered again, and locks it released are forgotten"
+    ),
+    Bug.SHARE_ACK_ANY_HOLDER: (
+        "a share-partition's leader applies an acknowledgement to records another member holds "
+        "(the holder check skipped): a consumer whose lock expired accepts or releases the record "
+        "its new holder is processing"
+    ),
+    Bug.SHARE_COUNT_NOT_INCREMENTED: (
+        "a share-partition's leader does not count a delivery when it acquires a record again "
+        "after its lock expired or it was released, so a record that keeps failing is delivered "
+        "more often than the delivery count limit and never archived"
     ),
 }
 

@@ -40,7 +40,10 @@ Membership (the classic rebalance protocol; its phases and their table are in
   without one (-1) only while the group has no members.
 
 The offset requests are handled in :mod:`reference.group_offsets`, KIP-848's consumer groups in
-:mod:`reference.consumer_group_coordinator`.
+:mod:`reference.consumer_group_coordinator`, KIP-932's share groups in
+:mod:`reference.share_group_coordinator`. A group id with members is of one kind: a JoinGroup
+to a share group with members is INCONSISTENT_GROUP_PROTOCOL, a ConsumerGroupHeartbeat
+GROUP_ID_NOT_FOUND (as Kafka's coordinator refuses every request of another group type).
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ from reference.group_state import (
 from reference.log import PartitionLog
 from reference.marks import mark
 from reference.messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -75,9 +80,24 @@ from reference.messages import (
     SyncGroupResponse,
     TopicPartition,
 )
+from reference.share_group import RECORD_TYPE as SHARE_RECORD_TYPE
+from reference.share_group_coordinator import ShareGroups
 from reference.topics import OFFSETS_TOPIC
 
 TICK_MS = 100
+
+
+class _ConsumerGroupsBesideShareGroups(ConsumerGroups):
+    """The consumer groups, refusing the id of a share group with members."""
+
+    share: ShareGroups
+
+    def heartbeat(self, now_ms: int, src: int, req: ConsumerGroupHeartbeatRequest) -> None:
+        if self.c._owns(req.group_id) is Errors.NONE and self.share.claims(req.group_id):
+            mark("share-group-mixed-protocol-refused")
+            self.host.send(src, ConsumerGroupHeartbeatResponse(req.correlation_id, Errors.GROUP_ID_NOT_FOUND))
+            return
+        super().heartbeat(now_ms, src, req)
 
 
 class GroupCoordinator(GroupOffsets, Coordinator):
@@ -86,11 +106,15 @@ class GroupCoordinator(GroupOffsets, Coordinator):
     topic = OFFSETS_TOPIC
 
     def __init__(self, host: CoordinatorHost, num_partitions: int, consumer_session_timeout_ms: int = 45_000,
-                 consumer_heartbeat_interval_ms: int = 5_000) -> None:
+                 consumer_heartbeat_interval_ms: int = 5_000, share_session_timeout_ms: int = 45_000,
+                 share_heartbeat_interval_ms: int = 5_000) -> None:
         super().__init__(host, num_partitions)
         self.groups: dict[str, GroupState] = {}
-        # KIP-848's consumer groups, beside the classic ones
-        self.consumer = ConsumerGroups(self, consumer_session_timeout_ms, consumer_heartbeat_interval_ms)
+        # KIP-848's consumer groups and KIP-932's share groups, beside the classic ones
+        self.consumer = _ConsumerGroupsBesideShareGroups(self, consumer_session_timeout_ms,
+                                                         consumer_heartbeat_interval_ms)
+        self.share = ShareGroups(self, share_session_timeout_ms, share_heartbeat_interval_ms)
+        self.consumer.share = self.share
         # producer id -> group -> offsets, written in a transaction not yet ended
         self.pending_txn: dict[int, dict[str, dict[TopicPartition, int]]] = {}
         self.unfenced = Bug.GROUP_GENERATION_UNFENCED in host.bugs
@@ -130,6 +154,9 @@ class GroupCoordinator(GroupOffsets, Coordinator):
         if key.get("type") == "consumer-group":
             self.group_state(key["group"]).modern = self.consumer.loaded(now_ms, key["group"], json.loads(r.value))
             return
+        if key.get("type") == SHARE_RECORD_TYPE:
+            self.group_state(key["group"]).share = self.share.loaded(now_ms, key["group"], json.loads(r.value))
+            return
         if key.get("type") == "group":
             self.groups.setdefault(key["group"], GroupState()).load(json.loads(r.value), now_ms)
             return
@@ -147,6 +174,7 @@ class GroupCoordinator(GroupOffsets, Coordinator):
         for g in gone:
             self._unload_group(g, self.groups.pop(g))
         self.consumer.forget(gone)
+        self.share.forget(gone)
         for pid in list(self.pending_txn):
             groups = self.pending_txn[pid]
             for g in [g for g in groups if self.partition_of(g) == partition]:
@@ -214,6 +242,10 @@ class GroupCoordinator(GroupOffsets, Coordinator):
         g = self.group_state(req.group_id)
         if g.modern is not None and g.modern.members:
             answer(Errors.INCONSISTENT_GROUP_PROTOCOL)  # a consumer group (KIP-848) with members
+            return
+        if self.share.claims(req.group_id):
+            mark("share-group-mixed-protocol-refused")
+            answer(Errors.INCONSISTENT_GROUP_PROTOCOL)  # a share group (KIP-932) with members
             return
         member_id = req.member_id
         if req.group_instance_id is not None:
@@ -470,6 +502,7 @@ class GroupCoordinator(GroupOffsets, Coordinator):
         if not self.host.lease_valid():
             return
         self.consumer.tick(now_ms)
+        self.share.tick(now_ms)
         for group in sorted(self.groups):
             if self.partition_of(group) not in self.loaded:
                 continue

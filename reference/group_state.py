@@ -30,6 +30,7 @@ from reference.consumer_group import ConsumerGroup
 from reference.errors import Errors
 from reference.marks import mark
 from reference.messages import TopicPartition, TxnOffsetCommitRequest
+from reference.share_group import ShareGroup
 
 
 class GroupPhase(Enum):
@@ -86,6 +87,7 @@ class GroupState:
     rebalance_deadline_ms: int = 0
     pending: set[str] = field(default_factory=set)  # KIP-394: member ids given out, not yet joined
     modern: ConsumerGroup | None = None  # the group as a KIP-848 consumer group, if it was one
+    share: ShareGroup | None = None  # the group as a KIP-932 share group, if it was one
 
     def move(self, phase: GroupPhase, group: str) -> None:
         if phase not in TRANSITIONS[self.state]:

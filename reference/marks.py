@@ -85,6 +85,24 @@ MARKS: dict[str, str] = {
     "cleaner-removed-records": "the cleaner removed superseded records",
     "cleaner-removed-tombstone": "the cleaner removed a tombstone past delete.retention.ms",
     "cleaner-removed-aborted": "the cleaner removed the records of an aborted transaction",
+    # share groups (KIP-932)
+    "share-group-target-assignment": "a share group's coordinator computed a new target assignment",
+    "share-group-invalid-request": "a share-group heartbeat refused before any state was read: INVALID_REQUEST",
+    "share-group-fenced-member-epoch": "a share-group heartbeat refused: FENCED_MEMBER_EPOCH",
+    "share-group-unknown-member-id": "a share-group heartbeat from a member the group does not have",
+    "share-group-id-not-found": "a share-group heartbeat to no share group, or to a classic or consumer group",
+    "share-group-max-size-reached": "a new member refused: the share group is at group.share.max.size",
+    "share-group-member-expired": "a share-group member removed: its session ran out",
+    "share-group-mixed-protocol-refused": "a JoinGroup or ConsumerGroupHeartbeat to a share group with members",
+    "share-session-not-found": "a ShareFetch or ShareAcknowledge for a share session the leader does not have",
+    "share-session-epoch-invalid": "a ShareFetch or ShareAcknowledge with another epoch than its session's",
+    "share-records-acquired": "a share-partition's leader acquired records for a consumer",
+    "share-partition-loaded": "a leader loaded a share-partition's state from the share coordinator",
+    "share-partition-load-failed": "a share-partition's persisted state could not be loaded",
+    "share-ack-invalid-record-state": "an acknowledgement refused: INVALID_RECORD_STATE (not acquired, or another's)",
+    "share-lock-released": "acquisition locks ended without an acknowledgement (expired, or the session closed)",
+    "share-state-fenced-leader": "the share coordinator refused a read or write from an older leader epoch",
+    "share-coordinator-loaded": "a share coordinator loaded a __share_group_state partition",
 }
 
 _counts: Counter[str] = Counter()

@@ -9,7 +9,8 @@ import re
 
 TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC)
+SHARE_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC)
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 

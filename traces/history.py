@@ -18,7 +18,8 @@ from typing import Any
 
 FORMAT_VERSION = 1
 TYPES = ("invoke", "ok", "fail", "info")
-CLIENT_FS = ("send", "poll", "txn", "assign", "subscribe", "commit", "crash", "committed")
+CLIENT_FS = ("send", "poll", "txn", "assign", "subscribe", "commit", "crash", "committed", "acquire", "ack")
+SHARE_ACK_TYPES = ("accept", "release", "reject")  # a share consumer's acknowledgements (KIP-932)
 NEMESIS = "nemesis"
 
 
@@ -186,7 +187,59 @@ def validate_op(op: Any, where: str, named_values: bool = False) -> dict:
             raise HistoryError(f"{where}: the value of a {f} op must be a list of micro-ops")
         for mop in value:
             _check_mop(mop, where, named_values)
+    elif f in ("acquire", "ack") and p != NEMESIS:
+        check_share_op(op, where, named_values)
     return op
+
+
+def _json(x: Any) -> str:
+    return json.dumps(x, default=repr)[:40]
+
+
+def check_share_op(op: dict, where: str, named_values: bool = False) -> None:
+    """The value of a share consumer's ``acquire`` or ``ack`` op (KIP-932; docs/reference/trace-format.md):
+    HistoryError naming ``where`` and the problem otherwise."""
+    f, t, value = op["f"], op["type"], op.get("value")
+    if f == "acquire":
+        if t != "ok":
+            if value is not None:
+                raise HistoryError(f"{where}: an acquire's {t} value must be null, not {_json(value)}")
+            return
+        if op.get("fetch_time") is not None and not _is_int(op["fetch_time"]):
+            raise HistoryError(f"{where}: an acquire's fetch_time must be an integer (nanoseconds), "
+                               f"not {_json(op['fetch_time'])}")
+        if not isinstance(value, dict):
+            raise HistoryError(f"{where}: an ok acquire's value must be {{key: [[offset, value, delivery count], "
+                               f"...]}}, not {_json(value)}")
+        for key, records in value.items():
+            if not isinstance(records, list):
+                raise HistoryError(f"{where}: an acquire's records of {key} must be a list, not {_json(records)}")
+            for rec in records:
+                if not (isinstance(rec, list) and len(rec) == 3 and _is_int(rec[0]) and _is_int(rec[2])):
+                    raise HistoryError(f"{where}: an acquired record is [offset, value, delivery count] with an "
+                                       f"integer offset and count, not {_json(rec)}")
+                _check_value(rec[1], where, named_values)
+        return
+    if value is None and t in ("fail", "info"):
+        return
+    if not isinstance(value, dict):
+        raise HistoryError(f"{where}: an ack's value must be {{key: [[offset, \"accept\" | \"release\" | "
+                           f"\"reject\"], ...]}}, not {_json(value)}")
+    errors = value.get("errors")
+    if t == "ok" and not isinstance(errors, dict):
+        raise HistoryError(f"{where}: an ok ack's value must carry \"errors\": {{key: \"NONE\" or an error "
+                           f"name}}, not {_json(errors)}")
+    if errors is not None and not (isinstance(errors, dict) and all(isinstance(e, str) for e in errors.values())):
+        raise HistoryError(f"{where}: an ack's errors must be {{key: \"NONE\" or an error name}}, not {_json(errors)}")
+    for key, acks in value.items():
+        if key == "errors":
+            continue
+        if not isinstance(acks, list):
+            raise HistoryError(f"{where}: an ack's offsets of {key} must be a list, not {_json(acks)}")
+        for a in acks:
+            if not (isinstance(a, list) and len(a) == 2 and _is_int(a[0]) and a[1] in SHARE_ACK_TYPES):
+                raise HistoryError(f"{where}: an acknowledgement is [offset, \"accept\" | \"release\" | "
+                                   f"\"reject\"], not {_json(a)}")
 
 
 class SequenceCheck:
@@ -317,7 +370,7 @@ def read_run_json(path: str | os.PathLike) -> dict:
     config = meta.get("config")
     if config is not None and not isinstance(config, dict):
         raise HistoryError(f"{p}: run.json's \"config\" must be a JSON object")
-    for field in ("final_read",):
+    for field in ("final_read", "share"):
         if (config or {}).get(field) is not None and not isinstance(config[field], dict):
             raise HistoryError(f"{p}: run.json's config.{field} must be a JSON object")
     return meta

@@ -164,6 +164,9 @@ def _plan(args: argparse.Namespace) -> _Plan:
     """The options checked; a UsageError for the first that is wrong."""
     if (args.bootstrap is None) == (args.spawn is None):
         raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu|kafka")
+    if args.workload == "share":
+        raise UsageError("--workload share runs in the simulator only so far (kafkacheck run --workload share); "
+                         "with real clients and brokers it is not built yet")
     _check_group_protocol(args)
     versions, home = _check_versions(args)
     faults, node_faults = _faults(args)

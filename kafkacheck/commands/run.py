@@ -75,7 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "a liveness phase follows the healing; goes with --ops, --bug, --keep-going "
                           "and the output options only")
     run.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
-    run.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
+    run.add_argument("--partitions", type=int, default=None,
+                     help="partitions of the topic (default 4; share: 2, fewer than its consumers)")
     run.add_argument("--replication-factor", type=int, default=None,
                      help="replication factor (default: min(3, brokers))")
     run.add_argument("--min-insync-replicas", type=int, default=None,
@@ -206,7 +207,8 @@ def _options(args: argparse.Namespace):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.partitions < 1 or args.clients < 1:
+    partitions = args.partitions if args.partitions is not None else WORKLOADS[args.workload].default_partitions
+    if partitions < 1 or args.clients < 1:
         raise UsageError("--partitions and --clients must be at least 1")
     if args.workload in ("eos", "groups") and args.clients < 2:
         raise UsageError(f"the {args.workload} workload needs --clients 2 or more "
@@ -242,7 +244,7 @@ def _options(args: argparse.Namespace):
                              f"{known[args.template]['replicas']} or more")
         schedule = seeded_template(args.template, args.seed, args.brokers)
     return RunOptions(workload=args.workload, seed=args.seed, ops=args.ops, brokers=args.brokers,
-                      partitions=args.partitions, replication_factor=rf,
+                      partitions=partitions, replication_factor=rf,
                       min_insync_replicas=min_isr, acks=args.acks, faults=faults, bugs=bugs,
                       clients=args.clients, schedule=schedule,
                       flush_messages=args.flush_messages, flush_ms=args.flush_ms,

@@ -48,6 +48,9 @@ class Workload:
     idempotent: ClassVar[bool] = False  # idempotent producers (Kafka then requires acks=all)
     transactional: ClassVar[bool] = False  # transactions and read_committed consumers
     group_coordinator: ClassVar[bool] = False  # consumer groups (the offsets topic)
+    share_coordinator: ClassVar[bool] = False  # share groups (the share state topic)
+    broker_settings: ClassVar[dict] = {}  # BrokerConfig fields the workload sets (before the run's own)
+    default_partitions: ClassVar[int] = 4  # the topic's partitions unless --partitions says
     compacted: ClassVar[bool] = False  # the workload topic is compacted
     subscribe: ClassVar[bool] = False  # consumers subscribe (rebalances move partitions)
     # the Hypothesis machine of ``kafkacheck explore`` (its rules are this workload's ops)

@@ -14,6 +14,7 @@ and ``deep`` (2,000 programs of up to 60) are registered here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, currently_in_test_context, settings, target
@@ -38,7 +39,7 @@ from reference.consumer import ConsumerConfig
 from reference.coordinator import partition_for
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.producer import ProducerConfig
-from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
+from reference.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 
 BROKERS = [1, 2, 3]
 SERVERS = [CONTROLLER_ID, *BROKERS]
@@ -111,7 +112,7 @@ class ClusterMachine(RuleBasedStateMachine):
         # broker BROKERS[p]
         rf = options.get("replication", 3)
         min_isr = 2 if rf == 3 else 1
-        bconfig = broker_config(min_isr)
+        bconfig = replace(broker_config(min_isr), **self.broker_settings)
         add_cluster(sim, len(BROKERS), bconfig, controller_config(min_isr), self.bugs)
         for n in SERVERS:
             sim.start(n)
@@ -122,7 +123,8 @@ class ClusterMachine(RuleBasedStateMachine):
             1, TOPIC, -1, -1, configs, assignments=tuple((p, (BROKERS[p],)) for p in range(PARTITIONS)))
             if options.get("placed") else CreateTopicsRequest(1, TOPIC, PARTITIONS, rf, configs))
         # Kafka creates its internal topics on first use; the harness creates them up front
-        sizes = {TXN_TOPIC: bconfig.transaction_state_partitions, OFFSETS_TOPIC: bconfig.offsets_partitions}
+        sizes = {TXN_TOPIC: bconfig.transaction_state_partitions, OFFSETS_TOPIC: bconfig.offsets_partitions,
+                 SHARE_STATE_TOPIC: bconfig.share_state_partitions}
         for i, internal in enumerate(self.internal_topics()):
             sim.inject(ADMIN_ID, CONTROLLER_ID, CreateTopicsRequest(2 + i, internal, sizes[internal], 3))
         sim.run_until(2_000 * MS)
@@ -134,6 +136,7 @@ class ClusterMachine(RuleBasedStateMachine):
         sim.run_until(2_500 * MS)
 
     compacted = False
+    broker_settings: ClassVar[dict[str, Any]] = {}  # BrokerConfig fields the machine sets
 
     def internal_topics(self) -> list[str]:
         return []

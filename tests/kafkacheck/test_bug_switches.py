@@ -169,3 +169,15 @@ def test_a_consumer_group_that_refuses_a_fenced_members_rejoin_is_caught(tmp_pat
             "--ops", "500"]
     result = caught(tmp_path, capsys, args, "consumer-group-rejoin-fenced", "rejoin-fenced")
     assert "invariant-violation" not in result["anomaly_types"]  # seen by the members alone
+
+
+@pytest.mark.parametrize(("bug", "seed", "anomaly"), [
+    ("share-count-not-incremented", "0", "share-count-regressed"),
+    ("share-ack-any-holder", "4", "share-ack-not-held"),
+    ("share-ack-before-persist", "1", "share-redelivered-accepted"),
+])
+def test_a_share_group_switch_is_caught_by_its_seed(tmp_path, capsys, bug, seed, anomaly):
+    """KIP-932: each share-group switch, found by the seed docs/reference/bug-switches.md names
+    (the share workload, 2 partitions shared by 4 consumers, the default faults)."""
+    result = caught(tmp_path, capsys, ["--workload", "share", "--seed", seed, "--ops", "1000"], bug, anomaly)
+    assert "invariant-violation" not in result["anomaly_types"]  # seen by the consumers alone

@@ -172,3 +172,17 @@ def test_the_queue_machine_finds_ack_before_isr_in_a_fixed_budget_of_programs():
     r = explore("queue", ["ack-before-isr"], examples=60, steps=40, derandomize=True, shrink=False)
     assert r.found and "acked-on-isr" in r.found and r.found_after <= 60
     assert r.steps and r.steps[0][0] == "boot"  # the program as found, to replay
+
+
+@pytest.mark.parametrize("bug,finding", [("share-ack-before-persist", "share-redelivered-accepted"),
+                                         ("share-ack-any-holder", "share-ack-not-held"),
+                                         ("share-count-not-incremented", "share-count-regressed")])
+def test_the_share_machine_finds_each_share_switch_in_a_fixed_budget_of_programs(bug, finding):
+    """As ``kafkacheck hunt --bug X --machines`` runs it (its budget: Hypothesis draws programs
+    differently for another max_examples), derandomized, stopped at the first finding: the
+    switch is found within the first 40 programs (the 7th and 11th when written)."""
+    from kafkacheck.explore import explore
+    from kafkacheck.hunt import DEFAULT_MACHINE_PROGRAMS
+
+    r = explore("share", [bug], examples=DEFAULT_MACHINE_PROGRAMS, derandomize=True, shrink=False)
+    assert r.found and finding in r.found and r.found_after <= 40, r
