@@ -55,7 +55,7 @@ from reference.consumer_group import (
     reconcile,
     record_key,
 )
-from reference.coordinator import CoordinatorHost
+from reference.coordinator import CoordinatorHost, OneAtATime, coordinator_error
 from reference.errors import Errors
 from reference.group_state import GroupState
 from reference.marks import mark
@@ -80,7 +80,6 @@ class GroupHost(Protocol):
     def _new_member_id(self, src: int, instance_id: str | None) -> str: ...
 
 
-_TO_COORDINATOR = {Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR, Errors.NOT_COORDINATOR: Errors.NOT_COORDINATOR}
 
 
 class ConsumerGroups:
@@ -95,7 +94,7 @@ class ConsumerGroups:
         self.rejoin_refused = Bug.CONSUMER_GROUP_REJOIN_FENCED in self.host.bugs
         self.sessions: dict[tuple[str, str], int] = {}  # (group, member) -> when its session ends
         self.rebalances: dict[tuple[str, str], tuple[int, int]] = {}  # -> (deadline, the epoch revoking in)
-        self.busy: dict[str, list[Callable[[], None]]] = {}  # group -> what waits for its write
+        self.busy = OneAtATime()  # the requests of a group, each after the write of the one before
         self.changes = 0  # counts the groups installed (what the white-box invariants watch)
         self.targets: dict[str, dict] = {}  # group -> the target assignment its next write carries
         self.hosts: dict[tuple[str, str], int] = {}  # (group, member) -> the node its last heartbeat came from
@@ -106,16 +105,10 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------ one request at a time
 
-    def _serial(self, group: str, fn: Callable[[], None]) -> None:
-        if group in self.busy:
-            self.busy[group].append(fn)
-        else:
-            fn()
-
     def _persist(self, now_ms: int, group: str, cg: ConsumerGroup, then: Callable[[Errors], None]) -> None:
         """Write the group; once committed it is the group's state; then ``then(error)`` and
         whatever waited for the write."""
-        self.busy.setdefault(group, [])
+        self.busy.writing(group)
         batch = rec.encode_batch([rec.RecordInput(record_key(group), json.dumps(cg.to_json(), sort_keys=True).encode(),
                                                   (), now_ms)])
 
@@ -128,8 +121,8 @@ class ConsumerGroups:
                 self._forget_gone(group, cg)
                 if target is not None:
                     self.host.event("consumer-group-target", group=group, **target)
-            then(error if error is Errors.NONE else _TO_COORDINATOR.get(error, Errors.COORDINATOR_NOT_AVAILABLE))
-            self._drain(group)
+            then(coordinator_error(error))
+            self.busy.done(group)
 
         self.c._write(now_ms, self.c.partition_of(group), batch, written)
 
@@ -141,14 +134,6 @@ class ConsumerGroups:
             for key in [k for k in table if k[0] == group and k[1] not in cg.members]:
                 del table[key]
 
-    def _drain(self, group: str) -> None:
-        waiting = self.busy.pop(group, [])
-        while waiting:
-            waiting.pop(0)()
-            if group in self.busy:  # that one is writing: the rest waits for it
-                self.busy[group].extend(waiting)
-                return
-
     # ------------------------------------------------------------ heartbeat
 
     def heartbeat(self, now_ms: int, src: int, req: ConsumerGroupHeartbeatRequest) -> None:
@@ -158,7 +143,7 @@ class ConsumerGroups:
         if error is not Errors.NONE:
             self.host.send(src, ConsumerGroupHeartbeatResponse(req.correlation_id, error))
             return
-        self._serial(req.group_id, lambda: self._heartbeat(src, req))
+        self.busy.run(req.group_id, lambda: self._heartbeat(src, req))
 
     def _heartbeat(self, src: int, req: ConsumerGroupHeartbeatRequest) -> None:
         now_ms, group = self.host.now_ms, req.group_id
@@ -318,11 +303,11 @@ class ConsumerGroups:
         for key, deadline in sorted(self.sessions.items()):
             if now_ms >= deadline and self.c.partition_of(key[0]) in self.c.loaded:
                 del self.sessions[key]
-                self._serial(key[0], lambda k=key: self._expire(k, None, "session expired"))
+                self.busy.run(key[0], lambda k=key: self._expire(k, None, "session expired"))
         for key, (deadline, epoch) in sorted(self.rebalances.items()):
             if now_ms >= deadline and self.c.partition_of(key[0]) in self.c.loaded:
                 del self.rebalances[key]
-                self._serial(key[0], lambda k=key, e=epoch: self._expire(k, e, "did not revoke in time"))
+                self.busy.run(key[0], lambda k=key, e=epoch: self._expire(k, e, "did not revoke in time"))
 
     def _expire(self, key: tuple[str, str], epoch: int | None, why: str) -> None:
         group, member_id = key

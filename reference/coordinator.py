@@ -148,6 +148,46 @@ class Coordinator:
         self.purgatory.complete(tp, self.host.log_of(tp).high_watermark, self.host.isr_satisfied(tp))
 
 
+class OneAtATime:
+    """The requests of one key (a group, a share-partition) handled one at a time, each after
+    the write of the one before, so that each sees the state the log holds: :meth:`run` runs a
+    request now, or once the write under way for its key is done; a request that writes calls
+    :meth:`writing` first and :meth:`done` when the write is answered, which runs what waited
+    (until one of those begins a write of its own)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, list[Callable[[], None]]] = {}
+
+    def __contains__(self, key: str) -> bool:
+        """A write of ``key`` is under way."""
+        return key in self._waiting
+
+    def run(self, key: str, fn: Callable[[], None]) -> None:
+        if key in self._waiting:
+            self._waiting[key].append(fn)
+        else:
+            fn()
+
+    def writing(self, key: str) -> None:
+        self._waiting.setdefault(key, [])
+
+    def done(self, key: str) -> None:
+        waiting = self._waiting.pop(key, [])
+        while waiting:
+            waiting.pop(0)()
+            if key in self._waiting:  # that one is writing: the rest waits for it
+                self._waiting[key].extend(waiting)
+                return
+
+
+# a group's write error as the coordinator answers it: the partition moved, or it is down
+_TO_COORDINATOR = {Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR, Errors.NOT_COORDINATOR: Errors.NOT_COORDINATOR}
+
+
+def coordinator_error(error: Errors) -> Errors:
+    return error if error is Errors.NONE else _TO_COORDINATOR.get(error, Errors.COORDINATOR_NOT_AVAILABLE)
+
+
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode`` (UTF-16 code units), as a signed 32-bit int."""
     data = s.encode("utf-16-be")

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from reference import records as rec
-from reference.coordinator import Coordinator, CoordinatorHost
+from reference.coordinator import Coordinator, CoordinatorHost, OneAtATime
 from reference.errors import Errors
 from reference.frozen import frozen
 from reference.log import PartitionLog
@@ -93,13 +93,13 @@ class ShareCoordinator(Coordinator):
     def __init__(self, host: CoordinatorHost, num_partitions: int) -> None:
         super().__init__(host, num_partitions)
         self.states: dict[str, ShareState] = {}
-        self.busy: dict[str, list[Callable[[], None]]] = {}  # key -> what waits for its write
+        self.busy = OneAtATime()  # the requests of a key, each after the write of the one before
 
     # ------------------------------------------------------------ requests
 
     def read(self, now_ms: int, src: int, req: ReadShareGroupStateRequest) -> None:
         key = share_key(req.group_id, req.tp)
-        self._serial(key, lambda: self._read(src, key, req))
+        self.busy.run(key, lambda: self._read(src, key, req))
 
     def _read(self, src: int, key: str, req: ReadShareGroupStateRequest) -> None:
         def answer(error: Errors, s: ShareState | None = None) -> None:
@@ -123,7 +123,7 @@ class ShareCoordinator(Coordinator):
 
     def write(self, now_ms: int, src: int, req: WriteShareGroupStateRequest) -> None:
         key = share_key(req.group_id, req.tp)
-        self._serial(key, lambda: self._write_state(src, key, req))
+        self.busy.run(key, lambda: self._write_state(src, key, req))
 
     def _write_state(self, src: int, key: str, req: WriteShareGroupStateRequest) -> None:
         def answer(error: Errors) -> None:
@@ -145,14 +145,8 @@ class ShareCoordinator(Coordinator):
 
     # ------------------------------------------------------------ one key at a time, durably
 
-    def _serial(self, key: str, fn: Callable[[], None]) -> None:
-        if key in self.busy:
-            self.busy[key].append(fn)
-        else:
-            fn()
-
     def _persist(self, key: str, new: ShareState, then: Callable[[Errors], None]) -> None:
-        self.busy.setdefault(key, [])
+        self.busy.writing(key)
         batch = rec.encode_batch([rec.RecordInput(_record_key(key), json.dumps(new.to_json(), sort_keys=True).encode(),
                                                   (), self.host.now_ms)])
 
@@ -161,17 +155,9 @@ class ShareCoordinator(Coordinator):
                 self.states[key] = new
             then(error if error is Errors.NONE else Errors.COORDINATOR_NOT_AVAILABLE
                  if error is not Errors.NOT_COORDINATOR else error)
-            self._drain(key)
+            self.busy.done(key)
 
         self._write(self.host.now_ms, self.partition_of(key), batch, written)
-
-    def _drain(self, key: str) -> None:
-        waiting = self.busy.pop(key, [])
-        while waiting:
-            waiting.pop(0)()
-            if key in self.busy:  # that one is writing: the rest waits for it
-                self.busy[key].extend(waiting)
-                return
 
     # ------------------------------------------------------------ loading
 

@@ -40,6 +40,7 @@ from typing import Protocol
 
 from reference import records as rec
 from reference.consumer_group_coordinator import ConsumerGroups, GroupHost
+from reference.coordinator import OneAtATime, coordinator_error
 from reference.errors import Errors
 from reference.marks import mark
 from reference.share_group import JOIN_EPOCH, LEAVE_EPOCH, ShareGroup, ShareMember, check_epoch, reconcile, record_key
@@ -47,7 +48,6 @@ from reference.share_messages import ShareGroupHeartbeatRequest, ShareGroupHeart
 
 MAX_MEMBER_ID = 36  # Kafka's KafkaApis.isMemberIdValid
 
-_TO_COORDINATOR = {Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR, Errors.NOT_COORDINATOR: Errors.NOT_COORDINATOR}
 
 
 class ShareHost(GroupHost, Protocol):
@@ -66,7 +66,7 @@ class ShareGroups:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
         self.sessions: dict[tuple[str, str], int] = {}  # (group, member) -> when its session ends
-        self.busy: dict[str, list[Callable[[], None]]] = {}  # group -> what waits for its write
+        self.busy = OneAtATime()  # the requests of a group, each after the write of the one before
         self.targets: dict[str, dict] = {}  # group -> the target assignment its next write carries
         self.hosts: dict[tuple[str, str], int] = {}  # (group, member) -> the node its last heartbeat came from
 
@@ -81,16 +81,10 @@ class ShareGroups:
 
     # ------------------------------------------------------------ one request at a time
 
-    def _serial(self, group: str, fn: Callable[[], None]) -> None:
-        if group in self.busy:
-            self.busy[group].append(fn)
-        else:
-            fn()
-
     def _persist(self, now_ms: int, group: str, sg: ShareGroup, then: Callable[[Errors], None]) -> None:
         """Write the group; once committed it is the group's state; then ``then(error)`` and
         whatever waited for the write."""
-        self.busy.setdefault(group, [])
+        self.busy.writing(group)
         value = json.dumps(sg.to_json(), sort_keys=True).encode()
         batch = rec.encode_batch([rec.RecordInput(record_key(group), value, (), now_ms)])
         target = self.targets.pop(group, None)
@@ -103,18 +97,10 @@ class ShareGroups:
                         del table[key]
                 if target is not None:
                     self.host.event("share-group-target", group=group, **target)
-            then(error if error is Errors.NONE else _TO_COORDINATOR.get(error, Errors.COORDINATOR_NOT_AVAILABLE))
-            self._drain(group)
+            then(coordinator_error(error))
+            self.busy.done(group)
 
         self.c._write(now_ms, self.c.partition_of(group), batch, written)
-
-    def _drain(self, group: str) -> None:
-        waiting = self.busy.pop(group, [])
-        while waiting:
-            waiting.pop(0)()
-            if group in self.busy:  # that one is writing: the rest waits for it
-                self.busy[group].extend(waiting)
-                return
 
     # ------------------------------------------------------------ heartbeat
 
@@ -127,7 +113,7 @@ class ShareGroups:
                 mark("share-group-invalid-request")
             self.host.send(src, ShareGroupHeartbeatResponse(req.correlation_id, error))
             return
-        self._serial(req.group_id, lambda: self._heartbeat(src, req))
+        self.busy.run(req.group_id, lambda: self._heartbeat(src, req))
 
     def _heartbeat(self, src: int, req: ShareGroupHeartbeatRequest) -> None:
         now_ms, group = self.host.now_ms, req.group_id
@@ -247,7 +233,7 @@ class ShareGroups:
         for key, deadline in sorted(self.sessions.items()):
             if now_ms >= deadline and self.c.partition_of(key[0]) in self.c.loaded:
                 del self.sessions[key]
-                self._serial(key[0], lambda k=key: self._expire(k))
+                self.busy.run(key[0], lambda k=key: self._expire(k))
 
     def _expire(self, key: tuple[str, str]) -> None:
         group, member_id = key
