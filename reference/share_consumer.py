@@ -73,6 +73,15 @@ class SharedRecord:
     fetched_ms: int = -1  # when the ShareFetch that acquired it was sent
 
 
+def nodes_of(records: list[SharedRecord]) -> dict[str, int]:
+    """The broker each partition's records came from (its acknowledgements go there), by
+    partition key; a partition whose records came from more than one is left out."""
+    nodes: dict[str, int] = {}
+    for r in records:
+        nodes[r.tp.key] = r.node if nodes.get(r.tp.key, r.node) == r.node else -1
+    return {k: n for k, n in nodes.items() if n >= 0}
+
+
 @dataclass
 class _Leader:
     """This member's share session with one broker."""

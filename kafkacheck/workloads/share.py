@@ -20,7 +20,7 @@ from kafkacheck.workloads.client import Budget, ClientBase, decode_value
 from kafkacheck.workloads.queue import QueueClient
 from kafkacheck.workloads.share_machine import ShareMachine
 from reference.messages import TopicPartition
-from reference.share_consumer import ShareConsumer, ShareConsumerConfig, SharedRecord
+from reference.share_consumer import ShareConsumer, ShareConsumerConfig, SharedRecord, nodes_of
 from reference.share_messages import ACCEPT, ACK_TYPES, RELEASE
 
 GROUP = "sharers"
@@ -95,15 +95,13 @@ class ShareMemberClient(ClientBase):
 
     def _finish_acquire(self, now_ms: int) -> None:
         got: dict[str, list] = {}
-        nodes: dict[str, int] = {}  # the broker that delivered each partition's records
         records = self.consumer.take_records()
         # records a ShareFetch sent before this op brought (one out when the op began)
         fetched = min((r.fetched_ms for r in records if r.fetched_ms >= 0), default=None)
         for r in records:
             got.setdefault(r.tp.key, []).append([r.offset, decode_value(r.value), r.delivery_count])
-            nodes[r.tp.key] = r.node if nodes.get(r.tp.key, r.node) == r.node else -1  # -1: more than one
             self.held.append(r)
-        known = {k: n for k, n in nodes.items() if n >= 0}
+        known = nodes_of(records)  # the broker that delivered each partition's records
         extra = {"nodes": known} if known else {}
         if fetched is not None:
             extra["fetch_time"] = fetched * 1_000_000
@@ -115,14 +113,12 @@ class ShareMemberClient(ClientBase):
 
     def _start_ack(self, now_ms: int) -> None:
         value: dict[str, list] = {}
-        nodes: dict[str, int] = {}  # the broker each partition's acknowledgements go to
         for r in sorted(self.held, key=lambda r: (r.tp, r.offset)):
             t = ACCEPT if self.final else self._draw_type()
             self.consumer.acknowledge(r, t)
             value.setdefault(r.tp.key, []).append([r.offset, _NAMES[t]])
-            nodes[r.tp.key] = r.node if nodes.get(r.tp.key, r.node) == r.node else -1
+        self.op = {"f": "ack", "value": value, "nodes": nodes_of(self.held)}  # where the acks go
         self.held = []
-        self.op = {"f": "ack", "value": value, "nodes": {k: n for k, n in nodes.items() if n >= 0}}
         self.record(process=self.process, type="invoke", f="ack", value=value)
         self.consumer.commit()
         self._check_ack(now_ms)

@@ -34,7 +34,7 @@ from fault_injection.cluster import CLUSTER_TIMINGS, MS
 from kafkacheck.workloads.actors import POLL_MS, PROCESS_STRIDE, Actor, Writer, _int
 from kafkacheck.workloads.machine import BROKERS, GROUP, PARTITIONS, ClusterMachine
 from reference.node import Timer
-from reference.share_consumer import ShareConsumer, ShareConsumerConfig, SharedRecord
+from reference.share_consumer import ShareConsumer, ShareConsumerConfig, SharedRecord, nodes_of
 from reference.share_messages import ACK_TYPES
 from reference.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
@@ -124,15 +124,13 @@ class Sharer(Actor):
         if not self.held:
             return
         value: dict[str, list] = {}
-        nodes: dict[str, int] = {}  # the broker each partition's acknowledgements go to
         self.last_acked = sorted(self.held, key=lambda r: (r.tp, r.offset))
         for i, r in enumerate(self.last_acked):
             t = types[i % len(types)]
             self.client.acknowledge(r, ACK_TYPES[t])
             value.setdefault(r.tp.key, []).append([r.offset, t])
-            nodes[r.tp.key] = r.node if nodes.get(r.tp.key, r.node) == r.node else -1
         self.held = []
-        self.op = {"f": "ack", "value": value, "nodes": {k: n for k, n in nodes.items() if n >= 0} or None}
+        self.op = {"f": "ack", "value": value, "nodes": nodes_of(self.last_acked) or None}
         self.record("invoke", "ack", value)
         self.client.commit()
 
@@ -169,14 +167,13 @@ class Sharer(Actor):
             self.complete("info", "acquire", None)
             return
         got: dict[str, list] = {}
-        nodes: dict[str, int] = {}  # the broker that gave each partition's records (-1: more than one)
-        for r in self.client.take_records():
+        records = self.client.take_records()
+        for r in records:
             got.setdefault(r.tp.key, []).append([r.offset, _int(r.value), r.delivery_count])
-            nodes[r.tp.key] = r.node if nodes.get(r.tp.key, r.node) == r.node else -1
             # a record acquired again (its last lock expired while held) is held once, as now
             self.held = [h for h in self.held if (h.tp, h.offset) != (r.tp, r.offset)] + [r]
             self.acquired += 1
-        self.complete("ok", "acquire", got, nodes={k: n for k, n in nodes.items() if n >= 0} or None)
+        self.complete("ok", "acquire", got, nodes=nodes_of(records) or None)
 
     def check(self, now_ms: int) -> None:
         op, result = self.op, self.client.commit_result
