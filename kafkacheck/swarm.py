@@ -50,7 +50,7 @@ TCP_BREAKING = ("duplicate", "reorder")
 CRASHES = {"kill", "disk"}  # faults that crash a node (losing what it did not flush)
 SWARM_WORKLOADS = ("queue", "queue", "idempotent", "txn", "eos", "groups", "compaction")
 # the transactional workloads cost about six times as much a op: fewer ops keep runs short
-SWARM_OPS = {"txn": 500, "eos": 500}
+SWARM_OPS = {"txn": 500, "eos": 500, "share": 1_000}
 # the aimed strategies that only make sense for some workloads (offline-around-commit: drawn
 # with offline-partition, by _offline)
 _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
@@ -66,6 +66,7 @@ CONSUMER_PROTOCOL_P = 0.5  # groups seeds that speak KIP-848's consumer protocol
 EOS_GROUP_P = 0.5  # eos seeds whose processors subscribe as members of one group (KIP-447)
 HELD_ACK_P = 0.5  # of those, the ones that hold members' acknowledgements across target changes
 SLOW_REVOCATION_P = 0.75  # and, drawn apart, the ones whose members' revocations are slow
+SHARE_P = 0.5  # queue seeds (without a model template) that become share-group (KIP-932) runs
 # the aimed strategies that may crash a broker (a power loss): not with offline-partition
 AIMED_CRASHING = frozenset({"leader-after-write", "crash-after-append", "election-during-truncation",
                             "coordinator-failover-after-endtxn", "restart-during-cleaning"})
@@ -127,8 +128,10 @@ def _flush(rng: random.Random) -> tuple[int | None, int | None]:
     return messages, ms
 
 
-def draw(seed: int, ops: int = DEFAULT_OPS) -> RunOptions:
-    """The run a swarm seed stands for (deterministic: the same seed, the same run)."""
+def draw(seed: int, ops: int = DEFAULT_OPS, share: bool = True) -> RunOptions:
+    """The run a swarm seed stands for (deterministic: the same seed, the same run).
+    ``share=False``: the run the seed stood for before share groups joined the swarm (a queue
+    run where it is now a share run: the regression runs pinned on such seeds)."""
     rng = random.Random(f"kafkacheck-swarm-{seed}")
     workload = rng.choice(SWARM_WORKLOADS)
     ops = min(ops, SWARM_OPS.get(workload, ops))
@@ -207,10 +210,11 @@ def draw(seed: int, ops: int = DEFAULT_OPS) -> RunOptions:
                           faults=[], aimed=[], brokers=replicas, replication_factor=replicas,
                           min_insync_replicas=1, partitions=1, swarm={"template": variant},
                           fault_links=None)
+    options = _share(seed, options) if share else options
     options = _offline(seed, options)
     options = _group_protocol(seed, options)
     t = {**CLUSTER_TIMINGS, **(options.timings or {})}
-    if WORKLOADS[workload].subscribe or options.eos_subscribe:
+    if WORKLOADS[options.workload].subscribe or options.eos_subscribe:
         # a member that crashed stays in its group, owning partitions, until its session
         # expires (up to 30 s here): Kafka's dynamic membership. The quiet period after
         # healing outlasts it, so that the members' final polls see the group without it
@@ -240,6 +244,23 @@ def _offline(seed: int, options: RunOptions) -> RunOptions:
     faults = [f for f in options.faults if f not in CRASHES]
     return replace(options, faults=[*faults, OFFLINE], aimed=aimed,
                    fault_links=options.fault_links if set(faults) & NETWORK_FAULTS else None)
+
+
+def _share(seed: int, options: RunOptions) -> RunOptions:
+    """Half the queue seeds without a model template run the share workload instead (KIP-932:
+    consumers of one share group acquiring records under locks), drawn from an RNG of their
+    own, so that every other seed draws what it drew before. Its producer is idempotent, so
+    acks=all and 1-5 batches in flight, as the idempotent seeds draw them."""
+    if options.workload != "queue" or options.schedule is not None:
+        return options
+    rng = random.Random(f"kafkacheck-swarm-share-{seed}")
+    if rng.random() >= SHARE_P:
+        return options
+    producer = {**(options.producer_settings or {}), "max_in_flight": rng.randint(1, 5)}
+    producer.setdefault("batch_size", _spread(rng, 1, 16_384))
+    producer.setdefault("linger_ms", _spread(rng, 0, 50))
+    return replace(options, workload="share", acks="all", producer_settings=producer,
+                   ops=min(options.ops, SWARM_OPS["share"]))
 
 
 def _group_protocol(seed: int, options: RunOptions) -> RunOptions:

@@ -20,6 +20,10 @@ widens every comparison.
 * ``share-lost`` (``final``): an acknowledged write never accepted or rejected (not even
   possibly, by an ack of unknown outcome) whose delivery count, as high as it can have
   become, is below the delivery limit: the final phase should have delivered and accepted it.
+  As high as it can have become: its highest count seen, plus one for every acquisition of
+  unknown outcome (an ``info`` acquire) and every ShareFetch answer a consumer lost (an op's
+  ``lost_fetches``) after the write began: each may have delivered it once, unseen, and a
+  record delivered the limit's number of times is archived.
 * ``share-delivery-limit``: a delivery count above the limit or below 1.
 * ``share-count-regressed``: a record delivered surely after an earlier delivery with a
   count not above the earlier one. Allowed as ``share-count-forgotten`` when a broker fault
@@ -125,6 +129,7 @@ class Call:
     result: Any  # the completion's value (None when it never completed)
     errors: dict  # an ok ack's errors by key
     nodes: dict | None = None  # the broker that answered each key (the op's ``nodes``, when it says)
+    lost: int = 0  # ShareFetch answers the consumer lost since its previous op (``lost_fetches``)
 
 
 @dataclass(slots=True)
@@ -176,8 +181,11 @@ def _call(inv: dict | None, comp: dict | None) -> Call:
     if f == "acquire" and comp is not None and type(comp.get("fetch_time")) is int:
         i = min(i, comp["fetch_time"])  # a client that buffers: the records were fetched earlier
     nodes = comp.get("nodes") if comp is not None and isinstance(comp.get("nodes"), dict) else None
+    lost = src.get("lost_fetches", 0)
+    if type(lost) is not int or lost < 0:
+        raise HistoryError(f"op {src['index']}: lost_fetches must be a count (an integer >= 0), not {lost!r}")
     return Call(src["index"], src["process"], f, comp["type"] if comp is not None else "info",
-                i, comp["time"] if comp is not None else INF, value, result, errors, nodes)
+                i, comp["time"] if comp is not None else INF, value, result, errors, nodes, lost)
 
 
 def outcome(ack: Call, key: str) -> str:
@@ -486,7 +494,10 @@ def _lost(sc: ShareConfig, calls, acked, deliveries, acks, add) -> None:
     for (key, off), ds in deliveries.items():
         for d in ds:
             by_value.setdefault((key, hashable(d.value)), off)
-    unknown = sorted(c.c for c in calls if c.f == "acquire" and c.type == "info")
+    # acquisitions of unknown outcome, and ShareFetch answers lost (each op's ``lost_fetches``:
+    # known lost by the op's end; those a consumer left behind, going, may land at any time)
+    unknown = sorted([c.c for c in calls if c.f == "acquire" and c.type == "info"]
+                     + [c.c if c.f == "acquire" else INF for c in calls for _ in range(c.lost)])
     keys = set(sc.keys)
     for key, off, v, w in acked:
         if keys and key not in keys:

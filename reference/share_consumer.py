@@ -90,6 +90,7 @@ class _Leader:
     partitions: frozenset[TopicPartition] = frozenset()  # named to the session
     in_flight: int = -1  # the correlation id of the request out
     in_flight_acks: tuple = ()  # what that request acknowledges (when a ShareAcknowledge)
+    fetching: bool = False  # that request is a ShareFetch
     sent_ms: int = -1  # when it was sent
 
 
@@ -105,6 +106,10 @@ class ShareConsumer(ClientNode):
         self.assignment: frozenset[TopicPartition] = frozenset()
         self.coordinator = -1
         self.records: list[SharedRecord] = []
+        # ShareFetch requests whose answers never came (timed out): each may have acquired
+        # records at its leader, spending a delivery of each that this consumer never saw
+        self.lost_fetches = 0
+        self._lost_told = 0
         self.commit_result: dict[TopicPartition, Errors] | None = None
         self.closed = False
         self._leaders: dict[TopicPartition, int] = {}
@@ -145,6 +150,18 @@ class ShareConsumer(ClientNode):
             if s.in_flight < 0 and (by_node.get(node) or s.partitions):
                 self._send_fetch(node, s, frozenset(by_node.get(node, ())))
 
+    def fetches_in_flight(self) -> int:
+        """ShareFetch requests out, unanswered: lost if the consumer goes now (a crash or a
+        close), though the leaders may acquire records for them."""
+        return sum(s.in_flight >= 0 and s.fetching for s in self._sessions.values())
+
+    def take_lost(self, leaving: bool = False) -> int:
+        """ShareFetch answers lost since the last call (``leaving``: the consumer goes now, so
+        those still out are lost too): what a history's ``lost_fetches`` op field says."""
+        n = self.lost_fetches - self._lost_told + (self.fetches_in_flight() if leaving else 0)
+        self._lost_told = self.lost_fetches
+        return n
+
     def take_records(self) -> list[SharedRecord]:
         out, self.records = self.records, []
         return out
@@ -184,7 +201,7 @@ class ShareConsumer(ClientNode):
         new = wanted if s.epoch == INITIAL_SESSION_EPOCH else wanted - s.partitions
         forgotten = () if s.epoch == INITIAL_SESSION_EPOCH else tuple(sorted(s.partitions - wanted))
         s.partitions = wanted
-        s.in_flight, s.in_flight_acks, s.sent_ms = corr, (), self._now_ms
+        s.in_flight, s.in_flight_acks, s.sent_ms, s.fetching = corr, (), self._now_ms, True
         self.send(node, ShareFetchRequest(corr, self.config.group_id, self.member_id, s.epoch,
                                           self.config.max_records, tuple(sorted(new)), forgotten))
         self.set_timer(self.config.request_timeout_ms, ("share-request", node, corr))
@@ -226,7 +243,7 @@ class ShareConsumer(ClientNode):
             self._commit_done()
             return
         corr = self._next_corr()
-        s.in_flight, s.in_flight_acks = corr, tuple(tp for tp, _b in acks)
+        s.in_flight, s.in_flight_acks, s.fetching = corr, tuple(tp for tp, _b in acks), False
         self.send(node, ShareAcknowledgeRequest(corr, self.config.group_id, self.member_id, s.epoch, acks))
         self.set_timer(self.config.request_timeout_ms, ("share-request", node, corr))
 
@@ -360,6 +377,7 @@ class ShareConsumer(ClientNode):
             case ("share-request", node, corr):
                 s = self._sessions.get(node)
                 if s is not None and s.in_flight == corr:
+                    self.lost_fetches += s.fetching  # its acquisitions (if any) unseen
                     tps, s.in_flight, s.in_flight_acks = s.in_flight_acks, -1, ()
                     self._restart(s, Errors.REQUEST_TIMED_OUT)
                     self._answered(node, {tp: Errors.REQUEST_TIMED_OUT for tp in tps})

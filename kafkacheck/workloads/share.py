@@ -61,11 +61,12 @@ class ShareMemberClient(ClientBase):
         self._subscribe(now_ms)
         self.set_timer(self.rng.randint(1, 50), "next")
 
-    def _subscribe(self, now_ms: int) -> None:
+    def _subscribe(self, now_ms: int, lost: int = 0) -> None:
+        """(``lost``: the ShareFetch answers the consumer it replaces lost, leaving)"""
         keys = [tp.key for tp in self.keys]
         self.record(process=self.process, type="invoke", f="subscribe", value=keys)
         self.consumer.subscribe(now_ms, [self.keys[0].topic])
-        self.record(process=self.process, type="ok", f="subscribe", value=keys)
+        self.record(process=self.process, type="ok", f="subscribe", value=keys, **_lost(lost))
 
     # ------------------------------------------------------------ ops
 
@@ -105,6 +106,7 @@ class ShareMemberClient(ClientBase):
         extra = {"nodes": known} if known else {}
         if fetched is not None:
             extra["fetch_time"] = fetched * 1_000_000
+        extra.update(_lost(self.consumer.take_lost()))
         self.record(process=self.process, type="ok", f="acquire", value=got, **extra)
         self.op = None
         # sometimes the application takes longer than the lock before it acknowledges
@@ -140,22 +142,24 @@ class ShareMemberClient(ClientBase):
     def _crash(self, now_ms: int) -> None:
         """The consumer torn down without a word (its locks end when they expire); a new
         one, a new process, joins in its place."""
+        lost = self.consumer.take_lost(leaving=True)
         self.record(process=self.process, type="invoke", f="crash", value=None)
-        self.record(process=self.process, type="info", f="crash", value=None)
+        self.record(process=self.process, type="info", f="crash", value=None, **_lost(lost))
         self.process += self.n_clients
         self._replace(now_ms)
 
     def _leave_and_rejoin(self, now_ms: int) -> None:
         """Close (the leaders release what it holds) and join again as a new member."""
+        lost = self.consumer.take_lost(leaving=True)
         self.consumer.close()
-        self._replace(now_ms)
+        self._replace(now_ms, lost)
 
-    def _replace(self, now_ms: int) -> None:
+    def _replace(self, now_ms: int, lost: int = 0) -> None:
         self.incarnation += 1
         self.held = []
         self.consumer = self._new_consumer()
         self.consumer.start(now_ms)
-        self._subscribe(now_ms)
+        self._subscribe(now_ms, lost)
         self.budget.completed += 1
         self.set_timer(self.rng.randint(0, self.think_ms), "next")
 
@@ -185,6 +189,11 @@ class ShareMemberClient(ClientBase):
                     self._finish_acquire(now_ms)
             case _:
                 pass
+
+
+def _lost(n: int) -> dict:
+    """The op field of ShareFetch answers lost (docs/reference/trace-format.md), when some were."""
+    return {"lost_fetches": n} if n else {}
 
 
 class ShareWorkload(Workload):

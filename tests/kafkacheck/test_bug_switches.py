@@ -181,3 +181,17 @@ def test_a_share_group_switch_is_caught_by_its_seed(tmp_path, capsys, bug, seed,
     (the share workload, 2 partitions shared by 4 consumers, the default faults)."""
     result = caught(tmp_path, capsys, ["--workload", "share", "--seed", seed, "--ops", "1000"], bug, anomaly)
     assert "invariant-violation" not in result["anomaly_types"]  # seen by the consumers alone
+
+
+@pytest.mark.parametrize(("bug", "swarm", "ops", "anomaly"), [
+    ("share-count-not-incremented", "9", "125", "share-count-regressed"),
+    ("share-ack-any-holder", "8", "500", "share-ack-not-held"),
+    ("share-ack-before-persist", "16", "1000", "share-redelivered-accepted"),
+])
+def test_the_swarm_catches_each_share_group_switch(tmp_path, capsys, bug, swarm, ops, anomaly):
+    """What `kafkacheck hunt --with-switch SWITCH` found for each share-group switch (the
+    swarm seed, shrunk): share seeds are queue seeds the swarm draws again as share runs."""
+    from kafkacheck.swarm import draw
+
+    assert draw(int(swarm)).workload == "share"
+    caught(tmp_path, capsys, ["--swarm", swarm, "--ops", ops], bug, anomaly)

@@ -43,11 +43,24 @@ def test_a_draw_is_a_function_of_the_seed_and_seeds_differ():
     drawn = {describe(draw(s)) for s in range(40)}
     assert len(drawn) == 40
     workloads = {draw(s).workload for s in range(40)}
-    assert workloads == {"queue", "idempotent", "txn", "eos", "groups", "compaction"}
+    assert workloads == {"queue", "idempotent", "txn", "eos", "groups", "compaction", "share"}
     # some seeds switch whole fault classes off, some draw aimed strategies or a model template
     assert any(not draw(s).faults for s in range(40))
     assert any(draw(s).aimed for s in range(40))
     assert any((draw(s).swarm or {}).get("template") for s in range(80))
+
+
+def test_share_seeds_are_queue_seeds_drawn_again_and_every_other_seed_keeps_its_draw():
+    drawn = [(draw(s), draw(s, share=False)) for s in range(200)]
+    shared = [(o, before) for o, before in drawn if o.workload == "share"]
+    assert 20 <= len(shared) <= 60
+    for o, before in drawn:
+        if o.workload != "share":
+            assert describe(o) == describe(before)
+    for o, before in shared:
+        assert before.workload == "queue" and before.schedule is None
+        assert o.acks == "all" and 1 <= o.producer_settings["max_in_flight"] <= 5
+        assert o.faults == before.faults and o.ops == 1_000
 
 
 def test_tcp_breaking_faults_only_for_the_idempotent_producer():
@@ -284,7 +297,7 @@ def test_swarm_seed_320_a_restarted_follower_is_not_let_into_the_isr_by_a_retrie
     made (tests/reference/test_broker.py has the mechanism on its own)."""
     from kafkacheck.judge import judge_record as judge
 
-    out = simulate(draw(320), None)
+    out = simulate(draw(320, share=False), None)  # (a share run since share groups joined the swarm)
     assert out.violations == []
     result = judge(out.record())
     assert result["valid"] is True, result["anomaly_types"]

@@ -40,10 +40,10 @@ class S(H):
         self.now += ms * MS
         return self
 
-    def acquire(self, p, records, key=K, type_="ok"):
-        """``records``: [(offset, value, count)]."""
+    def acquire(self, p, records, key=K, type_="ok", **extra):
+        """``records``: [(offset, value, count)]; ``extra``: op fields of the completion."""
         self._op(p, "invoke", "acquire", None)
-        self._op(p, type_, "acquire", {key: [list(r) for r in records]} if type_ == "ok" else None)
+        self._op(p, type_, "acquire", {key: [list(r) for r in records]} if type_ == "ok" else None, **extra)
         return self
 
     def ack(self, p, acks, error="NONE", type_="ok", key=K):
@@ -53,9 +53,9 @@ class S(H):
         self._op(p, type_, "ack", {**value, "errors": {key: error}} if type_ == "ok" else None)
         return self
 
-    def crash(self, p):
+    def crash(self, p, **extra):
         self._op(p, "invoke", "crash", None)
-        self._op(p, "info", "crash", None)
+        self._op(p, "info", "crash", None, **extra)
         return self
 
     def subscribe(self, p):
@@ -342,6 +342,24 @@ def test_acquisitions_whose_answer_was_lost_may_have_reached_the_limit_unseen(en
     assert judge(h, engine, final=True)["anomaly_types"] == ["share-lost"]
     h.acquire(5, [], type_="info")
     assert judge(h, engine, final=True)["valid"] is True
+
+
+def test_sharefetch_answers_a_consumer_lost_count_as_unseen_deliveries(engine):
+    """Found by swarm seed 137: every ShareFetch timed out under a delay longer than the
+    request timeout, yet each acquired records at the leader; their counts reached the limit
+    and they were archived, never seen. The ops say how many answers were lost."""
+    h = written().acquire(1, [(0, 100, 1)]).ack(1, [(0, "release")])
+    h.acquire(2, [], lost_fetches=3)
+    assert judge(h, engine, final=True)["anomaly_types"] == ["share-lost"]  # 1 + 3 < 5
+    h.crash(3, lost_fetches=1)  # gone with a fetch out: its answer may land any time
+    assert judge(h, engine, final=True)["valid"] is True
+    early = written().acquire(2, [], lost_fetches=4)  # lost before the write began: no allowance
+    early.ops = [*early.ops[2:], *early.ops[:2]]  # (the acquire first, then the write)
+    for i, op in enumerate(early.ops):
+        op["index"], op["time"] = i, (i + 1) * MS
+    assert judge(early, engine, final=True)["anomaly_types"] == ["share-lost"]
+    with pytest.raises(HistoryError, match="lost_fetches"):
+        judge(written().acquire(2, [], lost_fetches=-1), engine, final=True)
 
 
 def test_share_lost_is_not_judged_with_weak_acks(engine):
