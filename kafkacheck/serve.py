@@ -90,7 +90,10 @@ class ReferenceCluster:
             if options.transaction_version != 2:
                 argv += ["--transaction-version", str(options.transaction_version)]
             argv += ["--consumer-session-timeout-ms", str(options.consumer_session_timeout_ms),
-                     "--consumer-heartbeat-interval-ms", str(options.consumer_heartbeat_interval_ms)]
+                     "--consumer-heartbeat-interval-ms", str(options.consumer_heartbeat_interval_ms),
+                     "--share-lock-ms", str(options.share_record_lock_duration_ms),
+                     "--share-delivery-limit", str(options.share_delivery_count_limit),
+                     "--share-auto-offset-reset", options.share_auto_offset_reset]
             if options.bugs:
                 argv += ["--bugs", ",".join(sorted(options.bugs))]
             argv += ["--max-connections", str(options.max_connections), "--idle-timeout", str(options.idle_timeout_s)]

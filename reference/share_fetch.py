@@ -97,6 +97,7 @@ class ShareHost(Protocol):
 class Session:
     epoch: int
     partitions: set[TopicPartition] = field(default_factory=set)
+    opener: int = -1  # the node (a served connection) whose request opened it
 
 
 @dataclass
@@ -120,10 +121,10 @@ class ShareFetcher:
 
     # ------------------------------------------------------------ sessions
 
-    def _session(self, group: str, member: str, epoch: int) -> tuple[Errors, Session | None]:
+    def _session(self, group: str, member: str, epoch: int, src: int) -> tuple[Errors, Session | None]:
         key = (group, member)
         if epoch == INITIAL_SESSION_EPOCH:
-            self.sessions[key] = Session(1)
+            self.sessions[key] = Session(1, opener=src)
             return Errors.NONE, self.sessions[key]
         s = self.sessions.get(key)
         if s is None:
@@ -150,7 +151,7 @@ class ShareFetcher:
         if req.session_epoch == INITIAL_SESSION_EPOCH and req.acks:
             self.host.send(src, ShareFetchResponse(req.correlation_id, Errors.INVALID_REQUEST))
             return
-        error, s = self._session(req.group_id, req.member_id, req.session_epoch)
+        error, s = self._session(req.group_id, req.member_id, req.session_epoch, src)
         if s is None:
             self.host.send(src, ShareFetchResponse(req.correlation_id, error))
             return
@@ -171,7 +172,7 @@ class ShareFetcher:
 
     def on_acknowledge(self, now_ms: int, src: int, req: ShareAcknowledgeRequest) -> None:
         error, s = (Errors.INVALID_SHARE_SESSION_EPOCH, None) if req.session_epoch == INITIAL_SESSION_EPOCH \
-            else self._session(req.group_id, req.member_id, req.session_epoch)
+            else self._session(req.group_id, req.member_id, req.session_epoch, src)
         if s is None:
             self.host.send(src, ShareAcknowledgeResponse(req.correlation_id, error))
             return

@@ -329,6 +329,10 @@ REFERENCE_CONFIGS = {
     "auto.create.topics.enable": ("auto_create_topics", _boolean),
     "log.flush.interval.ms": ("flush_ms", int),
     "log.flush.interval.messages": ("flush_messages", int),
+    "group.share.record.lock.duration.ms": ("share_record_lock_duration_ms", int),
+    "group.share.delivery.count.limit": ("share_delivery_count_limit", int),
+    # a group config in Kafka (set with IncrementalAlterConfigs): here every share group's
+    "share.auto.offset.reset": ("share_auto_offset_reset", lambda v: {"earliest": v, "latest": v}[v]),
 }
 
 

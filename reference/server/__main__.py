@@ -47,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="KIP-848 groups: group.consumer.session.timeout.ms (default 45000)")
     p.add_argument("--consumer-heartbeat-interval-ms", type=int, default=5_000,
                    help="KIP-848 groups: group.consumer.heartbeat.interval.ms (default 5000)")
+    p.add_argument("--share-lock-ms", type=int, default=30_000,
+                   help="KIP-932 share groups: group.share.record.lock.duration.ms (default 30000)")
+    p.add_argument("--share-delivery-limit", type=int, default=5,
+                   help="KIP-932 share groups: group.share.delivery.count.limit (default 5)")
+    p.add_argument("--share-auto-offset-reset", choices=["earliest", "latest"], default="latest",
+                   help="KIP-932 share groups: share.auto.offset.reset of every share group (default latest)")
     p.add_argument("--log-level", default="WARNING",
                    help="the root logger's level, then optionally LOGGER=LEVEL pairs, comma-separated "
                         "(WARNING,kafkacheck.server.cgroup=INFO)")
@@ -69,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                             bugs=frozenset(b for b in a.bugs.split(",") if b),
                             max_connections=a.max_connections, idle_timeout_s=a.idle_timeout,
                             consumer_session_timeout_ms=a.consumer_session_timeout_ms,
-                            consumer_heartbeat_interval_ms=a.consumer_heartbeat_interval_ms)
+                            consumer_heartbeat_interval_ms=a.consumer_heartbeat_interval_ms,
+                            share_record_lock_duration_ms=a.share_lock_ms,
+                            share_delivery_count_limit=a.share_delivery_limit,
+                            share_auto_offset_reset=a.share_auto_offset_reset)
     _raise_open_files_limit()
     layout = ClusterLayout.load_or_create(options)
     try:

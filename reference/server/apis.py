@@ -50,6 +50,12 @@ from reference.server.group_apis import (
     sync_group,
     txn_offset_commit,
 )
+from reference.server.share_group_apis import (
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
+)
 from reference.server.txn_admin_apis import describe_producers, describe_transactions, list_transactions
 from reference.topics import INTERNAL_TOPICS, legal_topic_name
 
@@ -89,10 +95,13 @@ async def api_versions(c: Connection, req: Any, v: int) -> dict:
     if v >= 3:  # the feature levels (KIP-584): the transaction version the cluster runs
         level = c.info.transaction_version
         out["supported_features"] = [{"name": protocol.GROUP_VERSION_FEATURE, "min_version": 0, "max_version": 1},
+                                     {"name": protocol.SHARE_VERSION_FEATURE, "min_version": 0, "max_version": 1},
                                      {"name": protocol.TRANSACTION_VERSION_FEATURE, "min_version": 0,
                                       "max_version": 2}]
         out["finalized_features_epoch"] = 1
         out["finalized_features"] = [{"name": protocol.GROUP_VERSION_FEATURE, "max_version_level": 1,
+                                      "min_version_level": 1},
+                                     {"name": protocol.SHARE_VERSION_FEATURE, "max_version_level": 1,
                                       "min_version_level": 1},
                                      {"name": protocol.TRANSACTION_VERSION_FEATURE, "max_version_level": level,
                                       "min_version_level": level}]
@@ -453,5 +462,6 @@ HANDLERS: dict[int, Handler] = {
     25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit, 32: describe_configs, 60: describe_cluster,
     61: describe_producers, 65: describe_transactions, 66: list_transactions,
     68: consumer_group_heartbeat, 69: consumer_group_describe,
+    76: share_group_heartbeat, 77: share_group_describe, 78: share_fetch, 79: share_acknowledge,
 }
 assert set(HANDLERS) == set(protocol.SUPPORTED), "every served API needs a handler"

@@ -36,7 +36,7 @@ from reference.server import apis, gateway
 from reference.server.host import Host, now_ms
 from reference.server.peers import LogOnce, Peers, client_base, load_or_create_secret
 from reference.server.storage import FileStorage
-from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
+from reference.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 
 log = logging.getLogger("kafkacheck.server")
 
@@ -86,13 +86,22 @@ class ServerOptions:
     # group.consumer.heartbeat.interval.ms (defaults as Kafka's)
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
+    # KIP-932's share groups: group.share.record.lock.duration.ms and
+    # group.share.delivery.count.limit (Kafka's defaults), and share.auto.offset.reset, a group
+    # config in Kafka, for every share group here (docs/reference/deviations.md)
+    share_record_lock_duration_ms: int = 30_000
+    share_delivery_count_limit: int = 5
+    share_auto_offset_reset: str = "latest"
 
     def broker_config(self) -> BrokerConfig:
         return BrokerConfig.from_timings(SERVER_TIMINGS, min_insync_replicas=self.min_insync_replicas,
                                          flush_ms=self.flush_ms, flush_messages=self.flush_messages,
                                          offsets_partitions=3, transaction_state_partitions=3,
                                          consumer_session_timeout_ms=self.consumer_session_timeout_ms,
-                                         consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
+                                         consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
+                                         share_record_lock_duration_ms=self.share_record_lock_duration_ms,
+                                         share_delivery_count_limit=self.share_delivery_count_limit,
+                                         share_auto_offset_reset=self.share_auto_offset_reset)
 
     def controller_config(self) -> ControllerConfig:
         return ControllerConfig(session_timeout_ms=SERVER_TIMINGS["session_timeout_ms"],
@@ -113,6 +122,8 @@ class ServerOptions:
             "replica.lag.time.max.ms": str(SERVER_TIMINGS["replica_lag_time_max_ms"]),
             "offsets.topic.num.partitions": "3",
             "transaction.state.log.num.partitions": "3",
+            "group.share.record.lock.duration.ms": str(self.share_record_lock_duration_ms),
+            "group.share.delivery.count.limit": str(self.share_delivery_count_limit),
             "group.consumer.session.timeout.ms": str(self.consumer_session_timeout_ms),
             "group.consumer.heartbeat.interval.ms": str(self.consumer_heartbeat_interval_ms),
         }
@@ -371,13 +382,14 @@ class ServerProcess:
             log.warning("node %d: %s %s", node_id, event.kind, json.dumps(event.fields, default=str))
 
     async def _create_internal_topics(self) -> None:
-        """Kafka creates ``__consumer_offsets`` and ``__transaction_state`` on first use; the
-        reference cluster creates them once enough brokers are up."""
+        """Kafka creates ``__consumer_offsets``, ``__transaction_state`` and
+        ``__share_group_state`` on first use; the reference cluster creates them once enough
+        brokers are up."""
         assert self.host is not None
         host = self.host
         o = self.options
         rf = min(3, o.brokers)
-        pending = {OFFSETS_TOPIC, TXN_TOPIC}
+        pending = {OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC}
         answers: asyncio.Queue = asyncio.Queue()
         me = host.register_client(lambda src, msg: answers.put_nowait(msg))
         corr = 0
@@ -469,7 +481,7 @@ class InThreadCluster:
             return False
         image = brokers[0].metadata
         topics = {s.tp.topic for s in image.partitions if s.leader >= 0}
-        return {OFFSETS_TOPIC, TXN_TOPIC} <= topics and len(image.live_brokers) == len(brokers)
+        return {OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC} <= topics and len(image.live_brokers) == len(brokers)
 
     def wait_ready(self) -> None:
         import time

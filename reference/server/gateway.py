@@ -126,6 +126,7 @@ class Connection:
         self.writer = writer
         self.node_id = host.register_client(self._on_message)
         self.pending: dict[int, asyncio.Future] = {}
+        self.on_close: list[Callable[[], None]] = []  # run when the connection ends (before it unregisters)
         self.next_corr = 0
         self.queue: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
         self.peer = writer.get_extra_info("peername")
@@ -229,6 +230,8 @@ class Connection:
                 await writer_task
             except (Exception, asyncio.CancelledError):
                 writer_task.cancel()
+            for closing in self.on_close:
+                closing()
             self.host.unregister_client(self.node_id)
             for fut in self.pending.values():
                 fut.cancel()

@@ -26,7 +26,9 @@ import kafka.protocol.producer  # noqa: F401  (importing the modules registers t
 from kafka import codec
 from kafka.protocol.api_message import ApiMessage
 
-import reference.server.kip848_messages  # noqa: F401  (KIP-848's classes, from the project's schemas)
+# KIP-848's and KIP-932's classes, from the project's schemas
+import reference.server.kip848_messages
+import reference.server.kip932_messages  # noqa: F401
 from reference import records as rec
 
 # api key -> (min, max) version served. The upper ends stop before versions whose meaning the
@@ -39,7 +41,10 @@ from reference import records as rec
 # ``transaction.version`` (TRANSACTION_VERSION_FEATURE), which Apache Kafka's Java client
 # reads to choose. KIP-848's consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe,
 # OffsetCommit v9 (fenced by member epoch) and OffsetFetch v9 (a member's id and epoch), with
-# ``group.version`` finalized at 1 (GROUP_VERSION_FEATURE).
+# ``group.version`` finalized at 1 (GROUP_VERSION_FEATURE). KIP-932's share groups:
+# ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch and ShareAcknowledge (v2's renew
+# acknowledgements and record-limit acquisition refused, KIP-1222/1206), with ``share.version``
+# finalized at 1 (SHARE_VERSION_FEATURE).
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (3, 12),   # Produce
     1: (4, 12),   # Fetch
@@ -71,10 +76,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     66: (0, 1),   # ListTransactions (KIP-664; v2's transactional id pattern, KIP-1152, is not served)
     68: (0, 1),   # ConsumerGroupHeartbeat (KIP-848; v1's regular expressions are refused)
     69: (0, 1),   # ConsumerGroupDescribe (KIP-848)
+    76: (1, 1),   # ShareGroupHeartbeat (KIP-932)
+    77: (1, 1),   # ShareGroupDescribe (KIP-932)
+    78: (1, 2),   # ShareFetch (KIP-932)
+    79: (1, 2),   # ShareAcknowledge (KIP-932)
 }
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 GROUP_VERSION_FEATURE = "group.version"  # 1: KIP-848's consumer groups are enabled
+SHARE_VERSION_FEATURE = "share.version"  # 1: KIP-932's share groups are enabled
 # the first versions of the transaction protocol's version 2 (KIP-890 part 2)
 TV2_VERSIONS = {0: 12, 26: 5, 28: 5}
 API_VERSIONS_KEY = 18

@@ -71,6 +71,7 @@ def test_api_versions_names_the_finalized_transaction_version(cluster):
     resp = round_trip(host, int(port), ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
                       ApiVersionsResponse, "tv-test", 5.0)
     assert [(f.name, f.max_version_level) for f in resp.finalized_features] == [("group.version", 1),
+                                                                                 ("share.version", 1),
                                                                                  ("transaction.version", 2)]
     versions = {k.api_key: k.max_version for k in resp.api_keys}
     assert versions[0] == 12 and versions[26] == 5 and versions[28] == 5
