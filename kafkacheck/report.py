@@ -774,6 +774,14 @@ def _write_report(d: Path, reproduce: str | None, options: dict | None) -> Path:
     _read_values(d / "history.jsonl", drawn)
     timeline = _timeline(ops, drawn, windows, shown_events, t0, t1, flagged, event_ids)
     plots = _plots(ops, points, windows, t0, t1) if any(o.t1 is not None for o in ops) else ""
+    share = ""
+    if isinstance(config.get("share"), dict):  # a share run: who held which record when
+        from kafkacheck.share_picture import share_section
+
+        def backdrop(width: int, top: float, bottom: float):  # the timeline's time scale, axis and fault bands
+            x = _Scale(t0, t1, 70.0, width - 10)
+            return x, _bands(windows, x, 0, bottom, False) + _axis(x, t0, t1, top, bottom)
+        share = share_section(d, meta, results, t0, t1, backdrop)
     title = f"kafkacheck: {meta.get('run_id') or d.name}"
     target_rows = [("target", target["name"]), ("version", target["version"]), ("features", target["features"]),
                    ("bug switches", ", ".join(target["bugs"]) or "none"), ("client", target.get("client")),
@@ -816,6 +824,7 @@ if sampled else ''}</p>
 {legend}
 <div class="scroll">{timeline}</div>
 {details}
+{share}
 {plots}
 <h2>Target</h2>{_table(target_rows)}
 <h2>Run</h2>{_table(run_rows)}
