@@ -244,12 +244,15 @@ CHECKS: tuple[Check, ...] = (
           "config.groups", lambda j: j.rc.groups,
           lambda j: check_groups(j.ops, j.rc.raw, j.r.add)),
     Check("share", ("share-double-acquired", "share-lock-forgotten", "share-redelivered-accepted",
-                    "share-redelivered-stale-leader", "share-ack-not-held", "share-lost", "share-delivery-limit",
+                    "share-redelivered-stale-leader", "share-ack-not-held", "share-lost", "share-lost-unseen", "share-delivery-limit",
                     "share-count-regressed", "share-count-forgotten", "share-value-mismatch"),
           "config.share (KIP-932 share groups; share-lost with config.share.final)", lambda j: _shares(j.rc),
           lambda j: _check_share(j.ops, j.rc, j.r),
           (Allowance(("share-lock-forgotten",), "always", "a record acquired again within its lock while a broker "
                      "fault was in force: a new leader forgets every acquisition, which Kafka never persists"),
+           Allowance(("share-lost-unseen",), "always", "a record never accepted nor seen archived, written before "
+                     "a fault ended, with real clients: a fetch whose answer a fault lost is retried inside the client, "
+                     "and each may have delivered it unseen, up to the limit that archives it"),
            Allowance(("share-count-forgotten",), "always", "a delivery count that did not rise while a broker fault "
                      "was in force: a new leader restarts from the persisted count"),
            Allowance(("share-redelivered-stale-leader",), "always", "an accepted record delivered again by another "

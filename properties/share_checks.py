@@ -23,7 +23,9 @@ widens every comparison.
   As high as it can have become: its highest count seen, plus one for every acquisition of
   unknown outcome (an ``info`` acquire) and every ShareFetch answer a consumer lost (an op's
   ``lost_fetches``) after the write began: each may have delivered it once, unseen, and a
-  record delivered the limit's number of times is archived.
+  record delivered the limit's number of times is archived. With ``unseen_in_faults`` (real
+  clients, which retry a fetch whose answer a fault lost without saying so) a record written
+  before the last fault window ended is ``share-lost-unseen``, allowed.
 * ``share-delivery-limit``: a delivery count above the limit or below 1.
 * ``share-count-regressed``: a record delivered surely after an earlier delivery with a
   count not above the earlier one. Allowed as ``share-count-forgotten`` when a broker fault
@@ -90,6 +92,7 @@ class ShareConfig:
     slack_ns: int
     final: bool
     settle_ns: int
+    unseen_in_faults: bool = False  # real clients: a fault may have made any number of deliveries unseen
 
 
 def share_config(config: dict) -> ShareConfig:
@@ -110,9 +113,12 @@ def share_config(config: dict) -> ShareConfig:
     final = s.get("final", False)
     if not isinstance(final, bool):
         raise HistoryError(f"run.json's config.share.final must be true or false, not {final!r}")
+    unseen = s.get("unseen_in_faults", False)
+    if not isinstance(unseen, bool):
+        raise HistoryError(f"run.json's config.share.unseen_in_faults must be true or false, not {unseen!r}")
     return ShareConfig(str(s.get("group", "")), tuple(keys), integer("lock_ms", 1) * 1_000_000,
                        integer("delivery_limit", 1), integer("clock_slack_ms", 0, 0) * 1_000_000, final,
-                       integer("settle_ms", 0, SETTLE_MS) * 1_000_000)
+                       integer("settle_ms", 0, SETTLE_MS) * 1_000_000, unseen)
 
 
 @dataclass(slots=True)
@@ -341,7 +347,7 @@ def check_share(ops: list[dict], config: dict, add, may_lose_acknowledged: bool 
     acked, sent, failed = _writes(calls)
     _values(deliveries, acked, sent, failed, add)
     if sc.final:
-        _lost(sc, calls, acked, deliveries, acks, add)
+        _lost(sc, calls, acked, deliveries, acks, add, reach[-1] if reach else None)
 
 
 def _within_lock(a: Call, ds, lock_ns: int, slack: int) -> bool:
@@ -489,7 +495,10 @@ def _values(deliveries, acked, sent, failed, add) -> None:
                             f"of {key}, but {why}")
 
 
-def _lost(sc: ShareConfig, calls, acked, deliveries, acks, add) -> None:
+def _lost(sc: ShareConfig, calls, acked, deliveries, acks, add, last_fault: float | None) -> None:
+    """share-lost; with ``unseen_in_faults``, share-lost-unseen for a record written before the
+    last fault window ended (``last_fault``): a real client's fetch answers lost to a fault are
+    retried inside the client, unseen, each possibly a delivery."""
     by_value: dict[tuple[str, Any], int] = {}  # (key, value) -> an offset it was delivered at
     for (key, off), ds in deliveries.items():
         for d in ds:
@@ -515,11 +524,14 @@ def _lost(sc: ShareConfig, calls, acked, deliveries, acks, add) -> None:
             continue
         ops = [w.index] + ([max(ds, key=lambda d: d.op.c).op.index] if ds else [])
         seen = f"delivered {len(ds)} time(s), last with count {top}" if ds else "never delivered"
-        add("share-lost", key=key, offset=off, value=v, ops=ops,
+        maybe = sc.unseen_in_faults and last_fault is not None and w.i < last_fault
+        add("share-lost-unseen" if maybe else "share-lost", key=key, offset=off, value=v, ops=ops,
             explanation=f"value {v!r} was acknowledged at offset {off} of {key} (op {w.index}) and {seen}, below "
                         f"the delivery limit {sc.delivery_limit}, but never accepted or rejected although the "
                         f"run's final phase went on until nothing new came: it should have been delivered and "
-                        f"accepted")
+                        f"accepted" + ("; a fault came after its write, and the clients' fetches whose answers it "
+                                       "lost (retried inside the client) may each have delivered it unseen"
+                                       if maybe else ""))
 
 
 def _count_below(sorted_times: list[float], t: float) -> int:

@@ -480,3 +480,21 @@ def test_kafkacheck_check_judges_a_share_run_directory(tmp_path):
     assert main(["check", str(tmp_path), "--format", "json"]) == 1
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["anomaly_types"] == ["share-redelivered-accepted"]
+
+
+def test_with_real_clients_a_fault_after_the_write_may_have_spent_its_deliveries_unseen(engine):
+    """Java's and librdkafka's share consumers retry a fetch whose answer a fault lost without
+    telling the application: with config.share.unseen_in_faults a record written before the
+    last fault ended and never seen again is share-lost-unseen, allowed; one written after
+    it is still share-lost."""
+    h = written().acquire(1, [(0, 100, 1)]).ack(1, [(0, "release")])
+    h.nemesis("partition", {"nodes": [1]}).nemesis("heal", None)
+    assert judge(h, engine, final=True)["anomaly_types"] == ["share-lost"]
+    r = judge(h, engine, final=True, unseen_in_faults=True)
+    assert r["valid"] is True and r["allowed"]["share-lost-unseen"] == 1
+    h.send(0, K, 101, 1)  # after the fault (and its settle time): no allowance
+    h.wait(20_000).send(0, K, 102, 2)
+    r = judge(h, engine, final=True, unseen_in_faults=True)
+    assert r["anomaly_types"] == ["share-lost"] and [a["offset"] for a in r["anomalies"]["share-lost"]] == [2]
+    with pytest.raises(HistoryError, match="unseen_in_faults"):
+        judge(h, engine, final=True, unseen_in_faults="yes")
