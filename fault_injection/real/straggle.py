@@ -37,7 +37,7 @@ from fault_injection.real.proxy import FaultProxy, HeldRequest, HoldClaim
 from reference.server.protocol import response_errors
 
 STRAGGLE_APIS = ("EndTxn", "Produce", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit",
-                 "ConsumerGroupHeartbeat", "OffsetCommit")
+                 "ConsumerGroupHeartbeat", "OffsetCommit", "ShareFetch", "ShareAcknowledge")
 # what shows that the next transaction has begun and holds data: the answer to its first
 # write (of records, or of offsets); a late EndTxn that arrives before that would find
 # nothing to end, or race the AddPartitionsToTxn that opens the transaction

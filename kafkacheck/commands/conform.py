@@ -13,7 +13,13 @@ from pathlib import Path
 from fault_injection.vocabulary import REAL as REAL_FAULTS
 from fault_injection.vocabulary import unknown as unknown_fault
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.commands.common import GROUP_WORKLOADS, RUN_GROUP_WORKLOADS, group_options_conflict
+from kafkacheck.commands.common import GROUP_WORKLOADS, RUN_GROUP_WORKLOADS
+from kafkacheck.commands.conform_protocols import (
+    check_broker_protocol,
+    check_broker_share,
+    check_group_protocol,
+    check_share,
+)
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
 from kafkacheck.workloads import WORKLOADS
 
@@ -164,13 +170,14 @@ def _plan(args: argparse.Namespace) -> _Plan:
     """The options checked; a UsageError for the first that is wrong."""
     if (args.bootstrap is None) == (args.spawn is None):
         raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu|kafka")
-    if args.workload == "share":
-        raise UsageError("--workload share runs in the simulator only so far (kafkacheck run --workload share); "
-                         "with real clients and brokers it is not built yet")
-    _check_group_protocol(args)
+    check_group_protocol(args)
     versions, home = _check_versions(args)
+    check_share(args, versions)
     faults, node_faults = _faults(args)
     broker_config, bugs, features = _broker_config(args), _bugs(args), _features(args, versions)
+    if args.workload == "share" and args.spawn in ("reference", "kafka"):
+        from kafkacheck.workloads.share_real import spawned_broker_config
+        broker_config = {**spawned_broker_config(args.spawn), **broker_config}
     if args.workload_seconds <= 0:
         raise UsageError("--workload-seconds must be positive")
     if args.brokers < 1 or args.timeout <= 0:
@@ -179,51 +186,6 @@ def _plan(args: argparse.Namespace) -> _Plan:
     if args.client not in ("kafka-python", "confluent", "java"):
         raise UsageError(f"unknown --client {args.client}")
     return _Plan(faults, node_faults, broker_config, features, bugs, cases, versions, home)
-
-
-# the first librdkafka whose KIP-848 consumer is production-ready (its CHANGELOG: 2.12.0)
-LIBRDKAFKA_CONSUMER_PROTOCOL = (2, 12)
-
-
-def _check_group_protocol(args: argparse.Namespace) -> None:
-    """--group-protocol consumer: a workload whose members join a group (eos's processors join
-    one when it is given), a client that speaks KIP-848 (the broker's side is asked once it
-    answers: :func:`_check_broker_protocol`)."""
-    if args.group_protocol != "consumer":
-        return
-    if (why := group_options_conflict(args.workload, args.group_protocol, "range", RUN_GROUP_WORKLOADS)) is not None:
-        raise UsageError(why)
-    if args.client == "kafka-python":
-        raise UsageError("--group-protocol consumer needs a client that speaks KIP-848's protocol: --client java or "
-                         "confluent (kafka-python has only the classic one)")
-    if args.client == "confluent":
-        try:
-            import confluent_kafka
-        except ImportError:
-            return  # said when the client is made
-        version = confluent_kafka.libversion()[0]
-        if tuple(int(x) for x in re.findall(r"\d+", version)[:2]) < LIBRDKAFKA_CONSUMER_PROTOCOL:
-            raise UsageError(f"--group-protocol consumer with --client confluent needs librdkafka 2.12 or later "
-                             f"(its KIP-848 consumer before that is a preview); this confluent-kafka has {version}")
-
-
-def _check_broker_protocol(args: argparse.Namespace, target) -> None:
-    """--group-protocol consumer against a broker without KIP-848's consumer groups: its
-    ApiVersions lacks ConsumerGroupHeartbeat, or it answers one UNSUPPORTED_VERSION."""
-    from kafkacheck.conform.targets import CONSUMER_GROUP_HEARTBEAT, consumer_protocol_off
-
-    if args.group_protocol != "consumer":
-        return
-    host, port = target.first()
-    if CONSUMER_GROUP_HEARTBEAT not in target.apis:
-        raise UsageError(f"--group-protocol consumer: the broker at {host}:{port} does not advertise "
-                         f"ConsumerGroupHeartbeat (API {CONSUMER_GROUP_HEARTBEAT}) in its ApiVersions, so it has no "
-                         "KIP-848 consumer groups: use --group-protocol classic")
-    if consumer_protocol_off(host, port, min(args.timeout, 5.0)):
-        raise UsageError(f"--group-protocol consumer: the broker at {host}:{port} advertises ConsumerGroupHeartbeat "
-                         "but answers it UNSUPPORTED_VERSION: its KIP-848 consumer groups are off (Apache Kafka "
-                         "before 4.0: --broker-config group.coordinator.rebalance.protocols=classic,consumer); "
-                         "or use --group-protocol classic")
 
 
 def _check_versions(args: argparse.Namespace) -> tuple[list[str], object | None]:
@@ -485,7 +447,8 @@ def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
 
     try:
         target.probe(args.timeout)
-        _check_broker_protocol(args, target)
+        check_broker_protocol(args, target)
+        check_broker_share(args, target)
         if args.client == "java":
             _start_java(_dist(args, plan), out, console)
     except KafkaVersionUnknown as e:

@@ -165,6 +165,16 @@ class KafkaCluster:
             "group.consumer.min.session.timeout.ms": "6000",
             "group.consumer.heartbeat.interval.ms": "500",
             "group.consumer.min.heartbeat.interval.ms": "500",
+            # KIP-932's share groups (4.1+; older brokers ignore the names): the share state topic
+            # as the other internal topics (its RF 3 default leaves one node without share groups),
+            # a member's session and heartbeats as the consumer protocol's
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "share.coordinator.state.topic.num.partitions": "3",
+            "group.share.session.timeout.ms": "6000",
+            "group.share.min.session.timeout.ms": "6000",
+            "group.share.heartbeat.interval.ms": "500",
+            "group.share.min.heartbeat.interval.ms": "500",
             "log.cleaner.dedupe.buffer.size": "2097152",
             "log.cleaner.backoff.ms": "1000",
             "num.network.threads": "2",

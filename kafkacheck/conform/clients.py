@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def close_kafka_python_producer(p: Any, timeout_s: float) -> None:
@@ -35,6 +35,18 @@ class Rec:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class ShareRec(NamedTuple):
+    """A record a share consumer (KIP-932) acquired: ``delivery_count`` is how many times the
+    share group has delivered it, this delivery included (1 the first time), as the client
+    reports it; -1 when the client reports none."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+    delivery_count: int
 
 
 @dataclass
@@ -207,6 +219,22 @@ class ConfluentClient:
             return str(e)
         finally:
             c.close()
+
+    def alter_group_configs(self, group: str, configs: dict[str, str]) -> str | None:
+        """Set ``group``'s dynamic configs (IncrementalAlterConfigs, SET, on the GROUP config
+        resource: librdkafka sends its ResourceType.GROUP as Kafka's config resource type 32),
+        e.g. a share group's ``share.auto.offset.reset``, before or after members join; an error
+        string or None."""
+        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        admin = AdminClient(self._conf())
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+        try:
+            admin.incremental_alter_configs([resource], request_timeout=self.timeout_s)[resource].result(self.timeout_s)
+        except Exception as e:
+            return str(e) or repr(e)
+        return None
 
     def transactional(self, txn_id: str) -> ConfluentTxn:
         return ConfluentTxn(self, txn_id)
@@ -443,6 +471,26 @@ class KafkaPythonClient:
             return str(e) or type(e).__name__
         finally:
             c.close()
+
+    def alter_group_configs(self, group: str, configs: dict[str, str]) -> str | None:
+        """Set ``group``'s dynamic configs (IncrementalAlterConfigs, SET, on the GROUP config
+        resource, type 32); an error string or None."""
+        from kafka import KafkaAdminClient
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        admin = None
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=self.ms)
+            result = admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, group,
+                                                         {k: str(v) for k, v in configs.items()})],
+                                         raise_on_unknown=False, incremental=True)
+            errors = [f"{name}: {r}" for per_type in result.values() for name, r in per_type.items() if r != "OK"]
+            return "; ".join(errors) or None
+        except Exception as e:
+            return str(e) or type(e).__name__
+        finally:
+            if admin is not None:
+                admin.close()
 
     def transactional(self, txn_id: str) -> KafkaPythonTxn:
         return KafkaPythonTxn(self, txn_id)

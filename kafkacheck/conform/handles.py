@@ -1,6 +1,7 @@
 """The workload's client handles for kafka-python and confluent-kafka (Apache Kafka's Java
 client has its own in :mod:`kafkacheck.conform.java`): a producer, a transactional producer,
-a consumer assigned to partitions, and a consumer-group member.
+a consumer assigned to partitions, a consumer-group member, and a share-group member
+(KIP-932; confluent-kafka only: kafka-python has no share consumer).
 
 A handle wraps one real client and speaks the workload's terms: integer values, ``topic:p``
 keys, offsets or error strings. A call that fails raises (the workload records the op as

@@ -3,19 +3,23 @@
 Theory of operation
 -------------------
 ``java/KafkacheckDriver.java`` is a small program of ours around ``kafka-clients``: it reads
-one JSON request a line on stdin (``{"id", "op", "h", ...}``: create a producer, consumer or
-admin client, or act on one) and answers each on stdout, with the error as Kafka names it
+one JSON request a line on stdin (``{"id", "op", "h", ...}``: create a producer, consumer, share
+consumer or admin client, or act on one) and answers each on stdout, with the error as Kafka names it
 (``NOT_ENOUGH_REPLICAS: NotEnoughReplicasException: ...``). It is compiled once per Kafka
 version with ``javac`` against the jars of its dist (:mod:`kafkacheck.conform.kafka_dist`: a
 release's :class:`~kafkacheck.conform.kafka_dist.KafkaDist`, or the kafka-clients of
 ``--kafka-home``), into ``driver-HASH/`` in the dist's ``work_dir`` (HASH: of the source and the
-dist's jars, so an edited driver or a rebuilt home is built again).
+dist's jars, so an edited driver or a rebuilt home is built again). ``java/KafkacheckShare.java``,
+its KIP-932 share consumers (``share.*`` ops: KafkaShareConsumer in explicit acknowledgement
+mode), is compiled with it only when the dist's kafka-clients is 4.1 or later
+(:func:`has_share_consumer`): a driver built against an older one (3.x) serves every other op
+and answers the share ops ``UNSUPPORTED_VERSION``.
 
 :class:`JavaDriver` is one such process, shared by every thread of a run: calls are matched to
 answers by id, each waits at most its timeout plus a margin, and the process is stopped when
 the run ends (its stdin closes, which ends it too if kafkacheck dies). On it sit the two
 faces the rest of conform knows (:mod:`~kafkacheck.conform.java_clients`): the case client
-and the workload handles.
+and the workload handles (the share consumer's too).
 """
 
 from __future__ import annotations
@@ -33,9 +37,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kafkacheck.conform.kafka_dist import KafkaDist, KafkaHome, KafkaUnavailable, need_tool, write_log_config
+from kafkacheck.conform.kafka_dist import (
+    KafkaDist,
+    KafkaHome,
+    KafkaUnavailable,
+    need_tool,
+    version_tuple,
+    write_log_config,
+)
 
 SOURCE = Path(__file__).parent / "java" / "KafkacheckDriver.java"
+SHARE_SOURCE = Path(__file__).parent / "java" / "KafkacheckShare.java"
+SHARE_SINCE = (4, 1)  # KafkaShareConsumer with share.acknowledgement.mode and commitSync's per-partition map
 MAIN_CLASS = "KafkacheckDriver"
 MARGIN_S = 10.0  # how much longer than its own timeout Python waits for an answer
 STARTUP_TIMEOUT_S = 60.0
@@ -54,9 +67,16 @@ class JavaError(Exception):
     """The Java client refused or failed; the text starts with Kafka's error name."""
 
 
+def has_share_consumer(dist: KafkaDist | KafkaHome) -> bool:
+    """Whether ``dist``'s kafka-clients has the KafkaShareConsumer the driver's share ops use."""
+    return version_tuple(dist.version) >= SHARE_SINCE
+
+
 def build_driver(dist: KafkaDist | KafkaHome, log=print) -> Path:
-    """The compiled driver for ``dist`` (built on first use)."""
-    digest = hashlib.sha256(SOURCE.read_bytes() + dist.fingerprint.encode()).hexdigest()[:12]
+    """The compiled driver for ``dist`` (built on first use), with its share consumers when the
+    dist's kafka-clients has them (:func:`has_share_consumer`)."""
+    sources = [SOURCE, SHARE_SOURCE] if has_share_consumer(dist) else [SOURCE]
+    digest = hashlib.sha256(b"".join(s.read_bytes() for s in sources) + dist.fingerprint.encode()).hexdigest()[:12]
     out = dist.work_dir / f"driver-{digest}"
     if (out / f"{MAIN_CLASS}.class").exists():
         return out
@@ -65,7 +85,7 @@ def build_driver(dist: KafkaDist | KafkaHome, log=print) -> Path:
     dist.work_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".driver-", dir=dist.work_dir))
     try:
-        done = subprocess.run([javac, "-nowarn", "-d", str(tmp), "-cp", dist.classpath(), str(SOURCE)],
+        done = subprocess.run([javac, "-nowarn", "-d", str(tmp), "-cp", dist.classpath(), *map(str, sources)],
                               capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             first = next((x for x in (done.stdout + done.stderr).splitlines() if "error" in x), done.stderr[:300])
@@ -246,6 +266,13 @@ def producer_conf(bootstrap: str, timeout_s: float, **extra: Any) -> dict[str, A
 def admin_conf(bootstrap: str, timeout_s: float, **extra: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "request.timeout.ms": ms(timeout_s),
             "default.api.timeout.ms": ms(timeout_s), **extra}
+
+
+def share_conf(bootstrap: str, timeout_s: float, **extra: Any) -> dict[str, Any]:
+    """A KafkaShareConsumer's settings, in explicit acknowledgement mode (a share consumer
+    refuses the consumer's enable.auto.commit, auto.offset.reset, isolation.level, ...)."""
+    return {"bootstrap.servers": bootstrap, "share.acknowledgement.mode": "explicit",
+            "request.timeout.ms": ms(timeout_s), "default.api.timeout.ms": ms(timeout_s), **extra}
 
 
 def consumer_conf(bootstrap: str, timeout_s: float, **extra: Any) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Apache Kafka's Java client as the rest of conform knows a client: :class:`JavaClient` for
 the cases (the interface of :mod:`~kafkacheck.conform.clients`) and the workload handles
-:class:`JavaSender`, :class:`JavaTxnSender`, :class:`JavaPoller` and :class:`JavaMember`
-(those of :mod:`~kafkacheck.conform.handles`), each a client object inside the driver
-process of :mod:`~kafkacheck.conform.java`. The cases' consumer groups use the classic
+:class:`JavaSender`, :class:`JavaTxnSender`, :class:`JavaPoller`, :class:`JavaMember` and
+:class:`JavaShareMember` (those of :mod:`~kafkacheck.conform.handles`), each a client object
+inside the driver process of :mod:`~kafkacheck.conform.java`. The cases' consumer groups use the classic
 protocol (the Java client's default in 4.x), as for the other two clients; the workloads'
 members the one ``--group-protocol`` names (:class:`JavaMember`).
 """
@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from kafkacheck.conform.clients import GroupView, Rec, Sent, settle
+from kafkacheck.conform.clients import GroupView, Rec, Sent, ShareRec, settle
 from kafkacheck.conform.handles import (
     TXN_DELIVERY_TIMEOUT_MS,
     TXN_MAX_BLOCK_MS,
@@ -37,8 +37,10 @@ from kafkacheck.conform.java import (
     consumer_conf,
     driver,
     producer_conf,
+    share_conf,
     unb64,
 )
+from kafkacheck.conform.share_handles import ACK_TYPES, share_client_id
 
 # ---------------------------------------------------------------- the cases' interface
 
@@ -144,6 +146,17 @@ class JavaClient:
         except JavaError as e:
             return str(e)
         return -1 if offset is None else offset
+
+    def alter_group_configs(self, group: str, configs: dict[str, str]) -> str | None:
+        """Set ``group``'s dynamic configs (Admin.incrementalAlterConfigs, SET, on
+        ConfigResource.Type.GROUP), e.g. a share group's ``share.auto.offset.reset``; an error
+        string or None (UNSUPPORTED_VERSION from a driver built against kafka-clients 3.x)."""
+        try:
+            with self._client("admin") as admin:
+                admin.call("alter_group_configs", group=group, configs={k: str(v) for k, v in configs.items()})
+        except JavaError as e:
+            return str(e)
+        return None
 
     def transactional(self, txn_id: str) -> JavaTxn:
         return JavaTxn(self, txn_id)
@@ -416,3 +429,51 @@ class JavaMember(GroupMember):
 
     def close(self) -> None:
         self.c.close(2.0)
+
+
+class JavaShareMember:
+    """A member of the share group ``group`` (KIP-932) subscribed to ``topic``: a
+    KafkaShareConsumer in explicit acknowledgement mode inside the driver (its ``share.*``
+    ops, in ``java/KafkacheckShare.java``; kafka-clients 4.1 and later: a driver built against
+    an older one refuses to create it, UNSUPPORTED_VERSION). The interface of
+    :class:`~kafkacheck.conform.share_handles.ShareMember`:
+
+    * :meth:`poll`: the records acquired, each with ``ConsumerRecord.deliveryCount()`` (1 the
+      first time; -1 when the client has none). In explicit mode the client refuses a poll
+      (IllegalStateException) while a record of the previous poll is unacknowledged.
+    * :meth:`acknowledge`: ``KafkaShareConsumer.acknowledge(record, type)``, local; the record
+      must be one of the last poll's (the driver keeps them by topic, partition and offset).
+    * :meth:`commit`: ``commitSync(timeout)``: ``"topic:partition"`` -> None when applied, else
+      Kafka's error name (``Errors.forException``: ``INVALID_RECORD_STATE``, ...). A commit that
+      fails as a whole (a timeout, a closed client) raises :class:`JavaError`.
+    * :meth:`close`: ``close(timeout)``: leaves the group; never raises.
+
+    Every call waits at most ``timeout_s`` in the client (a poll its own timeout), and the
+    driver's answer at most that plus the driver's margin."""
+
+    kind = "java"
+
+    def __init__(self, bootstrap: str, topic: str, group: str, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.c = Handle("share", share_conf(bootstrap, timeout_s, **{"group.id": group,
+                                                                     "client.id": share_client_id(group)}), timeout_s)
+        try:
+            self.c.call("subscribe", topics=[topic])
+        except JavaError:
+            self.c.close(1.0)
+            raise
+
+    def poll(self, timeout_s: float) -> list[ShareRec]:
+        return [ShareRec(t, p, off, unb64(value), count)
+                for t, p, off, _key, value, count in self.c.call("poll", timeout_s)]
+
+    def acknowledge(self, rec: ShareRec, ack_type: str) -> None:
+        if ack_type not in ACK_TYPES:
+            raise ValueError(f"ack_type must be one of {', '.join(ACK_TYPES)}, not {ack_type!r}")
+        self.c.call("acknowledge", topic=rec.topic, partition=rec.partition, offset=rec.offset, type=ack_type)
+
+    def commit(self) -> dict[str, str | None]:
+        return dict(self.c.call("commit"))
+
+    def close(self) -> None:
+        self.c.close(self.timeout_s)

@@ -4,13 +4,14 @@
   kafka-python and confluent-kafka, :mod:`~kafkacheck.conform.java` for Apache Kafka's Java
   client, started only when asked for);
 * ``make_*``: the workload's handles of each kind (:mod:`~kafkacheck.conform.handles`, or the
-  Java ones).
+  Java ones): a share-group member (KIP-932) for java and confluent only.
 """
 
 from __future__ import annotations
 
 from kafkacheck.conform.clients import ConfluentClient, KafkaPythonClient
 from kafkacheck.conform.handles import GroupMember, Poller, Sender, TxnSender
+from kafkacheck.conform.share_handles import ShareMember
 
 
 def _java_client(bootstrap: str, timeout_s: float = 20.0):
@@ -57,3 +58,18 @@ def make_member(kind: str, bootstrap: str, topic: str, group: str, timeout_s: fl
     if protocol == "consumer" and kind == "kafka-python":
         raise ValueError("kafka-python has no KIP-848 consumer (group.protocol=consumer)")
     return GroupMember(kind, bootstrap, topic, group, timeout_s, protocol, isolation)
+
+
+def make_share_member(kind: str, bootstrap: str, topic: str, group: str, timeout_s: float) -> ShareMember:
+    """A member of the share group ``group`` (KIP-932) subscribed to ``topic``, in explicit
+    acknowledgement mode (:class:`~kafkacheck.conform.share_handles.ShareMember`, or the Java
+    client's :class:`~kafkacheck.conform.java_clients.JavaShareMember` with the same
+    interface). Share groups start reading at the latest offset unless the group's
+    ``share.auto.offset.reset`` says otherwise: set it first (the case client's
+    ``alter_group_configs``)."""
+    if kind == "java":
+        from kafkacheck.conform.java_clients import JavaShareMember
+        return JavaShareMember(bootstrap, topic, group, timeout_s)
+    if kind == "kafka-python":
+        raise ValueError("kafka-python has no share consumer (KIP-932)")
+    return ShareMember(bootstrap, topic, group, timeout_s)

@@ -58,6 +58,7 @@ class RealRun:
         self.open_handles: list = []  # every client handle a loop opened and has not closed yet
         self.pauses = False  # pause inside transactions (set with straggle)
         self.watch = CallWatch(None)  # times client calls (KAFKACHECK_CALL_LOG: run_workload sets one up)
+        self.workload_state = None  # what a workload's threads share beyond this (its real_prepare)
 
     def opened(self, handle):
         """A client handle a loop opened: kept until it is closed, so that the run can close

@@ -66,6 +66,34 @@ def consumer_protocol_off(host: str, port: int, timeout_s: float = 5.0) -> bool:
     return resp.error_code == UnsupportedVersionError.errno
 
 
+SHARE_GROUP_HEARTBEAT = 76  # KIP-932
+
+
+def share_groups_off(host: str, port: int, apis: dict, timeout_s: float = 5.0) -> str | None:
+    """Why a broker has no share groups (KIP-932), or None: it does not advertise
+    ShareGroupHeartbeat (Kafka before 4.1, or 4.0 without unstable APIs), or its ApiVersions v3
+    finalizes share.version below 1 (Kafka 4.1 formats at 0; raise it with --feature
+    share.version=1). None too when ApiVersions v3 cannot be asked: the members find out."""
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+    from reference.server.protocol import round_trip
+
+    if SHARE_GROUP_HEARTBEAT not in apis:
+        return (f"does not advertise ShareGroupHeartbeat (API {SHARE_GROUP_HEARTBEAT}) in its ApiVersions: it has no "
+                "share groups (Apache Kafka 4.1 or later has them)")
+    try:
+        resp = round_trip(host, port, ApiVersionsRequest[3](client_software_name="kafkacheck",
+                                                            client_software_version="1"),
+                          ApiVersionsResponse, "kafkacheck-conform", timeout_s)
+    except Exception:
+        return None
+    level = {f.name: f.max_version_level for f in resp.finalized_features or []}.get("share.version", 0)
+    if level < 1:
+        return (f"finalizes share.version {level}: its share groups are off (with --spawn kafka: --feature "
+                "share.version=1)")
+    return None
+
+
 def answers_metadata(host: str, port: int, timeout_s: float) -> str | None:
     """None when the broker answers a Metadata request (v1, all topics) within ``timeout_s``
     with a well-formed response; else what went wrong, in a few words."""

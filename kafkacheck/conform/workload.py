@@ -55,6 +55,7 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     run.watch = CallWatch.from_env(out_dir, run.h.now)
     placement = _create_topics(run, create_topic, faults, seed, timeout_s)
     rf = 1 if placement else min(3, target.brokers)
+    w.real_prepare(run)
     time.sleep(1)
     nemesis_log: list[dict] = []
     threads = [threading.Thread(target=f, daemon=True) for f in w.real_threads(run, producers, consumers)]
@@ -89,7 +90,7 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     target.heal(log)
     converged = None
     if members:
-        converged = run.settle_members(members)
+        converged = w.real_settle(run, members)
         hung += sum(t.is_alive() for t in members)
     if hung:
         dump_threads(out_dir / "hung-threads.txt", f"{hung} client thread(s) still running after the workload")
@@ -100,7 +101,7 @@ def run_workload(target, client_kind: str, create_topic, out_dir: Path, seconds:
     finally:
         probe_stop.set()
     config = _config(run, rf, seconds, {**final, "heal_ns": heal_ns})
-    if converged is not None:  # whether the members settled: for the checker, whose history may not show it
+    if converged is not None and "groups" in config:  # whether the members settled: for the checker
         config["groups"]["settled"] = converged
     if placement:
         config["placement"] = placement

@@ -109,6 +109,17 @@ class Workload:
         return []
 
     @classmethod
+    def real_prepare(cls, run: Any) -> None:
+        """After the topics are created, before any client thread starts (``run.workload_state``
+        may keep what the threads share)."""
+
+    @classmethod
+    def real_settle(cls, run: Any, members: list) -> bool:
+        """After healing: the members (threads of :meth:`real_members`) run on until they
+        settle, then stop. Whether they settled."""
+        return run.settle_members(members)
+
+    @classmethod
     def real_after_heal(cls, run: Any) -> None:
         """What is read after healing, before every partition's end offset and the final read."""
 

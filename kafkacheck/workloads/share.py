@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from typing import ClassVar
 
+from kafkacheck.workloads import share_real
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value
 from kafkacheck.workloads.queue import QueueClient
@@ -234,3 +235,29 @@ class ShareWorkload(Workload):
     def config(self) -> dict:
         return {"share": {"group": GROUP, "keys": [tp.key for tp in self.setup.keys], "lock_ms": LOCK_MS,
                           "delivery_limit": DELIVERY_LIMIT, "clock_slack_ms": 0, "final": True}}
+
+    # ------------------------------------------------------------ with real clients
+    # (kafkacheck/workloads/share_real.py: Java's and librdkafka's share consumers)
+
+    straggle_apis = ("ShareFetch", "ShareAcknowledge")
+
+    @classmethod
+    def real_threads(cls, run, producers: int, consumers: int) -> list:
+        """One producer (the share consumers are :meth:`real_members`)."""
+        return [run.producer_loop]
+
+    @classmethod
+    def real_prepare(cls, run) -> None:
+        run.workload_state = share_real.prepare(run)
+
+    @classmethod
+    def real_members(cls, run) -> list:
+        return [lambda i=i: share_real.member_loop(run.workload_state, i) for i in range(4)]
+
+    @classmethod
+    def real_settle(cls, run, members: list) -> bool:
+        return share_real.settle(run.workload_state, members)
+
+    @classmethod
+    def real_config(cls, run) -> dict:
+        return share_real.config(run.workload_state)

@@ -14,7 +14,8 @@ import types
 import pytest
 
 from kafkacheck.cli import main
-from kafkacheck.commands.conform import _check_group_protocol, _members_protocol
+from kafkacheck.commands.conform import _members_protocol
+from kafkacheck.commands.conform_protocols import check_group_protocol
 from kafkacheck.conform import real_run
 from kafkacheck.conform.handles import GroupMember, NotCommitted, TxnSender, bounded
 from kafkacheck.conform.real_run import RealMember, RealRun
@@ -33,7 +34,7 @@ def _args(client: str, protocol: str | None, workload: str = "eos") -> argparse.
                                                   ("java", "classic"), ("confluent", "classic"),
                                                   ("kafka-python", "classic")])
 def test_conform_takes_eos_with_a_group_protocol(client, protocol):
-    _check_group_protocol(_args(client, protocol))  # no UsageError
+    check_group_protocol(_args(client, protocol))  # no UsageError
     assert _members_protocol(_args(client, protocol)) == protocol
 
 

@@ -1,7 +1,7 @@
 """The share workload (KIP-932) in the simulator: the correct engine is valid under the
 default faults, its history says what the consumers saw (acquires with delivery counts and
 the broker that gave them, acknowledgements answered per partition), and conform refuses it
-for now in one line."""
+in one line with a client that has no share consumer (kafka-python, its default)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,13 @@ def test_a_run_on_the_command_line_uses_two_partitions_and_is_valid(tmp_path, ca
     assert config["partitions"] == 2 and config["share"]["delivery_limit"] == 5
 
 
-def test_conform_refuses_the_share_workload_in_one_line(capsys):
+def test_conform_refuses_the_share_workload_to_kafka_python_in_one_line(capsys):
     code = main(["conform", "--spawn", "reference", "--workload", "share"])
     err = capsys.readouterr().err
-    assert code == 3 and len(err.strip().splitlines()) == 1 and "--workload share" in err
+    assert code == 3 and len(err.strip().splitlines()) == 1 and "kafka-python has none" in err
+    code = main(["conform", "--spawn", "kafka", "--client", "java", "--kafka-version", "4.0.2", "--workload", "share"])
+    err = capsys.readouterr().err
+    assert code == 3 and len(err.strip().splitlines()) == 1 and "4.1 or later" in err
 
 
 def test_a_consumer_acknowledges_consecutive_offsets_in_one_batch_a_type_each():

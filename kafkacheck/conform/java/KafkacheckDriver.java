@@ -10,8 +10,17 @@
 // KafkaConsumer is single-threaded); different handles run in parallel. Nothing here decides
 // a verdict: the driver does what it is told and reports what the client said.
 //
+// Ops: admin.{new, create_topic, delete_records, alter_group_configs, close}; producer.{new, send,
+// init, begin, commit, abort, flush, send_offsets, close}; consumer.{new, assign, seek_to_beginning,
+// seek_to_committed, subscribe, poll, positions, assignment, commit, committed, offsets,
+// group_metadata, close}; share.{new, subscribe, poll, acknowledge, commit, close}: KIP-932 share
+// consumers, served by KafkacheckShare.java (see there).
+//
 // Built by kafkacheck (kafkacheck/conform/java.py) with javac against the jars of the Kafka
 // version in use; it needs only kafka-clients and jackson-databind, both on that classpath.
+// KafkacheckShare.java is compiled with it only against kafka-clients 4.1 and later, and loaded
+// by name on the first share op: built against an older kafka-clients, the driver answers the
+// share ops UNSUPPORTED_VERSION and serves the rest as before.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -39,6 +48,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -51,6 +62,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.protocol.Errors;
@@ -63,6 +76,34 @@ public final class KafkacheckDriver {
     private static final AtomicInteger NEXT_HANDLE = new AtomicInteger(1);
     private static final Map<Integer, Handle> HANDLES = new ConcurrentHashMap<>();
     private static final ExecutorService CREATORS = Executors.newCachedThreadPool(daemon("kafkacheck-new"));
+
+    /** The share consumers' ops: KafkacheckShare, compiled only against kafka-clients 4.1+. */
+    interface ShareOps {
+        Object create(Properties props);
+
+        Object perform(String op, Object member, JsonNode req, Duration timeout) throws Exception;
+
+        void close(Object member, Duration timeout);
+    }
+
+    private static volatile ShareOps shareOps;
+
+    /** KafkacheckShare, loaded on first use; UNSUPPORTED_VERSION when this build has none. */
+    private static ShareOps share() throws Exception {
+        if (shareOps == null) {
+            synchronized (KafkacheckDriver.class) {
+                if (shareOps == null) {
+                    try {
+                        shareOps = (ShareOps) Class.forName("KafkacheckShare").getDeclaredConstructor().newInstance();
+                    } catch (ClassNotFoundException | NoClassDefFoundError e) {
+                        throw new UnsupportedVersionException("share consumers (KIP-932) need kafka-clients 4.1 or "
+                                + "later: this driver was built against an older one, without KafkacheckShare");
+                    }
+                }
+            }
+        }
+        return shareOps;
+    }
 
     /** A client object and the thread that serves it. */
     private static final class Handle {
@@ -144,7 +185,7 @@ public final class KafkacheckDriver {
 
     // ------------------------------------------------------------ creation
 
-    private static Object create(String op, JsonNode req) {
+    private static Object create(String op, JsonNode req) throws Exception {
         Properties props = new Properties();
         for (Map.Entry<String, JsonNode> e : req.path("conf").properties()) props.put(e.getKey(), e.getValue().asText());
         Object client;
@@ -152,6 +193,7 @@ public final class KafkacheckDriver {
             case "admin.new" -> client = Admin.create(props);
             case "producer.new" -> client = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
             case "consumer.new" -> client = new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+            case "share.new" -> client = share().create(props);
             default -> throw new IllegalArgumentException("unknown op " + op);
         }
         int id = NEXT_HANDLE.getAndIncrement();
@@ -167,7 +209,8 @@ public final class KafkacheckDriver {
         if (op.endsWith(".close")) {
             HANDLES.remove(req.path("h").asInt());
             try {
-                if (h.client instanceof KafkaProducer<?, ?> p) p.close(timeout);
+                if (op.startsWith("share.")) share().close(h.client, timeout);
+                else if (h.client instanceof KafkaProducer<?, ?> p) p.close(timeout);
                 else if (h.client instanceof KafkaConsumer<?, ?> c) c.close(timeout);
                 else if (h.client instanceof Admin a) a.close(timeout);
             } finally {
@@ -178,6 +221,7 @@ public final class KafkacheckDriver {
         if (op.startsWith("admin.")) return admin(op, (Admin) h.client, req, timeout);
         if (op.startsWith("producer.")) return producer(op, (KafkaProducer<byte[], byte[]>) h.client, req, timeout);
         if (op.startsWith("consumer.")) return consumer(op, h, (KafkaConsumer<byte[], byte[]>) h.client, req, timeout);
+        if (op.startsWith("share.")) return share().perform(op, h.client, req, timeout);
         throw new IllegalArgumentException("unknown op " + op);
     }
 
@@ -195,6 +239,23 @@ public final class KafkacheckDriver {
                 TopicPartition tp = new TopicPartition(req.path("topic").asText(), req.path("partition").asInt());
                 var result = a.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(req.path("offset").asLong())));
                 return result.lowWatermarks().get(tp).get(timeout.toMillis(), TimeUnit.MILLISECONDS).lowWatermark();
+            }
+            case "admin.alter_group_configs" -> {
+                // a group's dynamic configs (share.auto.offset.reset, ...): ConfigResource.Type.GROUP,
+                // named by its name so that the driver still compiles against kafka-clients 3.x
+                ConfigResource.Type group;
+                try {
+                    group = ConfigResource.Type.valueOf("GROUP");
+                } catch (IllegalArgumentException e) {
+                    throw new UnsupportedVersionException("GROUP config resources need kafka-clients 4.0 or later");
+                }
+                List<AlterConfigOp> ops = new ArrayList<>();
+                for (Map.Entry<String, JsonNode> e : req.path("configs").properties()) {
+                    ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue().asText()), AlterConfigOp.OpType.SET));
+                }
+                a.incrementalAlterConfigs(Map.of(new ConfigResource(group, req.path("group").asText()), ops))
+                        .all().get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+                return null;
             }
             default -> throw new IllegalArgumentException("unknown op " + op);
         }
