@@ -245,7 +245,8 @@ CHECKS: tuple[Check, ...] = (
           lambda j: check_groups(j.ops, j.rc.raw, j.r.add)),
     Check("share", ("share-double-acquired", "share-lock-forgotten", "share-redelivered-accepted",
                     "share-redelivered-stale-leader", "share-ack-not-held", "share-lost", "share-lost-unseen",
-                    "share-delivery-limit", "share-count-regressed", "share-count-forgotten", "share-value-mismatch"),
+                    "share-aborted-delivered", "share-delivery-limit", "share-count-regressed",
+                    "share-count-forgotten", "share-value-mismatch"),
           "config.share (KIP-932 share groups; share-lost with config.share.final)", lambda j: _shares(j.rc),
           lambda j: _check_share(j.ops, j.rc, j.r),
           (Allowance(("share-lock-forgotten",), "always", "a record acquired again within its lock while a broker "

@@ -27,6 +27,8 @@ widens every comparison.
   clients, which retry a fetch whose answer a fault lost without saying so) a record written
   before the last fault window ended is ``share-lost-unseen``, allowed.
 * ``share-delivery-limit``: a delivery count above the limit or below 1.
+* ``share-aborted-delivered`` (``isolation`` read_committed): a delivered record written by a
+  transaction that aborted (a ``txn`` op that ended ``fail``).
 * ``share-count-regressed``: a record delivered surely after an earlier delivery with a
   count not above the earlier one. Allowed as ``share-count-forgotten`` when a broker fault
   was in force between the two: the new leader restarts from the persisted count.
@@ -93,6 +95,7 @@ class ShareConfig:
     final: bool
     settle_ns: int
     unseen_in_faults: bool = False  # real clients: a fault may have made any number of deliveries unseen
+    read_committed: bool = False  # share.isolation.level read_committed
 
 
 def share_config(config: dict) -> ShareConfig:
@@ -116,9 +119,13 @@ def share_config(config: dict) -> ShareConfig:
     unseen = s.get("unseen_in_faults", False)
     if not isinstance(unseen, bool):
         raise HistoryError(f"run.json's config.share.unseen_in_faults must be true or false, not {unseen!r}")
+    isolation = s.get("isolation", "read_uncommitted")
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise HistoryError(f"run.json's config.share.isolation must be read_uncommitted or read_committed, "
+                           f"not {isolation!r}")
     return ShareConfig(str(s.get("group", "")), tuple(keys), integer("lock_ms", 1) * 1_000_000,
                        integer("delivery_limit", 1), integer("clock_slack_ms", 0, 0) * 1_000_000, final,
-                       integer("settle_ms", 0, SETTLE_MS) * 1_000_000, unseen)
+                       integer("settle_ms", 0, SETTLE_MS) * 1_000_000, unseen, isolation == "read_committed")
 
 
 @dataclass(slots=True)
@@ -344,8 +351,10 @@ def check_share(ops: list[dict], config: dict, add, may_lose_acknowledged: bool 
     _acks_not_held(deliveries, acks, slack, sc.delivery_limit, faulted, add)
     if may_lose_acknowledged:
         return
-    acked, sent, failed = _writes(calls)
+    acked, sent, failed, aborted = _writes(calls)
     _values(deliveries, acked, sent, failed, add)
+    if sc.read_committed:
+        _aborted_delivered(deliveries, aborted, add)
     if sc.final:
         _lost(sc, calls, acked, deliveries, acks, add, reach[-1] if reach else None)
 
@@ -429,20 +438,23 @@ def _node(c: Call, key: str) -> int | None:
 
 
 def _writes(calls: list[Call]):
-    """The acknowledged writes ``[(key, offset or None, value, op)]``, every sent value
-    ``{(key, value): op}`` and the failed sends' ``{(key, value): op}``."""
+    """The acknowledged writes ``[(key, offset or None, value, op)]`` (of sends, and of
+    transactions that committed), every sent value ``{(key, value): op}``, the failed sends'
+    and the aborted transactions' ``{(key, value): op}``: a failed send wrote nothing, an
+    aborted transaction's records are in the log, never to be read committed."""
     acked: list[tuple[str, int | None, Any, Call]] = []
     sent: dict[tuple[str, Any], Call] = {}
     failed: dict[tuple[str, Any], Call] = {}
+    aborted: dict[tuple[str, Any], Call] = {}
     for c in calls:
-        if c.f != "send":
+        if c.f not in ("send", "txn"):
             continue
         for mop in c.value if isinstance(c.value, list) else ():
             if isinstance(mop, list) and len(mop) >= 3 and mop[0] == "send":
                 k, v = str(mop[1]), hashable(mop[2])
                 sent[(k, v)] = c
                 if c.type == "fail":
-                    failed[(k, v)] = c
+                    (failed if c.f == "send" else aborted)[(k, v)] = c
         if c.type != "ok":
             continue
         done = [m for m in (c.result if isinstance(c.result, list) else ())
@@ -457,7 +469,7 @@ def _writes(calls: list[Call]):
                 acked.append((str(m[1]), off, hashable(ov[1]), c))
             else:
                 acked.append((str(m[1]), None, hashable(ov), c))
-    return acked, sent, failed
+    return acked, sent, failed, aborted
 
 
 def _values(deliveries, acked, sent, failed, add) -> None:
@@ -493,6 +505,18 @@ def _values(deliveries, acked, sent, failed, add) -> None:
             add("share-value-mismatch", key=key, offset=off, value=d.value, ops=ops,
                 explanation=f"op {d.op.index} (process {d.op.process}) acquired value {d.value!r} at offset {off} "
                             f"of {key}, but {why}")
+
+
+def _aborted_delivered(deliveries, aborted, add) -> None:
+    for (key, off), ds in sorted(deliveries.items()):
+        for d in ds:
+            t = aborted.get((key, hashable(d.value)))
+            if t is not None:
+                add("share-aborted-delivered", key=key, offset=off, value=d.value, ops=[t.index, d.op.index],
+                    explanation=f"op {d.op.index} (process {d.op.process}) acquired value {d.value!r} at offset "
+                                f"{off} of {key}, written by transaction op {t.index}, which aborted: a share group "
+                                f"that reads read_committed never delivers a record of an aborted transaction")
+                break
 
 
 def _lost(sc: ShareConfig, calls, acked, deliveries, acks, add, last_fault: float | None) -> None:

@@ -71,6 +71,7 @@ class BrokerConfig:
     share_delivery_count_limit: int = 5
     share_partition_max_record_locks: int = 2_000
     share_auto_offset_reset: str = "latest"
+    share_isolation_level: str = "read_uncommitted"  # share.isolation.level, a group config in Kafka
     share_state_partitions: int = 3
 
     def log_config(self) -> LogConfig:

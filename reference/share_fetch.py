@@ -16,8 +16,9 @@ state is read from the share coordinator of its key (ReadShareGroupState, which 
 this broker's leader epoch, fencing the leader before), and a start offset never set comes
 from ``share_auto_offset_reset`` (earliest: the log start; latest: the high watermark). Until
 then the fetch returns nothing for it. A fetch then acquires records from the partition's
-log (up to the high watermark), each under a lock of ``share_record_lock_duration_ms``;
-control batches are archived, never delivered.
+log (up to the high watermark; with ``share_isolation_level`` read_committed up to the last
+stable offset), each under a lock of ``share_record_lock_duration_ms``; control batches are
+archived, never delivered, and so, read_committed, are the batches of aborted transactions.
 
 An **acknowledgement** (in a ShareFetch before its fetch, or in a ShareAcknowledge) is checked
 and begun in the share-partition, its new state written to the share coordinator
@@ -211,14 +212,18 @@ class ShareFetcher:
 
     def _acquire(self, now_ms: int, tp: TopicPartition, sp: Any, member: str,
                  budget: int) -> tuple[list[bytes], list[AcquiredRange]]:
-        log = self.host.partitions[tp].log
+        p = self.host.partitions[tp]
+        log = p.log
         start = max(sp.next_fetch_offset(), log.log_start_offset)
-        batches = log.read(start, 1 << 20, log.high_watermark, True)
+        committed = self.config.share_isolation_level == "read_committed"
+        batches = log.read(start, 1 << 20, p.last_stable_offset() if committed else log.high_watermark, True)
+        aborted = _aborted(log, start, batches) if committed else ()
         offsets: list[int] = []
         gaps: list[int] = []
         for batch in batches:
             h = rec.parse_header(batch)
-            if h.is_control:
+            if h.is_control or (h.is_transactional and any(pid == h.producer_id and first <= h.base_offset <= last
+                                                           for pid, first, last in aborted)):
                 gaps += [o for o in range(h.base_offset, h.last_offset + 1) if o >= start]
             else:
                 offsets += [r.offset for r in rec.decode_records(batch) if r.offset >= start]
@@ -388,6 +393,14 @@ class ShareFetcher:
         for key in [k for k in self.parts if k[1] == tp]:
             del self.parts[key]
             self.behind.pop(key, None)
+
+
+def _aborted(log: Any, start: int, batches: list[bytes]) -> list[tuple[int, int, int]]:
+    """(producer id, first offset, marker offset) of the aborted transactions the batches read
+    from ``start`` overlap: their records are never delivered under read_committed."""
+    end = rec.last_offset_of(batches[-1]) + 1 if batches else start
+    return [(a.producer_id, a.first_offset, a.last_offset) for a in log.producer_state.aborted
+            if a.last_offset >= start and a.first_offset < end]
 
 
 def _flags(bugs: frozenset[str]) -> dict[str, bool]:

@@ -40,6 +40,9 @@ def check_group_protocol(args: argparse.Namespace) -> None:
 def check_share(args: argparse.Namespace, versions: list[str]) -> None:
     """--workload share: a client with a share consumer (KIP-932), of a version that has one
     (the broker's side is asked once it answers: :func:`check_broker_share`)."""
+    if args.workload == "share-committed":
+        raise UsageError("--workload share-committed runs in the simulator only (kafkacheck run --workload "
+                         "share-committed); with real clients: --workload share")
     if args.workload != "share":
         return
     if args.client == "kafka-python":

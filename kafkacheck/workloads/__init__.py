@@ -12,12 +12,12 @@ from kafkacheck.workloads.compaction import CompactionWorkload
 from kafkacheck.workloads.eos import EosWorkload
 from kafkacheck.workloads.groups import GroupsWorkload
 from kafkacheck.workloads.queue import IdempotentWorkload, QueueWorkload
-from kafkacheck.workloads.share import ShareWorkload
+from kafkacheck.workloads.share import ShareCommittedWorkload, ShareWorkload
 from kafkacheck.workloads.txn import TxnWorkload
 
 WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (
     QueueWorkload, IdempotentWorkload, TxnWorkload, EosWorkload, GroupsWorkload, CompactionWorkload,
-    AtMostOnceWorkload, ShareWorkload)}
+    AtMostOnceWorkload, ShareWorkload, ShareCommittedWorkload)}
 TXN_WORKLOADS = tuple(name for name, w in WORKLOADS.items() if w.transactional)
 # workloads whose producers are idempotent (Kafka then requires acks=all)
 IDEMPOTENT_WORKLOADS = tuple(name for name, w in WORKLOADS.items() if w.idempotent)

@@ -20,6 +20,7 @@ from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value
 from kafkacheck.workloads.queue import QueueClient
 from kafkacheck.workloads.share_machine import ShareMachine
+from kafkacheck.workloads.txn import TxnClient
 from reference.messages import TopicPartition
 from reference.share_consumer import ShareConsumer, ShareConsumerConfig, SharedRecord, nodes_of
 from reference.share_messages import ACCEPT, ACK_TYPES, RELEASE
@@ -261,3 +262,30 @@ class ShareWorkload(Workload):
     @classmethod
     def real_config(cls, run) -> dict:
         return share_real.config(run.workload_state)
+
+
+class ShareCommittedWorkload(ShareWorkload):
+    """The share workload read_committed (``share.isolation.level``): its producer writes in
+    transactions of sends and read_committed polls, some aborted on purpose (the txn
+    workload's client), and the share group must never deliver an aborted record."""
+
+    name = "share-committed"
+    description = ("the share workload with share.isolation.level read_committed: the producer writes in "
+                   "transactions, some aborted on purpose")
+    guarantee = (ShareWorkload.guarantee + ", and, read_committed, never delivers a record of an aborted "
+                 "transaction")
+    transactional = True
+    machine = None
+    broker_settings: ClassVar[dict] = {**ShareWorkload.broker_settings, "share_isolation_level": "read_committed"}
+
+    def client(self, i: int, node_id: int, rng: random.Random) -> TxnClient | ShareMemberClient:
+        s = self.setup
+        if i == 0:  # the producer: transactions of sends and polls (the txn workload's)
+            return TxnClient(node_id, i, s.options.clients, s.keys, s.broker_ids, rng, s.budget, s.producer,
+                             s.consumer, s.timings["transaction_timeout_ms"], abort_p=0.2)
+        return super().client(i, node_id, rng)
+
+    def config(self) -> dict:
+        out = super().config()
+        out["share"]["isolation"] = "read_committed"
+        return {**out, "transaction_version": self.setup.options.transaction_version}

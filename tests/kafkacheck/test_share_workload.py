@@ -59,3 +59,13 @@ def test_a_consumer_acknowledges_consecutive_offsets_in_one_batch_a_type_each():
     assert ShareConsumer._ack_batches(by_tp) == ((tp, ((5, 7, (1, 2, 1)), (9, 9, (3,)))),)
     r = SharedRecord(tp, 5, b"v", 1, node=2)
     assert r.fetched_ms == -1 and r.node == 2
+
+
+def test_a_share_fetch_that_ignores_the_isolation_level_is_caught():
+    """The share-committed workload on an engine told to read uncommitted (its share fetches
+    then acquire the records of aborted transactions) while the run says read_committed."""
+    wrong = RunOptions(seed=0, ops=1000, workload="share-committed",
+                       broker_settings={"share_isolation_level": "read_uncommitted"})
+    assert judge_record(simulate(wrong, None).record())["anomaly_types"] == ["share-aborted-delivered"]
+    right = RunOptions(seed=0, ops=1000, workload="share-committed")
+    assert judge_record(simulate(right, None).record())["valid"] is True

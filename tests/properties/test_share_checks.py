@@ -498,3 +498,21 @@ def test_with_real_clients_a_fault_after_the_write_may_have_spent_its_deliveries
     assert r["anomaly_types"] == ["share-lost"] and [a["offset"] for a in r["anomalies"]["share-lost"]] == [2]
     with pytest.raises(HistoryError, match="unseen_in_faults"):
         judge(h, engine, final=True, unseen_in_faults="yes")
+
+
+def test_read_committed_a_record_of_an_aborted_transaction_is_never_delivered(engine):
+    """share-aborted-delivered: the transaction wrote offset 0 and aborted; read_committed it
+    must never be delivered (read_uncommitted it may be: Kafka's default isolation)."""
+    from tests.properties.test_checker import txn
+
+    h = S()
+    txn(h, 0, [["send", K, [0, 100]]], type_="fail")
+    txn(h, 0, [["send", K, [2, 101]]])
+    h.acquire(1, [(0, 100, 1), (2, 101, 1)]).ack(1, [(0, "accept"), (2, "accept")])
+    r = judge(h, engine, isolation="read_committed")
+    assert r["anomaly_types"] == ["share-aborted-delivered"]
+    assert r["anomalies"]["share-aborted-delivered"][0]["ops"] == [1, 5]
+    assert judge(h, engine)["valid"] is True  # read_uncommitted: an aborted record may be delivered
+    with pytest.raises(HistoryError, match="isolation"):
+        judge(h, engine, isolation="serializable")
+
