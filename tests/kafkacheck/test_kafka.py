@@ -98,6 +98,7 @@ def test_conform_spawn_kafka_one_broker_passes_the_short_profile(kafka_dist, tmp
     assert _processes_under(out) == []  # every broker stopped by its pid
 
 
+@pytest.mark.slow  # 28 s: feature levels and straggle keep faster tests in the default run
 def test_kafka_formatted_with_a_feature_level_and_a_straggling_end_txn(kafka_dist, tmp_path, capsys):
     """--feature reaches StorageTool and the report; straggle holds real requests of a real
     client in front of Kafka and records Kafka's answer to each when it is delivered late. The
@@ -138,6 +139,7 @@ def test_java_client_drives_cases_and_a_workload_on_kafka(kafka_dist, tmp_path):
     assert main(["check", str(out / "eos")]) == 0
 
 
+@pytest.mark.slow  # 25 s: the Java client keeps its Kafka tests in the default run
 def test_java_client_on_the_reference_broker(kafka_dist, tmp_path):
     """Kafka's own client against the reference broker: it found that CreateTopics v5+ must
     list the new topic's configs (null made the Java AdminClient fail every createTopics)."""
