@@ -117,7 +117,12 @@ public final class KafkacheckShare implements KafkacheckDriver.ShareOps {
         Throwable e = t;
         while (e.getClass() == KafkaException.class && e.getCause() != null) e = e.getCause();
         if (e instanceof org.apache.kafka.common.errors.TimeoutException) return "REQUEST_TIMED_OUT";
-        return Errors.forException(e).name();
+        Errors error = Errors.forException(e);
+        if (error == Errors.UNKNOWN_SERVER_ERROR && !(e instanceof org.apache.kafka.common.errors.UnknownServerException)) {
+            // not one of Kafka's errors: say which exception (an unknown outcome for the checker)
+            return "UNKNOWN_SERVER_ERROR (" + e.getClass().getSimpleName() + ": " + e.getMessage() + ")";
+        }
+        return error.name();
     }
 
     private static String key(String topic, int partition, long offset) {
