@@ -15,17 +15,13 @@ directory). A try takes 1 to 2 minutes on a 2-core machine. Needs Java 17+ and M
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
-import shlex
-import shutil
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
-from real_bugs import Row, one_try
+from real_bugs import Row
+from row_matrix import matrix_main
 
 FAULTS = "sigkill,pause,client-partition,client-delay,straggle"
 BASE = ("--brokers", "3", "--group-protocol", "consumer", "--faults", FAULTS,
@@ -45,42 +41,7 @@ ROWS = [_row(t, c, w) for t in ("4.3.1", "4.4.0", EARLIEST_4X, "reference") for 
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tries", type=int, default=3)
-    p.add_argument("--only", default="", help="rows whose setup contains this")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--resume", action="store_true", help="keep the tries DIR/kip848.json has; run the rest")
-    p.add_argument("--table", action="store_true", help="print the table of DIR/kip848.json; run nothing")
-    a = p.parse_args()
-    if a.table:
-        if a.out is None or not (a.out / "kip848.json").exists():
-            p.error("--table needs --out DIR holding a kip848.json")
-        return _table(json.loads((a.out / "kip848.json").read_text()))
-    if a.tries < 1:
-        p.error("--tries must be at least 1")
-    if a.resume and a.out is None:
-        p.error("--resume needs --out DIR")
-    out = a.out or Path(tempfile.mkdtemp(prefix="kafkacheck-kip848-"))
-    out.mkdir(parents=True, exist_ok=True)
-    saved = out / "kip848.json"
-    recorded = json.loads(saved.read_text()) if a.resume and saved.exists() else []
-    done = {r["setup"]: r["tries"] for r in recorded}
-    # every row's entry, in ROWS order; rows --only leaves out keep what was recorded
-    report = [{"setup": row.setup, "tries": list(done.get(row.setup, [])),
-               "command": "kafkacheck " + shlex.join(row.argv(Path("runs/kip848")))} for row in ROWS]
-    print(f"run directories in {out}", flush=True)
-    for i, row in enumerate(ROWS):
-        if a.only.lower() not in row.setup.lower():
-            continue
-        tries = report[i]["tries"]
-        for t in range(len(tries), a.tries):
-            run = out / re.sub(r"[^a-z0-9.]+", "-", row.setup.lower()) / f"try{t + 1}"  # never another row's
-            shutil.rmtree(run, ignore_errors=True)
-            result = one_try(row, run)
-            tries.append(result)
-            print(f"{row.setup} | try {t + 1}: {result}", flush=True)
-            saved.write_text(json.dumps(report, indent=2) + "\n")
-    return _table([r for r in report if r["tries"]])
+    return matrix_main(__doc__, "kip848", ROWS, _table)
 
 
 def exercised(run_dir: str | None) -> Counter | None:

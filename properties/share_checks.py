@@ -345,8 +345,11 @@ def check_share(ops: list[dict], config: dict, add, may_lose_acknowledged: bool 
                                 f"completed): a delivery count only rises"
                                 + ("" if regressed else "; a broker fault was in force meanwhile: a new leader "
                                                         "restarts from the persisted count"))
-    zombie = sorted(fault_windows([o for o in nemesis if o["f"] in CUT_OFF], sc.settle_ns))
-    _redelivered_accepted(deliveries, acks, slack, add, lambda a, b: any(s <= b and a <= e for s, e in zombie),
+    # (the ops that end them kept: without them no window would ever close)
+    zombie = sorted(fault_windows([o for o in nemesis if o["f"] in CUT_OFF or o["f"] in UNDOES], sc.settle_ns))
+    # a stale leader: cut off (or paused) from before the accept was answered until after the
+    # redelivery's fetch began (its settle time included), one window spanning both
+    _redelivered_accepted(deliveries, acks, slack, add, lambda a, b: any(s <= a and b <= e for s, e in zombie),
                           sc.lock_ns)
     _acks_not_held(deliveries, acks, slack, sc.delivery_limit, faulted, add)
     if may_lose_acknowledged:
@@ -370,9 +373,13 @@ def _within_lock(a: Call, ds, lock_ns: int, slack: int) -> bool:
 
 def _redelivered_accepted(deliveries, acks, slack: int, add, cut_off, lock_ns: int) -> None:
     """An accepted record acquired again; allowed (``share-redelivered-stale-leader``) when
-    ``cut_off(a, b)``: a broker was cut off or paused (alive, maybe still thinking it leads)
-    between the accept's answer and the second delivery, and the second delivery came from
-    another broker than the one that answered the accept (or either is unknown)."""
+    ``cut_off(a, b)``: one broker was cut off or paused (alive, maybe still thinking it leads)
+    from before the accept's answer (``a``) until after the second delivery's fetch began
+    (``b``), settle time included: the accept went to the new leader while the old one, which
+    never heard of it, went on serving; and the second delivery came from another broker than
+    the one that answered the accept (or either is unknown). A window that ended before the
+    accept, or began after the redelivery, explains nothing: a leader loads its state from the
+    share coordinator, which has every accept answered."""
     for record, items in sorted(acks.items()):
         accepted = [a for a, kind in items if kind == "accept" and outcome(a, record[0]) == "done"
                     and _within_lock(a, deliveries.get(record, ()), lock_ns, slack)]
@@ -383,7 +390,7 @@ def _redelivered_accepted(deliveries, acks, slack: int, add, cut_off, lock_ns: i
             if d.op.i > a.c + slack:
                 key, off = record
                 took, gave = _node(a, key), _node(d.op, key)
-                stale = cut_off(a.i, d.op.c) and (took is None or gave is None or took != gave)
+                stale = cut_off(a.c, d.op.i) and (took is None or gave is None or took != gave)
                 add("share-redelivered-stale-leader" if stale else "share-redelivered-accepted", key=key,
                     offset=off, ops=[a.index, d.op.index],
                     explanation=f"process {a.process} accepted offset {off} of {key} (op {a.index}, error NONE), "

@@ -282,6 +282,24 @@ def test_an_accepted_record_delivered_again_by_another_broker_while_one_was_cut_
     assert judge(h, engine)["anomaly_types"] == ["share-redelivered-accepted"]
 
 
+def test_a_cut_off_that_healed_before_the_accept_or_began_after_the_redelivery_excuses_nothing(engine):
+    """Found on Kafka 4.3.1: accepted records delivered again 30 s after the accept, with a
+    pause of one broker before the accept (healed) and of another just before the redelivery.
+    A stale leader serves what it had while it is cut off: one window must span the accept
+    (taken by the new leader) and the redelivery, settle time included; the windows used to
+    lack the ops that end them, and never ended."""
+    h = written().nemesis("pause", {"nodes": [3]}).nemesis("resume", {"nodes": [3]}).wait(11_000)
+    h.acquire(1, [(0, 100, 1)]).ack(1, [(0, "accept")]).wait(1_000)
+    h.acquire(2, [(0, 100, 2)])
+    assert judge(h, engine)["anomaly_types"] == ["share-redelivered-accepted"]  # healed (and settled) before
+    h = written().acquire(1, [(0, 100, 1)]).ack(1, [(0, "accept")]).wait(1_000)
+    h.nemesis("pause", {"nodes": [2]}).acquire(2, [(0, 100, 2)])
+    assert judge(h, engine)["anomaly_types"] == ["share-redelivered-accepted"]  # began after the accept
+    h = written().nemesis("pause", {"nodes": [3]}).acquire(1, [(0, 100, 1)]).ack(1, [(0, "accept")])
+    h.wait(1_000).acquire(2, [(0, 100, 1)]).nemesis("resume", {"nodes": [3]})
+    r = judge(h, engine)
+    assert r["valid"] is True and r["allowed"]["share-redelivered-stale-leader"] == 1  # one window spans both
+
 def test_an_ack_applied_to_a_record_another_consumer_acquired_since_is_not_held(engine):
     h = written().acquire(1, [(0, 100, 1)]).wait(31_000).acquire(2, [(0, 100, 2)])
     h.ack(1, [(0, "release")])  # its lock ran out, and consumer 2 holds it: Kafka refuses this
