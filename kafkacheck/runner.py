@@ -343,12 +343,20 @@ class _Run:
                 progress(budget.completed, ops)
             if budget.remaining <= 0 and all(c.op is None for c in self.clients):
                 break
-            if budget.completed != last_progress[0] or self.nemesis.offline:
-                # (a workload whose ops all touch an offline partition waits for it: no stall)
+            if budget.completed != last_progress[0] or self.nemesis.offline or self._only_paused_busy():
+                # (a workload whose ops all touch an offline partition waits for it, and one whose
+                # ops are all spent waits for the members the nemesis paused mid-op: no stall)
                 last_progress = (budget.completed, t_ns)
             elif t_ns - last_progress[1] > STALL_MS * MS:
                 return last_progress[1]  # no client op completed for STALL_MS
         return None
+
+    def _only_paused_busy(self) -> bool:
+        """Every op is spent and the clients still in one are paused by the nemesis (a member
+        paused up to three session timeouts: longer than STALL_MS), which resumes them."""
+        busy = [c for c in self.clients if c.op is not None]
+        return (self.budget.remaining <= 0 and bool(busy)
+                and all(self.sim.processes[c.node_id].paused for c in busy))
 
     def heal(self) -> int:
         """Every fault healed (steps left in the schedule are not applied), then a quiet

@@ -371,3 +371,13 @@ def test_held_acknowledgements_strike_a_consumer_group_and_the_run_stays_valid(t
         assert v["count"] == 2 and 1_000 <= v["ms"] <= 4_000 and v["src"] > 100
     result = judge(load_run_dir(tmp_path))
     assert result["valid"] is True, result["anomaly_types"]
+
+
+def test_a_member_paused_mid_op_after_the_ops_are_spent_is_no_stall():
+    """Found by the swarm (seed 459, a share run): every op was started by 37 s while one
+    share consumer was paused mid-acquire for up to three member sessions (90 s); nothing
+    completed for 60 s and the run was judged stalled. The nemesis resumes that consumer:
+    waiting for it is no stall."""
+    from kafkacheck.judge import judge_record as judge
+
+    assert judge(simulate(draw(459), None).record())["valid"] is True
