@@ -56,7 +56,7 @@ PER_RUN_SEEDS = (0, 1, 2, 3, 5, 8, 9, 10)
 
 
 def _timed(seed: int, ops: int) -> float:
-    from kafkacheck.hunt import _swarm_run
+    from kafkacheck.swarm_hunt import _swarm_run
 
     t = time.perf_counter()
     _swarm_run((seed, ops, None))
@@ -66,7 +66,8 @@ def _timed(seed: int, ops: int) -> float:
 def per_run(ops: int) -> None:
     import multiprocessing as mp
 
-    from kafkacheck.hunt import _remote, _swarm_run
+    from kafkacheck.hunt_tasks import _remote
+    from kafkacheck.swarm_hunt import _swarm_run
     from spark_analysis.pool import SparkTaskPool
     from spark_analysis.session import get_spark
 

@@ -2,12 +2,13 @@
 
 The verdict comes first, then the table of what ran, then each violation and each allowed
 anomaly type with its count, one line each; the explanations (a worked example of every
-type) are behind ``--explain`` and in the run's report. Output to a file or a pipe is not cut
-to a terminal's width: :func:`stdout_console` gives it the room it needs.
+type) are behind ``--explain`` (:func:`add_explain`) and in the run's report. Output to a file
+or a pipe is not cut to a terminal's width: :func:`stdout_console` gives it the room it needs.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -61,18 +62,16 @@ def verdict_line(result: dict) -> str:
 
 def _allowed_reasons() -> dict[str, str]:
     """Why each allowed type is allowed, from the checker's table."""
-    from properties.checker import allowances
+    from properties.check_table import allowed_reasons
 
-    reasons: dict[str, str] = {"unseen": "acknowledged values no poll returned; without a final read, "
-                                         "unread is not lost",
-                               "eos-unprocessed": "input read after the last commit: not yet processed"}
-    # a G1c cycle is allowed only when it has write-write edges (the checker decides per cycle)
-    reasons.update(dict.fromkeys(("G1c", "G1c-process", "G1c-realtime"), "cycles through write-write "
-                                 "dependencies: Kafka does not isolate writes"))
-    for a in allowances():
-        for kind in a.kinds:
-            reasons.setdefault(kind, a.why)
-    return reasons
+    return allowed_reasons()
+
+
+def add_explain(parser: argparse.ArgumentParser) -> None:
+    """--explain, for the commands that print a verdict (run, check)."""
+    parser.add_argument("--explain", action="store_true",
+                        help="after the verdict, explain an example of every anomaly type found, allowed "
+                             "ones included (report.html explains them too)")
 
 
 def print_verdict(result: dict, run_dir: Path, meta: dict, explain: bool = False,

@@ -1,4 +1,4 @@
-"""``kafkacheck hunt``: proof that the harness finds the bugs it claims to find.
+"""``kafkacheck hunt --bug``/``--all``: proof that the harness finds the bugs it claims to find.
 
 For a bug switch, runs seeds 0, 1, ..., ``runs - 1`` of a scenario that exercises that part
 of the engine (workload, length, faults; no seed is chosen by hand), ``--jobs`` at a time,
@@ -12,31 +12,27 @@ The verdict depends on work only: a switch is "missed" when none of its ``runs``
 which is the same on any machine. The wall-clock limit is a safety net: when it stops a hunt
 before its runs are done, the outcome is "unknown" (exit 2), never "missed" or "nothing".
 
-With ``--spark MASTER`` the runs are Spark tasks (:class:`spark_analysis.pool.SparkTaskPool`:
-a job of one task a run, as many in flight as the cluster has cores, or ``--jobs``); each
-returns its small record (the verdict, anomaly kinds, coverage marks, its seconds and the
-fingerprint of the code that made it) and the driver does the rest as the local hunt does,
-with the same loop: the same seeds in the same order, the same first finding, shrinking and
-saving on the driver.
+With ``--spark MASTER`` the runs are Spark tasks (:mod:`kafkacheck.hunt_tasks`) and the
+driver does the rest as the local hunt does, with the same loop: the same seeds in the same
+order, the same first finding, shrinking and saving on the driver. A finding is saved as a
+run directory (:func:`save_run`, as :mod:`kafkacheck.run` makes one). The swarm hunt (no
+``--bug``) is :mod:`kafkacheck.swarm_hunt`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing as mp
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkacheck.exits import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from kafkacheck.hunt_tasks import Tasks, _where, spark_session
 from kafkacheck.workloads import WORKLOADS
 from reference.bugs import BUGS, Bug
 
 DEFAULT_RUNS = 60  # seeds a switch (and runs without one): the budget that decides
 DEFAULT_TIME_LIMIT_S = 900.0  # wall seconds a switch: only a safety net (outcome "unknown")
-DEFAULT_SWARM_TIME_S = 120.0  # the swarm hunt (no --bug): how long it hunts
 # --machines: programs a machine runs (derandomized: the same programs every time, so this
 # budget decides, as --runs does for seeds), and the wall-clock safety net of each machine
 DEFAULT_MACHINE_PROGRAMS = 2000
@@ -152,104 +148,6 @@ def hunt_machine(out: Outcome, name: str, bugs: list[str], programs: int, time_l
             log(f"  could not save the program to {path}: {e.strerror or e}")
 
 
-class SparkWorkerError(Exception):
-    """A Spark task failed, or ran code other than the driver's: one line for the user."""
-
-
-def code_fingerprint() -> str:
-    """A hash of the project's sources (and data files) where this process imports them from
-    (150 files, a few milliseconds): a Spark task's verdict is the local one only if its
-    worker runs the same code. Read anew each time: a checkout edited during a hunt must not
-    pass for a different install."""
-    import hashlib
-    import importlib.util
-
-    h = hashlib.sha256()
-    for pkg in ("reference", "fault_injection", "traces", "properties", "linearizability", "kafkacheck"):
-        spec = importlib.util.find_spec(pkg)
-        if spec is None or spec.origin is None:
-            continue
-        root = Path(spec.origin).parent
-        for f in sorted(root.rglob("*")):
-            if f.suffix in (".py", ".json") and "__pycache__" not in f.parts:
-                h.update(str(f.relative_to(root.parent)).encode())
-                h.update(f.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _remote(fn, job):
-    """A Spark task: one run, with its seconds, the code's fingerprint and the worker's host."""
-    import socket
-
-    t = time.perf_counter()
-    r = fn(job)
-    return r, time.perf_counter() - t, code_fingerprint(), socket.gethostname()
-
-
-class _Checked:
-    """A Spark task's handle: its run's result, once its code is known to be the driver's."""
-
-    driver_code: str = ""
-
-    def __init__(self, handle) -> None:
-        self.handle = handle
-        self.seconds = 0.0
-        self.host = ""
-
-    def ready(self) -> bool:
-        return self.handle.ready()
-
-    def get(self):
-        from spark_analysis.pool import SparkTaskError
-
-        try:
-            r, self.seconds, fingerprint, self.host = self.handle.get()
-        except SparkTaskError as e:
-            hint = (" (kafkacheck must be installed for the Python that Spark runs on every worker: "
-                    "PYSPARK_PYTHON; see docs/how-to/hunt.md)" if "ModuleNotFoundError" in str(e) else "")
-            raise SparkWorkerError(f"a Spark task failed: {e}{hint}") from None
-        if fingerprint != _Checked.driver_code:
-            _Checked.driver_code = code_fingerprint()  # the files as they are now
-        if fingerprint != _Checked.driver_code:
-            raise SparkWorkerError(
-                f"the Spark worker on {self.host} runs other kafkacheck code (sources {fingerprint}) than "
-                f"this driver ({_Checked.driver_code}): install the same kafkacheck on every worker")
-        return r
-
-
-class Tasks:
-    """Where the runs of a hunt go: ``jobs`` forked processes, or Spark tasks in ``spark`` (a
-    SparkSession), ``jobs`` in flight (default: the cluster's cores)."""
-
-    def __init__(self, jobs: int | None, spark=None) -> None:
-        self.spark = spark
-        if spark is None:
-            self.slots = jobs or default_jobs()
-            self.pool = mp.get_context("fork").Pool(self.slots)
-        else:
-            from spark_analysis.pool import SparkTaskPool
-
-            _Checked.driver_code = code_fingerprint()
-            self.pool = SparkTaskPool(spark, "kafkacheck-hunt")
-            self.slots = jobs or self.pool.slots
-
-    def submit(self, fn, job):
-        if self.spark is None:
-            return self.pool.apply_async(fn, (job,))
-        return _Checked(self.pool.apply_async(_remote, (fn, job)))
-
-    def __enter__(self) -> Tasks:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.pool.terminate()
-
-
-def _where(handle) -> str:
-    """What a progress line adds for a Spark task: its own seconds and its worker."""
-    return f"; task {handle.seconds:.1f} s on {handle.host}" if isinstance(handle, _Checked) else ""
-
-
 def _judge_run(job: tuple[str | None, Scenario, int, int]) -> tuple[int, bool | str, list[str], int]:
     """Run one seed in a scratch directory; (seed, valid, anomaly types, client ops)."""
     from kafkacheck.corpus import RunSpec, simulate_run
@@ -316,14 +214,14 @@ def save_run(options: dict, out_dir: Path) -> Path:
     import contextlib
     import io
 
-    from kafkacheck.commands import run as run_command
     from kafkacheck.reproduce import run_finding_dir
+    from kafkacheck.run import make, option_defaults
 
     out = out_dir / run_finding_dir(options)
-    defaults = vars(run_command.parse([]))
+    defaults = option_defaults()
     args = argparse.Namespace(**{**defaults, **options, "out": str(out), "format": "json", "no_progress": True})
     with contextlib.redirect_stdout(io.StringIO()):
-        run_command.main(args)
+        make(args)
     return out
 
 
@@ -418,48 +316,6 @@ def no_bug(runs: int, jobs: int | None, log=print, time_limit: float = DEFAULT_T
                     out.false_positives.append((x[0].workload, s, kinds))
     out.seconds = time.monotonic() - start
     return out
-
-
-def default_jobs() -> int:
-    return max(1, min(os.cpu_count() or 2, 4))
-
-
-@contextlib.contextmanager
-def spark_session(master: str | None, log=print):
-    """The Spark session of ``--spark MASTER`` (None without it), stopped at the end. On Ctrl-C
-    PySpark's handler has cancelled the jobs already; the JVM's logs are silenced before the
-    session stops (tasks killed under way are no news), and the interruption goes on up."""
-    if master is None:
-        yield None
-        return
-    from spark_analysis.pool import first_error_line
-    from spark_analysis.session import get_spark
-
-    log(f"starting Spark (master {master}) ...")
-    try:
-        spark = get_spark(master=master, app_name="kafkacheck-hunt")
-    except Exception as e:
-        if type(e).__module__.startswith(("pyspark", "py4j")):
-            raise SparkWorkerError(f"Spark did not start with master {master}: {first_error_line(e)}") from None
-        raise
-    log(f"Spark: {spark.sparkContext.defaultParallelism} task slots (master {spark.sparkContext.master})")
-    try:
-        yield spark
-    except KeyboardInterrupt:
-        _silence(spark)
-        raise
-    finally:
-        # a context the interruption left half stopped may fail to stop: the JVM exits with us
-        with contextlib.suppress(Exception):
-            spark.stop()
-
-
-def _silence(spark) -> None:
-    try:
-        log4j = spark.sparkContext._jvm.org.apache.logging.log4j
-        log4j.core.config.Configurator.setAllLevels(log4j.LogManager.getRootLogger().getName(), log4j.Level.OFF)
-    except Exception:
-        pass
 
 
 def _verdict(o: Outcome) -> str:
@@ -598,208 +454,3 @@ def main(bugs: list[str], all_: bool, with_none: bool, runs: int, jobs: int | No
                     hunt_machine(outcomes[-1], m, [], machine_programs, machine_time, log, out_dir)
     print_table(outcomes, runs)
     return verdict(outcomes)[0]
-
-
-# ------------------------------------------------------------------ the swarm (no --bug)
-
-
-@dataclass
-class SwarmOutcome:
-    with_switch: str | None
-    runs: int = 0
-    seconds: float = 0.0
-    found: list[tuple[int, list[str], str]] = field(default_factory=list)  # seed, anomalies, drawn
-    mark_runs: dict[str, int] = field(default_factory=dict)  # mark -> runs that reached it
-    mark_counts: dict[str, int] = field(default_factory=dict)  # mark -> times reached in all
-    by_workload: dict[str, int] = field(default_factory=dict)
-    stopped_by: str = "time limit"
-    unfinished: bool = False  # --runs given and the time limit came first
-    ops: int = 0
-    shrunk_ops: int | None = None
-    run_dir: str | None = None  # the finding's run, saved (kafkacheck run --replay DIR)
-
-
-def _swarm_run(job: tuple[int, int, str | None]) -> tuple[int, bool | str, list[str], dict[str, int], str, str]:
-    """Draw and run swarm seed ``seed``; (seed, valid, anomaly types, marks, workload, drawn)."""
-    from dataclasses import replace
-
-    from kafkacheck.judge import judge_record as judge
-    from kafkacheck.runner import simulate
-    from kafkacheck.swarm import describe, draw
-
-    seed, ops, bug = job
-    options = draw(seed, ops)
-    if bug:
-        options = replace(options, bugs=[bug])
-    outcome = simulate(options, None)
-    r = judge(outcome.record())
-    return seed, r["valid"], r["anomaly_types"], outcome.stats["marks"], options.workload, describe(options)
-
-
-class Steering:
-    """Which seed to run next: among the next few unrun seeds, the one whose drawn choices
-    (workload, faults, aimed strategies, timings...) have so far led to rarely reached marks.
-    The seed alone still reproduces each run; only the order is steered. A quarter of the
-    picks ignore the scores (exploration), from the hunt's own seeded RNG."""
-
-    CANDIDATES = 6
-
-    def __init__(self, ops: int, explore_seed: int = 0) -> None:
-        import random
-
-        from kafkacheck.swarm import draw, features
-
-        self._draw, self._features = draw, features
-        self.ops = ops
-        self.rng = random.Random(explore_seed)
-        self.pool: list[int] = []
-        self.next_seed = 0
-        self.mark_runs: dict[str, int] = {}
-        self.score: dict[str, tuple[float, int]] = {}  # feature -> (sum of novelty, runs)
-        self.drawn: dict[int, list[str]] = {}
-
-    def pick(self) -> int:
-        while len(self.pool) < self.CANDIDATES:
-            self.pool.append(self.next_seed)
-            self.drawn[self.next_seed] = self._features(self._draw(self.next_seed, self.ops))
-            self.next_seed += 1
-        if not self.mark_runs or self.rng.random() < 0.25:
-            seed = self.pool[0]
-        else:
-            seed = max(self.pool, key=lambda s: (self._value(self.drawn[s]), -s))
-        self.pool.remove(seed)
-        return seed
-
-    def _value(self, feats: list[str]) -> float:
-        known = [self.score[f] for f in feats if f in self.score]
-        best = max((total / n for total, n in self.score.values()), default=1.0)
-        values = [total / n for total, n in known] + [best] * (len(feats) - len(known))
-        return sum(values) / len(values) if values else 0.0
-
-    def learn(self, seed: int, marks: dict[str, int]) -> None:
-        novelty = sum(1.0 / (1 + self.mark_runs.get(m, 0)) for m in marks)
-        for m in marks:
-            self.mark_runs[m] = self.mark_runs.get(m, 0) + 1
-        for f in self.drawn.pop(seed, []):
-            total, n = self.score.get(f, (0.0, 0))
-            self.score[f] = (total + novelty, n + 1)
-
-
-def swarm(time_limit: float, runs: int | None, jobs: int | None, with_switch: str | None = None,
-          ops: int | None = None, log=print, shrink: bool = True, out_dir: Path | None = None,
-          spark=None) -> SwarmOutcome:
-    """Swarm seeds until the time limit (or ``runs`` runs): stop at the first finding, saved
-    with ``out_dir`` as a run directory there. ``spark``: the runs as Spark tasks, steered as
-    the local ones are (each result as it comes, whatever its order)."""
-    from kafkacheck.swarm import DEFAULT_OPS
-
-    ops = ops or DEFAULT_OPS
-    out = SwarmOutcome(with_switch, ops=ops)
-    steering = Steering(ops)
-    start = time.monotonic()
-    started = 0
-    with Tasks(jobs, spark) as pool:
-        jobs = pool.slots
-        pending: dict[int, object] = {}
-        while True:
-            while (len(pending) < jobs and not out.found and (runs is None or started < runs)
-                   and time.monotonic() - start < time_limit):
-                seed = steering.pick()
-                pending[seed] = pool.submit(_swarm_run, (seed, ops, with_switch))
-                started += 1
-            if not pending:
-                break
-            done = [s for s, p in pending.items() if p.ready()]
-            if not done:
-                if out.found:
-                    break  # the first finding ends the hunt; runs under way are dropped
-                if time.monotonic() - start > time_limit:
-                    if runs is not None:
-                        out.stopped_by = f"time limit, after {out.runs} of {runs} runs"
-                        out.unfinished = True
-                    break
-                time.sleep(0.05)
-                continue
-            for s in sorted(done):
-                h = pending.pop(s)
-                seed, valid, kinds, marks, workload, drawn = h.get()
-                out.runs += 1
-                out.by_workload[workload] = out.by_workload.get(workload, 0) + 1
-                for m, n in marks.items():
-                    out.mark_runs[m] = out.mark_runs.get(m, 0) + 1
-                    out.mark_counts[m] = out.mark_counts.get(m, 0) + n
-                steering.learn(seed, marks)
-                verdict = valid if valid is not False else "INVALID " + ",".join(kinds)
-                log(f"  swarm seed {seed}: {verdict} ({time.monotonic() - start:.1f} s{_where(h)}; {drawn})")
-                if valid is False:
-                    out.found.append((seed, kinds, drawn))
-    out.seconds = time.monotonic() - start
-    if runs is not None and out.runs >= runs and not out.found:
-        out.stopped_by = f"{runs} runs"
-    if out.found and shrink:
-        seed = out.found[0][0]
-        o = ops
-        while o // 2 >= 100:
-            _s, valid, kinds, _m, _w, _d = _swarm_run((seed, o // 2, with_switch))
-            if valid is not False:
-                break
-            o //= 2
-            log(f"  swarm seed {seed}: shrunk to {o} ops ({','.join(kinds)})")
-        out.shrunk_ops = o
-    if out.found and out_dir is not None:
-        out.run_dir = str(save_run(swarm_options(out.found[0][0], out.shrunk_ops or ops, with_switch), out_dir))
-    return out
-
-
-def swarm_command(seed: int, ops: int, bug: str | None) -> str:
-    from kafkacheck.reproduce import command_line
-
-    return command_line(swarm_options(seed, ops, bug))
-
-
-def swarm_options(seed: int, ops: int, bug: str | None) -> dict:
-    """The options of ``kafkacheck run`` (run.json's) that make swarm seed ``seed``'s run."""
-    from kafkacheck.swarm import DEFAULT_OPS
-
-    options: dict = {"swarm": seed}
-    if ops != DEFAULT_OPS:
-        options["ops"] = ops
-    if bug:
-        options["bug"] = [bug]
-    return options
-
-
-def print_swarm(out: SwarmOutcome) -> None:
-    """The finding (or that there was none) first, then the coverage marks reached."""
-    from rich.table import Table
-
-    from kafkacheck.console import stdout_console
-    from reference.marks import MARKS
-
-    console = stdout_console()
-    engine = f"the engine with {out.with_switch} on" if out.with_switch else "the engine"
-    if out.found:
-        seed, kinds, drawn = out.found[0]
-        print(f"FOUND on {engine} after {out.runs} runs ({out.seconds:.1f} s): swarm seed {seed}: "
-              f"{', '.join(kinds)}")
-        print(f"  drawn: {drawn}")
-        print(f"  reproduce with: {swarm_command(seed, out.shrunk_ops or out.ops, out.with_switch)}")
-        if out.run_dir:
-            print(f"  saved: kafkacheck run --replay {out.run_dir} runs it again, byte for byte")
-    else:
-        print(f"nothing found on {engine} in {out.runs} swarm runs (seeds drawn by the steering; "
-              f"{out.seconds:.0f} s, stopped by the {out.stopped_by})")
-    sys.stdout.flush()
-    t = Table(title=f"coverage marks reached in {out.runs} swarm runs")
-    t.add_column("mark")
-    t.add_column("runs", justify="right")
-    t.add_column("times", justify="right")
-    for m in MARKS:
-        if m in out.mark_runs:
-            t.add_row(m, str(out.mark_runs[m]), str(out.mark_counts[m]))
-    console.print(t)
-    unreached = [m for m in MARKS if m not in out.mark_runs]
-    print(f"marks reached: {len(MARKS) - len(unreached)} of {len(MARKS)}")
-    if unreached:
-        print("never reached: " + ", ".join(unreached))
-    print("runs by workload: " + ", ".join(f"{w} {n}" for w, n in sorted(out.by_workload.items())))

@@ -39,9 +39,9 @@ def anomalies(c: Corpus, detectors: dict[str, DataFrame] | None = None) -> DataF
 
 
 def allowed_column():
-    """Whether an anomaly row is allowed, by the checker's table (properties/checker.py): each
+    """Whether an anomaly row is allowed, by the checker's table (properties/check_table.py): each
     allowance's types, under its condition, as a column of the runs table."""
-    from properties.checker import allowances
+    from properties.check_table import allowances
 
     when = {"always": F.lit(True), "subscribe": F.coalesce(F.col("sub_via").contains("subscribe"), F.lit(False)),
             "compacted": F.coalesce(F.col("compacted"), F.lit(False))}
@@ -56,7 +56,7 @@ def _cycles_of_run(pdf: pd.DataFrame) -> pd.DataFrame:
     import json
 
     from properties.analysis import analyse, compile_ops
-    from properties.checker import ALWAYS_ALLOWED
+    from properties.check_table import ALWAYS_ALLOWED
     from properties.cycles import Budget, check_cycles
 
     pdf = pdf.sort_values("index")

@@ -1,5 +1,5 @@
 """mkdocs hook: ``<!-- kafkacheck-checks -->`` in a page becomes the checker's table of checks
-(``properties/checker.py``'s ``CHECKS``): what each reports, when it applies, and what of it is
+(``properties/check_table.py``'s ``CHECKS``): what each reports, when it applies, and what of it is
 allowed when, so that the page is always the table the checker runs."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def _when(when: str) -> str:
 def table() -> str:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from properties.checker import CHECKS
+    from properties.check_table import CHECKS
 
     rows = ["| check | reports | applies | allowed |", "| --- | --- | --- | --- |"]
     for c in CHECKS:

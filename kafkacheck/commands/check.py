@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.commands.common import add_explain, standalone
+from kafkacheck.commands.common import standalone
+from kafkacheck.console import add_explain
 from kafkacheck.exits import UsageError, verdict_exit
 from kafkacheck.judge import judge, read_events, write_results
 from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S

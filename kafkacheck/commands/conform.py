@@ -13,7 +13,6 @@ from pathlib import Path
 from fault_injection.vocabulary import REAL as REAL_FAULTS
 from fault_injection.vocabulary import unknown as unknown_fault
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.commands.common import GROUP_WORKLOADS, RUN_GROUP_WORKLOADS
 from kafkacheck.commands.conform_protocols import (
     check_broker_protocol,
     check_broker_share,
@@ -21,7 +20,7 @@ from kafkacheck.commands.conform_protocols import (
     check_share,
 )
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
-from kafkacheck.workloads import WORKLOADS
+from kafkacheck.workloads import GROUP_WORKLOADS, RUN_GROUP_WORKLOADS, WORKLOADS
 
 DEFAULT_FAULTS = "sigkill,pause,client-partition,client-delay"
 REPORT_FILES = ("report.json", "junit.xml", "report.html")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from kafkacheck.commands.common import RUN_GROUP_WORKLOADS, group_options_conflict
 from kafkacheck.exits import UsageError
+from kafkacheck.workloads import RUN_GROUP_WORKLOADS, group_options_conflict
 
 # the first librdkafka whose KIP-848 consumer is production-ready (its CHANGELOG: 2.12.0)
 LIBRDKAFKA_CONSUMER_PROTOCOL = (2, 12)

@@ -1,5 +1,5 @@
 """``kafkacheck hunt``: the swarm hunt for bugs nobody planted, or the proof that every bug
-switch is found (:mod:`kafkacheck.hunt` does the hunting)."""
+switch is found (:mod:`kafkacheck.swarm_hunt` and :mod:`kafkacheck.hunt` do the hunting)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from kafkacheck import hunt
+    from kafkacheck import hunt, hunt_tasks
 
     for b in args.bug:
         if b not in BUGS:
@@ -109,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
         return hunt.main(args.bug, args.all, args.all or not args.bug, runs, jobs, args.quiet,
                          args.machines, time_limit, machine_time, machine_programs, Path(args.out),
                          spark_master=args.spark)
-    except hunt.SparkWorkerError as e:
+    except hunt_tasks.SparkWorkerError as e:
         raise UsageError(str(e)) from None
 
 
@@ -132,20 +132,20 @@ def _need_pyspark(master: str) -> None:
 def _jobs(args: argparse.Namespace) -> int | None:
     """Runs at once: --jobs; without it the CPU count (at most 4), or with --spark the
     cluster's task slots (None: the pool asks Spark)."""
-    from kafkacheck import hunt
+    from kafkacheck import hunt_tasks
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     if args.jobs is not None:
         return args.jobs
-    return None if args.spark is not None else hunt.default_jobs()
+    return None if args.spark is not None else hunt_tasks.default_jobs()
 
 
 
 def _swarm_hunt(args: argparse.Namespace) -> int:
-    from kafkacheck import hunt
+    from kafkacheck import hunt_tasks, swarm_hunt
 
-    time_limit = args.time_limit if args.time_limit is not None else hunt.DEFAULT_SWARM_TIME_S
+    time_limit = args.time_limit if args.time_limit is not None else swarm_hunt.DEFAULT_SWARM_TIME_S
     if time_limit <= 0:
         raise UsageError("--time-limit must be positive")
     if args.runs is not None and args.runs < 1:
@@ -163,12 +163,12 @@ def _swarm_hunt(args: argparse.Namespace) -> int:
     log(f"swarm hunt on {engine}: up to {time_limit:g} s" + (f" or {args.runs} runs" if args.runs else "")
         + f", {at_once}" + (f", as Spark tasks (--spark {args.spark})" if args.spark else ""))
     try:
-        with hunt.spark_session(args.spark, log) as spark:
-            out = hunt.swarm(time_limit, args.runs, jobs, args.with_switch, args.ops, log,
-                             out_dir=Path(args.out), spark=spark)
-    except hunt.SparkWorkerError as e:
+        with hunt_tasks.spark_session(args.spark, log) as spark:
+            out = swarm_hunt.swarm(time_limit, args.runs, jobs, args.with_switch, args.ops, log,
+                                   out_dir=Path(args.out), spark=spark)
+    except hunt_tasks.SparkWorkerError as e:
         raise UsageError(str(e)) from None
-    hunt.print_swarm(out)
+    swarm_hunt.print_swarm(out)
     if args.with_switch:
         return EXIT_VALID if out.found else (EXIT_UNKNOWN if out.unfinished else EXIT_INVALID)
     return EXIT_INVALID if out.found else (EXIT_UNKNOWN if out.unfinished else EXIT_VALID)

@@ -414,7 +414,7 @@ struct KeyState {
     }
 };
 
-// properties/checker.py's IDEMPOTENCE_ERRORS
+// properties/config_checks.py's IDEMPOTENCE_ERRORS
 const char* const IDEMPOTENCE_ERRORS[] = {"OUT_OF_ORDER_SEQUENCE_NUMBER", "OutOfOrderSequence", "INVALID_PRODUCER_EPOCH",
                                           "InvalidProducerEpoch", "PRODUCER_FENCED", "ProducerFenced"};
 

@@ -10,9 +10,9 @@ import json
 import pytest
 
 from kafkacheck.cli import main
-from kafkacheck.commands.common import RUN_GROUP_WORKLOADS, group_options_conflict
 from kafkacheck.judge import judge_record
 from kafkacheck.runner import RunOptions, simulate
+from kafkacheck.workloads import RUN_GROUP_WORKLOADS, group_options_conflict
 from reference.errors import Errors
 from reference.messages import (
     COORDINATOR_GROUP,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkacheck import hunt
+from kafkacheck import hunt_tasks, swarm_hunt
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_LINE = re.compile(r"^  (?:[\w-]+: seed|swarm seed) (\d+):? (True|INVALID [\w,-]+|[\w-]+) \(")
@@ -59,8 +59,8 @@ def test_swarm_seeds_as_spark_tasks_give_the_local_verdicts_and_marks(spark):
 
     def run(jobs, session):
         lines: list[str] = []
-        out = hunt.swarm(600, 10, jobs, with_switch=switch, ops=300, log=lines.append, shrink=False,
-                         spark=session)
+        out = swarm_hunt.swarm(600, 10, jobs, with_switch=switch, ops=300, log=lines.append, shrink=False,
+                               spark=session)
         return out, verdicts("\n".join(lines))
 
     local, local_v = run(1, None)
@@ -74,7 +74,7 @@ def test_swarm_seeds_as_spark_tasks_give_the_local_verdicts_and_marks(spark):
     assert two.runs == len(two_v) >= 2
     for seed, verdict in two_v.items():
         if seed not in local_v:
-            _s, valid, kinds, _m, _w, _d = hunt._swarm_run((seed, 300, switch))
+            _s, valid, kinds, _m, _w, _d = swarm_hunt._swarm_run((seed, 300, switch))
             local_v[seed] = str(valid) if valid is not False else "INVALID " + ",".join(kinds)
         assert verdict == local_v[seed], seed
 
@@ -94,13 +94,13 @@ def test_a_worker_with_other_code_or_a_failed_task_is_one_line():
                 raise self.error
             return self.value
 
-    hunt._Checked.driver_code = hunt.code_fingerprint()
-    ok = hunt._Checked(Handle(("result", 1.5, hunt.code_fingerprint(), "worker-1")))
-    assert ok.get() == "result" and hunt._where(ok) == "; task 1.5 s on worker-1"
-    with pytest.raises(hunt.SparkWorkerError, match="worker-2 runs other kafkacheck code"):
-        hunt._Checked(Handle(("result", 1.5, "0123456789abcdef", "worker-2"))).get()
-    with pytest.raises(hunt.SparkWorkerError) as e:
-        hunt._Checked(Handle(error=SparkTaskError("ModuleNotFoundError: No module named 'kafkacheck'"))).get()
+    hunt_tasks._Checked.driver_code = hunt_tasks.code_fingerprint()
+    ok = hunt_tasks._Checked(Handle(("result", 1.5, hunt_tasks.code_fingerprint(), "worker-1")))
+    assert ok.get() == "result" and hunt_tasks._where(ok) == "; task 1.5 s on worker-1"
+    with pytest.raises(hunt_tasks.SparkWorkerError, match="worker-2 runs other kafkacheck code"):
+        hunt_tasks._Checked(Handle(("result", 1.5, "0123456789abcdef", "worker-2"))).get()
+    with pytest.raises(hunt_tasks.SparkWorkerError) as e:
+        hunt_tasks._Checked(Handle(error=SparkTaskError("ModuleNotFoundError: No module named 'kafkacheck'"))).get()
     assert str(e.value).startswith("a Spark task failed: ModuleNotFoundError: No module named 'kafkacheck' (")
     assert "PYSPARK_PYTHON" in str(e.value) and "\n" not in str(e.value)
 

@@ -9,8 +9,9 @@ import json
 import pytest
 
 from kafkacheck.cli import main
-from kafkacheck.hunt import command, swarm_command
+from kafkacheck.hunt import command
 from kafkacheck.reproduce import command_line, run_dir_name
+from kafkacheck.swarm_hunt import swarm_command
 
 
 def test_a_run_is_replayed_byte_for_byte_from_its_recorded_options(tmp_path, capsys):
@@ -55,7 +56,8 @@ def test_printed_commands_and_run_directories_derive_from_the_options():
     other = run_dir_name("seed0-queue", {"seed": 0, "ops": 10000, "brokers": 5}, 10000)
     assert other.startswith("seed0-queue-") and other != run_dir_name("seed0-queue", {"seed": 0, "ops": 10000,
                                                                                        "brokers": 4}, 10000)
-    from kafkacheck.commands.run import parse, run_options
+    from kafkacheck.commands.run import parse
+    from kafkacheck.run import run_options
     assert run_options(parse(["--swarm", "0"])) == {"swarm": 0}  # a seed of 0 is a seed
     assert command_line(run_options(parse(["--swarm", "0", "--keep-going"]))) == "kafkacheck run --swarm 0 --keep-going"
     with pytest.raises(ValueError, match="colour"):

@@ -4,6 +4,7 @@ tests/kafkacheck/test_report_browser.py opens the pages in Chromium."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -11,7 +12,8 @@ import sys
 from pathlib import Path
 
 from kafkacheck.cli import main
-from kafkacheck.report import MAX_TIMELINE_OPS, fault_windows, write_report
+from kafkacheck.report import MAX_TIMELINE_OPS, write_report
+from kafkacheck.report_history import fault_windows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,15 +125,15 @@ def _large_history(run_dir: Path, n_ops: int, anomaly_op: int) -> None:
 
 
 def test_a_large_run_is_sampled_keeping_the_anomaly_ops(tmp_path, monkeypatch):
-    from kafkacheck import report as module
+    from kafkacheck import report_history as module
 
     out = tmp_path / "large"
     n = 100_000
     anomaly_op = 2 * 33_333 + 1  # a completion that every k-th sampling would leave out
     _large_history(out, n, anomaly_op)
     summaries = []
-    summary = module._summary
-    monkeypatch.setattr(module, "_summary", lambda *a: summaries.append(1) or summary(*a))
+    summary = module.summary
+    monkeypatch.setattr(module, "summary", lambda *a: summaries.append(1) or summary(*a))
     write_report(out)
     report = json.loads((out / "report.json").read_text())
     assert report["history"]["client_ops"] == n
@@ -298,3 +300,21 @@ def test_an_offline_partition_ends_with_the_resume_or_restart_of_its_nodes():
                *op(4, "restart", {"nodes": [1]}, 500)]
     windows = [(w["f"], w["nodes"], w["start"], w["end"]) for w in fault_windows(nemesis, 1000)]
     assert windows == [("offline-partition", ["2"], 105, 300), ("offline-partition", ["1"], 405, 500)]
+
+
+def test_allowed_anomalies_are_folded_to_a_line_each_with_why_they_are_allowed(tmp_path):
+    """A valid run's page shows its allowed anomalies as one closed line each (a count and the
+    reason), opened on a click, so that its plots are not pushed screens down."""
+    from kafkacheck.cli import main
+
+    out = tmp_path / "r"
+    assert main(["run", "--workload", "txn", "--seed", "0", "--ops", "300", "--no-progress", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    page = _page(out)
+    assert results["allowed"], "this run allows nothing: pick one that does"
+    for kind in results["allowed"]:
+        assert results["allowed_why"][kind]
+        opening = page.index(f"id='allowed-{kind}'")
+        tag = page[page.rindex("<details", 0, opening):opening]
+        assert " open" not in tag  # folded
+        assert html.escape(results["allowed_why"][kind], quote=True) in page

@@ -15,7 +15,7 @@ import pytest
 from fault_injection.aimed import AIMED
 from fault_injection.cluster import CLUSTER_TIMINGS
 from fault_injection.model_shapes import model_templates, template_schedule
-from kafkacheck import hunt
+from kafkacheck import swarm_hunt
 from kafkacheck.cli import main
 from kafkacheck.runner import RunOptions, simulate
 from kafkacheck.swarm import describe, draw, features
@@ -304,8 +304,8 @@ def test_swarm_seed_320_a_restarted_follower_is_not_let_into_the_isr_by_a_retrie
 
 
 def test_the_swarm_finds_a_switch_it_is_not_told_about(tmp_path):
-    out = hunt.swarm(time_limit=600, runs=12, jobs=2, with_switch="ack-before-isr", ops=800,
-                     log=lambda _m: None, shrink=False, out_dir=tmp_path)
+    out = swarm_hunt.swarm(time_limit=600, runs=12, jobs=2, with_switch="ack-before-isr", ops=800,
+                           log=lambda _m: None, shrink=False, out_dir=tmp_path)
     assert out.found, "ack-before-isr not found in 12 swarm runs"
     # (no assertion on the marks reached: with two jobs, which run ends first depends on the
     # machine's load, and a run the switch stops at once reaches none)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from properties.checker import ALWAYS_ALLOWED, check
+from properties.check_table import ALWAYS_ALLOWED
+from properties.checker import check
 
 
 class B:

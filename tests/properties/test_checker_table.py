@@ -1,4 +1,4 @@
-"""The checker is one table (properties/checker.py's CHECKS): the docs and the Spark jobs take
+"""The checker is one table (properties/check_table.py's CHECKS): the docs and the Spark jobs take
 their anomaly names and allowances from it, and the table decides what is allowed."""
 
 from __future__ import annotations
@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from properties.checker import ANOMALY_TYPES, CHECKS, RunConfig, allowances, allowed_kinds, check
+from properties.check_table import ANOMALY_TYPES, CHECKS, allowances, allowed_kinds
+from properties.checker import check
+from properties.judging import RunConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT / "docs" / "reference" / "anomalies.md"
