@@ -7,10 +7,11 @@ when there is one, results.json when the run was judged) and writes beside them:
   bug switches), the run's options and the command that reproduces it, the verdict's summary,
   and what the page drew (docs/reference/trace-format.md lists the fields);
 - ``report.html``: the verdict, every anomaly with its explanation and links to its operations
-  (every allowed anomaly folded to a line that says why it is allowed, opened on a click); a timeline of the operations (one lane per process, a process's lane
-  reused once it has ended) with the fault windows as bands and the node events as marks; latency
-  per operation type and throughput over time with the fault windows shaded; the target and the
-  options. Inline CSS, SVG drawn here and a few lines of script: nothing is fetched when the
+  (every allowed anomaly folded to a line that says why it is allowed, opened on a click); a
+  timeline of the operations (one lane per process, a process's lane reused once it has ended)
+  with the fault windows as bands and the node events as marks; latency per operation type and
+  throughput over time with the fault windows shaded; the target and the options. Inline CSS,
+  SVG (:mod:`kafkacheck.report_svg`) and a few lines of script: nothing is fetched when the
   page is opened.
 
 Large runs are sampled: past :data:`MAX_TIMELINE_OPS` client operations the timeline draws
