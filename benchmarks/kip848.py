@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from real_bugs import Row
-from row_matrix import matrix_main
+from row_matrix import clean_table, matrix_main
 
 FAULTS = "sigkill,pause,client-partition,client-delay,straggle"
 BASE = ("--brokers", "3", "--group-protocol", "consumer", "--faults", FAULTS,
@@ -64,32 +64,18 @@ def exercised(run_dir: str | None) -> Counter | None:
     return out
 
 
-def _table(report: list[dict]) -> int:
-    print("\n| setup | valid in | anomalies | held by straggle | refused commits | transactions with offsets | "
-          "revoked / lost | highest member epoch | minutes a try |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    ok = True
-    for r in report:
-        clean = [t for t in r["tries"] if t["found"] is False]
-        kinds = sorted({k for t in r["tries"] for k in t["anomalies"]})
-        errors = sorted({t["error"] for t in r["tries"] if t.get("error")})
-        ok &= len(clean) == len(r["tries"])
-        minutes = ", ".join(str(t["minutes"]) for t in r["tries"])
-        seen = [exercised(t.get("run_dir")) for t in r["tries"]]
-        if None in seen:  # a try's run directory is gone: what it exercised is unknown
-            print(f"| {r['setup']} | {len(clean)} of {len(r['tries'])} | {', '.join(kinds + errors) or '-'} | "
-                  f"? | ? | ? | ? | ? | {minutes} |")
-            continue
-        total = sum(seen, Counter())
-        print(f"| {r['setup']} | {len(clean)} of {len(r['tries'])} | {', '.join(kinds + errors) or '-'} | "
-              f"{total['held']} | {total['refused']} | {total['txn offsets'] if 'eos' in r['setup'] else '-'} | "
-              f"{total['revoked']} / {total['lost']} | "
-              f"{max((c['epochs'] for c in seen), default=0)} | {minutes} |")
-    print()
-    for r in report:
-        print(f"- {r['setup']}: `{r['command']}`")
-    return 0 if ok else 1
+COLUMNS = ["held by straggle", "refused commits", "transactions with offsets", "revoked / lost",
+           "highest member epoch"]
 
+
+def _cells(r: dict, seen: list[Counter]) -> list[object]:
+    total = sum(seen, Counter())
+    return [total["held"], total["refused"], total["txn offsets"] if "eos" in r["setup"] else "-",
+            f"{total['revoked']} / {total['lost']}", max((c["epochs"] for c in seen), default=0)]
+
+
+def _table(report: list[dict]) -> int:
+    return clean_table(report, COLUMNS, exercised, _cells)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from real_bugs import Row
-from row_matrix import matrix_main
+from row_matrix import clean_table, matrix_main
 
 DEFAULT_FAULTS = "sigkill,pause,client-partition,client-delay"  # kafkacheck conform's default
 STRAGGLE = ("--faults", "straggle", "--straggle-api", "ShareFetch,ShareAcknowledge")
@@ -71,32 +71,19 @@ def exercised(run_dir: str | None) -> Counter | None:
     return out
 
 
-def _table(report: list[dict]) -> int:
-    print("\n| setup | valid in | anomalies | records acquired | again (count > 1) | acks applied / refused / "
-          "unknown | held by straggle | allowed | minutes a try |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    ok = True
-    for r in report:
-        clean = [t for t in r["tries"] if t["found"] is False]
-        kinds = sorted({k for t in r["tries"] for k in t["anomalies"]})
-        errors = sorted({t["error"] for t in r["tries"] if t.get("error")})
-        ok &= len(clean) == len(r["tries"])
-        minutes = ", ".join(str(t["minutes"]) for t in r["tries"])
-        seen = [exercised(t.get("run_dir")) for t in r["tries"]]
-        head = f"| {r['setup']} | {len(clean)} of {len(r['tries'])} | {', '.join(kinds + errors) or '-'} |"
-        if None in seen:  # a try's run directory is gone: what it exercised is unknown
-            print(f"{head} ? | ? | ? | ? | ? | {minutes} |")
-            continue
-        t = sum(seen, Counter())
-        allowed = ", ".join(f"{k.removeprefix('allowed ')} {n}" for k, n in sorted(t.items())
-                            if k.startswith("allowed ")) or "-"
-        print(f"{head} {t['acquired']} | {t['again']} | {t['applied']} / {t['refused']} / {t['unknown']} | "
-              f"{t['held']} | {allowed} | {minutes} |")
-    print()
-    for r in report:
-        print(f"- {r['setup']}: `{r['command']}`")
-    return 0 if ok else 1
+COLUMNS = ["records acquired", "again (count > 1)", "acks applied / refused / unknown", "held by straggle",
+           "allowed"]
 
+
+def _cells(r: dict, seen: list[Counter]) -> list[object]:
+    t = sum(seen, Counter())
+    allowed = ", ".join(f"{k.removeprefix('allowed ')} {n}" for k, n in sorted(t.items())
+                        if k.startswith("allowed ")) or "-"
+    return [t["acquired"], t["again"], f"{t['applied']} / {t['refused']} / {t['unknown']}", t["held"], allowed]
+
+
+def _table(report: list[dict]) -> int:
+    return clean_table(report, COLUMNS, exercised, _cells)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,7 +1,7 @@
-"""The command line the protocol matrices share (benchmarks/kip848.py, benchmarks/kip932.py):
-rows of ``kafkacheck conform`` commands (:class:`real_bugs.Row`), each run ``--tries`` times,
-every try recorded in ``DIR/NAME.json`` (``--resume`` keeps them), and a table printed by the
-matrix's own ``table`` function (``--table`` prints it from DIR alone)."""
+"""What the protocol matrices share (benchmarks/kip848.py, benchmarks/kip932.py): the command
+line (rows of ``kafkacheck conform`` commands, :class:`real_bugs.Row`, each run ``--tries``
+times, every try recorded in ``DIR/NAME.json``, ``--resume`` keeping them, ``--table`` printing
+the table from DIR alone) and the table of rows that expect every try clean."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import re
 import shlex
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,3 +56,28 @@ def matrix_main(doc: str, name: str, rows: list[Row], table: Callable[[list[dict
             print(f"{row.setup} | try {t + 1}: {result}", flush=True)
             saved.write_text(json.dumps(report, indent=2) + "\n")
     return table([r for r in report if r["tries"]])
+
+
+def clean_table(report: list[dict], columns: list[str], exercised: Callable[[str | None], Counter | None],
+                cells: Callable[[dict, list[Counter]], list[object]]) -> int:
+    """The Markdown table of rows that expect every try clean: setup, valid in, anomalies, the
+    matrix's own ``columns`` (``cells(row, what each try exercised)``; ``?`` when a try's run
+    directory is gone) and minutes a try; then each row's command. 0 when every try was clean."""
+    print("\n| " + " | ".join(["setup", "valid in", "anomalies", *columns, "minutes a try"]) + " |")
+    print("|" + " --- |" * (len(columns) + 4))
+    ok = True
+    for r in report:
+        clean = [t for t in r["tries"] if t["found"] is False]
+        kinds = sorted({k for t in r["tries"] for k in t["anomalies"]})
+        errors = sorted({t["error"] for t in r["tries"] if t.get("error")})
+        ok &= len(clean) == len(r["tries"])
+        minutes = ", ".join(str(t["minutes"]) for t in r["tries"])
+        seen = [exercised(t.get("run_dir")) for t in r["tries"]]
+        # (a try's run directory gone: what it exercised is unknown)
+        middle = ["?"] * len(columns) if None in seen else cells(r, seen)
+        print(f"| {r['setup']} | {len(clean)} of {len(r['tries'])} | {', '.join(kinds + errors) or '-'} | "
+              + " | ".join(map(str, middle)) + f" | {minutes} |")
+    print()
+    for r in report:
+        print(f"- {r['setup']}: `{r['command']}`")
+    return 0 if ok else 1
