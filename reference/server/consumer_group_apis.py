@@ -14,6 +14,7 @@ member's assigned partitions plus those pending revocation (Kafka 4.3+).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from reference.consumer_group_coordinator import preferred_assignor
@@ -93,18 +94,28 @@ async def consumer_group_describe(c: Connection, req: Any, v: int) -> dict:
     return {"throttle_time_ms": 0, "groups": [_described(c, g, v) for g in req.group_ids]}
 
 
-def _described(c: Connection, group: str, v: int) -> dict:
+def described_group(c: Connection, group: str, find: Callable[[str], Any]) -> tuple[dict, Any]:
+    """What ConsumerGroupDescribe and ShareGroupDescribe answer alike: the group's entry with
+    nothing filled in, and the group ``find`` gives at the local coordinator, or None when the
+    entry says why not (no id, not the coordinator, no such group)."""
     out: dict[str, Any] = {"error_code": 0, "error_message": None, "group_id": group, "group_state": "",
                            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
     if not group:
-        return {**out, "error_code": int(Errors.INVALID_GROUP_ID)}
+        return {**out, "error_code": int(Errors.INVALID_GROUP_ID)}, None
     error = c.broker.groups._owns(group)
-    cg = c.broker.groups.consumer.group(group) if error is Errors.NONE else None
-    if error is Errors.NONE and cg is None:
+    g = find(group) if error is Errors.NONE else None
+    if error is Errors.NONE and g is None:
         error = Errors.GROUP_ID_NOT_FOUND
-    if cg is None:
+    if g is None:
         return {**out, "error_code": int(error), "error_message": f"Group {group} not found." if
-                error is Errors.GROUP_ID_NOT_FOUND else None}
+                error is Errors.GROUP_ID_NOT_FOUND else None}, None
+    return out, g
+
+
+def _described(c: Connection, group: str, v: int) -> dict:
+    out, cg = described_group(c, group, c.broker.groups.consumer.group)
+    if cg is None:
+        return out
     members = [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": None,
                 "member_epoch": m.member_epoch, "client_id": "", "client_host": "",
                 "subscribed_topic_names": list(m.subscribed), "subscribed_topic_regex": None,

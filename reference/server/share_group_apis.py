@@ -21,7 +21,7 @@ from typing import Any
 from reference.errors import Errors
 from reference.messages import TopicPartition
 from reference.server import protocol
-from reference.server.consumer_group_apis import _wire_partitions
+from reference.server.consumer_group_apis import _wire_partitions, described_group
 from reference.server.gateway import ENGINE_MARGIN_S, Connection
 from reference.share_messages import (
     FINAL_SESSION_EPOCH,
@@ -63,17 +63,9 @@ async def share_group_describe(c: Connection, req: Any, v: int) -> dict:
 
 
 def _described(c: Connection, group: str) -> dict:
-    out: dict[str, Any] = {"error_code": 0, "error_message": None, "group_id": group, "group_state": "",
-                           "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
-    if not group:
-        return {**out, "error_code": int(Errors.INVALID_GROUP_ID)}
-    error = c.broker.groups._owns(group)
-    sg = c.broker.groups.share.group(group) if error is Errors.NONE else None
-    if error is Errors.NONE and sg is None:
-        error = Errors.GROUP_ID_NOT_FOUND
+    out, sg = described_group(c, group, c.broker.groups.share.group)
     if sg is None:
-        return {**out, "error_code": int(error),
-                "error_message": f"Group {group} not found." if error is Errors.GROUP_ID_NOT_FOUND else None}
+        return out
     members = [{"member_id": m.member_id, "rack_id": None, "member_epoch": m.member_epoch, "client_id": "",
                 "client_host": "", "subscribed_topic_names": list(m.subscribed),
                 "assignment": {"topic_partitions": _wire_partitions(m.assigned, True)}}
