@@ -109,13 +109,9 @@ class ShareCoordinator(Coordinator):
                 self.host.send(src, ReadShareGroupStateResponse(req.correlation_id, Errors.NONE, s.state_epoch,
                                                                 s.start_offset, s.batches))
 
-        error = self._ready(self.partition_of(key))
+        error, s = self._admit(key, req.leader_epoch)
         if error is not Errors.NONE:
             return answer(error)
-        s = self.states.get(key, ShareState())
-        if req.leader_epoch < s.leader_epoch:
-            mark("share-state-fenced-leader")
-            return answer(Errors.FENCED_LEADER_EPOCH)
         if req.leader_epoch == s.leader_epoch and key in self.states:
             return answer(Errors.NONE, s)
         new = replace(s, leader_epoch=req.leader_epoch)
@@ -129,19 +125,26 @@ class ShareCoordinator(Coordinator):
         def answer(error: Errors) -> None:
             self.host.send(src, WriteShareGroupStateResponse(req.correlation_id, error))
 
-        error = self._ready(self.partition_of(key))
+        error, s = self._admit(key, req.leader_epoch)
         if error is not Errors.NONE:
             return answer(error)
-        s = self.states.get(key, ShareState())
-        if req.leader_epoch < s.leader_epoch:
-            mark("share-state-fenced-leader")
-            return answer(Errors.FENCED_LEADER_EPOCH)
         if req.state_epoch < s.state_epoch:
             return answer(Errors.FENCED_STATE_EPOCH)
         start = max(s.start_offset, req.start_offset)
         new = ShareState(req.state_epoch, max(s.leader_epoch, req.leader_epoch), start,
                          merge_batches(s.batches, req.batches, start))
         self._persist(key, new, answer)
+
+    def _admit(self, key: str, leader_epoch: int) -> tuple[Errors, ShareState]:
+        """A read's or a write's common gate: this coordinator is ready for the key's
+        partition, and the leader's epoch is not below the one recorded (a lower one is
+        fenced); the key's state (empty if never written)."""
+        error = self._ready(self.partition_of(key))
+        s = self.states.get(key, ShareState())
+        if error is Errors.NONE and leader_epoch < s.leader_epoch:
+            mark("share-state-fenced-leader")
+            error = Errors.FENCED_LEADER_EPOCH
+        return error, s
 
     # ------------------------------------------------------------ one key at a time, durably
 
