@@ -30,7 +30,7 @@ HEARTBEAT_TIMEOUT_S = 30.0
 heartbeat_log = logging.getLogger("kafkacheck.server.cgroup")
 
 
-def _wire_partitions(tps, with_names: bool = False) -> list[dict]:
+def wire_partitions(tps, with_names: bool = False) -> list[dict]:
     by_topic: dict[str, list[int]] = {}
     for tp in sorted(tps):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -38,16 +38,16 @@ def _wire_partitions(tps, with_names: bool = False) -> list[dict]:
             for t, ps in by_topic.items()]
 
 
-def _refusal(error: Errors, message: str | None = None) -> dict:
+def refusal(error: Errors, message: str | None = None) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(error), "error_message": message, "member_id": None,
             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
 
 
 async def consumer_group_heartbeat(c: Connection, req: Any, v: int) -> dict:
     if v >= 1 and not req.member_id.strip():
-        return _refusal(Errors.INVALID_REQUEST, "MemberId can't be empty.")
+        return refusal(Errors.INVALID_REQUEST, "MemberId can't be empty.")
     if v >= 1 and req.subscribed_topic_regex:
-        return _refusal(Errors.INVALID_REQUEST, "regular-expression subscriptions are not served by the reference")
+        return refusal(Errors.INVALID_REQUEST, "regular-expression subscriptions are not served by the reference")
     owned = None
     if req.topic_partitions is not None:
         names = protocol.names_by_id(c._image_partitions())
@@ -62,13 +62,19 @@ async def consumer_group_heartbeat(c: Connection, req: Any, v: int) -> dict:
                       server_assignor=req.server_assignor, owned=owned)
     if heartbeat_log.isEnabledFor(logging.INFO):
         _log_heartbeat(c, req, owned, r)
+    return heartbeat_answer(r)
+
+
+def heartbeat_answer(r: Any) -> dict:
+    """The wire answer of a KIP-848 or KIP-932 heartbeat from the engine's (None: none came
+    in time); their responses have the same fields."""
     if r is None:
-        return _refusal(Errors.REQUEST_TIMED_OUT)
+        return refusal(Errors.REQUEST_TIMED_OUT)
     if r.error is not Errors.NONE:
-        return _refusal(r.error)
+        return refusal(r.error)
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": r.member_id,
             "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms,
-            "assignment": None if r.assignment is None else {"topic_partitions": _wire_partitions(r.assignment)}}
+            "assignment": None if r.assignment is None else {"topic_partitions": wire_partitions(r.assignment)}}
 
 
 def _short(tps) -> str:
@@ -119,8 +125,8 @@ def _described(c: Connection, group: str, v: int) -> dict:
     members = [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": None,
                 "member_epoch": m.member_epoch, "client_id": "", "client_host": "",
                 "subscribed_topic_names": list(m.subscribed), "subscribed_topic_regex": None,
-                "assignment": {"topic_partitions": _wire_partitions(m.held(), True)},
-                "target_assignment": {"topic_partitions": _wire_partitions(cg.target.get(m.member_id, ()), True)},
+                "assignment": {"topic_partitions": wire_partitions(m.held(), True)},
+                "target_assignment": {"topic_partitions": wire_partitions(cg.target.get(m.member_id, ()), True)},
                 **({"member_type": 1} if v >= 1 else {})}
                for m in cg.members.values()]
     return {**out, "group_state": cg.state(), "group_epoch": cg.group_epoch,

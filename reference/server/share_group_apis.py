@@ -21,7 +21,7 @@ from typing import Any
 from reference.errors import Errors
 from reference.messages import TopicPartition
 from reference.server import protocol
-from reference.server.consumer_group_apis import _wire_partitions, described_group
+from reference.server.consumer_group_apis import described_group, heartbeat_answer, refusal, wire_partitions
 from reference.server.gateway import ENGINE_MARGIN_S, Connection
 from reference.share_messages import (
     FINAL_SESSION_EPOCH,
@@ -38,24 +38,13 @@ MAX_WAIT_S = 0.5
 # ---------------------------------------------------------------- membership
 
 
-def _refusal(error: Errors, message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(error), "error_message": message, "member_id": None,
-            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
-
-
 async def share_group_heartbeat(c: Connection, req: Any, v: int) -> dict:
     if not req.member_id.strip():
-        return _refusal(Errors.INVALID_REQUEST, "MemberId can't be empty.")
+        return refusal(Errors.INVALID_REQUEST, "MemberId can't be empty.")
     topics = None if req.subscribed_topic_names is None else tuple(req.subscribed_topic_names)
     r = await c.local(ShareGroupHeartbeatRequest, REQUEST_TIMEOUT_S, group_id=req.group_id,
                       member_id=req.member_id, member_epoch=req.member_epoch, subscribed_topics=topics)
-    if r is None:
-        return _refusal(Errors.REQUEST_TIMED_OUT)
-    if r.error is not Errors.NONE:
-        return _refusal(r.error)
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": r.member_id,
-            "member_epoch": r.member_epoch, "heartbeat_interval_ms": r.heartbeat_interval_ms,
-            "assignment": None if r.assignment is None else {"topic_partitions": _wire_partitions(r.assignment)}}
+    return heartbeat_answer(r)
 
 
 async def share_group_describe(c: Connection, req: Any, v: int) -> dict:
@@ -68,7 +57,7 @@ def _described(c: Connection, group: str) -> dict:
         return out
     members = [{"member_id": m.member_id, "rack_id": None, "member_epoch": m.member_epoch, "client_id": "",
                 "client_host": "", "subscribed_topic_names": list(m.subscribed),
-                "assignment": {"topic_partitions": _wire_partitions(m.assigned, True)}}
+                "assignment": {"topic_partitions": wire_partitions(m.assigned, True)}}
                for m in sg.members.values()]
     return {**out, "group_state": sg.state(), "group_epoch": sg.group_epoch,
             "assignment_epoch": sg.assignment_epoch, "assignor_name": "simple", "members": members}
