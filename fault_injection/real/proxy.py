@@ -182,6 +182,10 @@ class FaultProxy:
         self.loop.close()
 
     async def _shutdown(self) -> None:
+        # a connection accepted just before the stop has its task cancelled before it ran:
+        # asyncio's stream callback then asks that task for its exception and logs the
+        # CancelledError with a traceback (Ctrl-C printed one); a cancelled task is the stop
+        asyncio.get_running_loop().set_exception_handler(_quiet_cancelled)
         if self.server is not None:
             self.server.close()
         for p in list(self.pipes):
@@ -405,6 +409,12 @@ def _peek(frame: bytes) -> dict[str, Any] | None:
         return peek_request(frame[4:])
     except Exception:
         return None
+
+
+def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """The proxy's loop, stopping: a cancelled task is not an error; anything else is logged."""
+    if not isinstance(context.get("exception"), asyncio.CancelledError):
+        loop.default_exception_handler(context)
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:
