@@ -1,20 +1,35 @@
-"""The simulated network: per-link latency, loss, duplication, reordering and partitions.
+"""The simulated network: connections with per-link latency, resets, stalls and partitions.
 
-Each directed link has a latency distribution (a base plus exponential jitter; one default
-for all links unless :meth:`Network.set_link_latency` gives a link its own). Messages
-between two nodes normally arrive in order (Kafka runs over TCP): a link's
-delivery time never goes below the previous one's. Faults switch that off for a while:
-``reorder`` lets deliveries overtake each other, ``straggle`` holds a fraction of
-messages back for seconds (longer than request timeouts) so that retries overtake them,
-``loss`` drops, ``duplicate`` delivers twice, ``delay`` adds latency. A partition is a
-set of blocked directed links (``grudge``: node -> nodes it cannot hear from), so one-way
-and ring partitions are as easy as symmetric ones. All choices come from the run's single seeded RNG.
+Messages between two nodes travel on a connection (one per pair of nodes, as a Kafka client
+keeps one per broker), and a connection is TCP: what one end sends reaches the other in the
+order sent, or not at all from the first loss on. Each directed link has a latency
+distribution (a base plus exponential jitter; one default for all links unless
+:meth:`Network.set_link_latency` gives a link its own), and a link's delivery time never goes
+below the previous one's, so a message held back holds every later one behind it.
+
+Faults TCP can suffer act on whole connections:
+
+* a partition blocks directed links (``grudge``: node -> nodes it cannot hear from); a message
+  sent into a blocked link is lost and *closes its connection* (:meth:`Network.close`), and no
+  connection is set up again while either direction is blocked (TCP needs both ways), so a
+  one-way partition stops a pair once its connection breaks, as it does between real hosts;
+* ``loss`` resets a connection: the message sent when the draw hits is lost with the
+  connection, as after a reset by a middlebox;
+* ``delay`` adds latency, ``straggle`` stalls a connection for seconds (a message and all
+  behind it), past request timeouts: a client that gives up closes the connection and retries
+  on a new one, which overtakes the old one's late messages (different connections have no order).
+
+The simulator (:mod:`fault_injection.simulation`) tells both ends of a closed connection, as
+a reset or a timeout would: the clients that model their connections fail what they had in
+flight and retry, as Kafka's do. Messages already on the wire when a connection closes are
+delivered (data sent before the reset). ``reorder`` (messages of a link overtake each other)
+and ``duplicate`` (delivered twice) are the two faults TCP never makes, drawn only when asked.
 
 Links are of three kinds (:meth:`Network.link_kind`), once the cluster's roles are known
 (:meth:`Network.set_roles`): ``client`` (a client and a broker or the controller),
 ``replication`` (two brokers: replica fetches) and ``controller`` (a broker and the
 controller: heartbeats, metadata, AlterPartition). A fault's ``links`` confines it to some
-kinds (None: every link).
+kinds (None: every link). All choices come from the run's single seeded RNG.
 """
 
 from __future__ import annotations
@@ -25,11 +40,11 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class LinkFaults:
-    loss: float = 0.0
+    loss: float = 0.0  # fraction of messages whose connection is reset (the message lost with it)
     duplicate: float = 0.0
     reorder: bool = False
     extra_delay_us: int = 0
-    straggle: float = 0.0  # fraction of messages held back for seconds, overtaken by later ones
+    straggle: float = 0.0  # fraction of messages that stall their connection for seconds
     straggle_ms: int = 0
     links: frozenset[str] | None = None  # the link kinds these faults hit (None: every link)
 
@@ -49,8 +64,11 @@ class Network:
         self.link_latency: dict[tuple[int, int], tuple[int, int]] = {}  # (base, jitter) in us
         self.faults = LinkFaults()
         self._last_delivery: dict[tuple[int, int], int] = {}
+        # pairs (low id, high id) whose connection closed and was not set up again since
+        self._closed: set[tuple[int, int]] = set()
         self.sent = 0
         self.dropped = 0
+        self.closes = 0
         self.controller: int | None = None
         self.brokers: frozenset[int] = frozenset()
 
@@ -70,38 +88,51 @@ class Network:
             return "controller"
         return "client"
 
-    def deliveries(self, src: int, dst: int, now_ns: int) -> list[int]:
-        """The times (ns) at which a message sent now arrives; [] when it is lost."""
+    def deliveries(self, src: int, dst: int, now_ns: int, extra_ns: int = 0) -> list[int]:
+        """The times (ns) at which a message sent now arrives (``extra_ns`` later than the
+        network alone would bring it: a hold-back); [] when it is lost, which closes its
+        connection (the caller says so to both ends)."""
         self.sent += 1
         link = (src, dst)
-        if link in self.blocked:
-            self.dropped += 1
+        blocked = self.blocked
+        if blocked and (link in blocked or ((dst, src) in blocked and _pair(src, dst) in self._closed)):
+            self.dropped += 1  # cut off, or no connection can be set up through a one-way cut
             return []
         f = self.faults
         if f.links is not None and self.link_kind(src, dst) not in f.links:
             f = _NO_FAULTS
         rng = self.rng
         if f.loss and rng.random() < f.loss:
-            self.dropped += 1
+            self.dropped += 1  # the connection is reset
             return []
         base_us, jitter_us = self.link_latency.get(link, self._default_latency)
         latency_us = base_us + int(rng.expovariate(1.0 / jitter_us)) + f.extra_delay_us
         if f.reorder:
             latency_us += int(rng.expovariate(1.0 / 2000))
-        at = now_ns + latency_us * 1000
-        last = self._last_delivery.get(link, 0)
+        at = now_ns + latency_us * 1000 + extra_ns
         if f.straggle and rng.random() < f.straggle:
-            # a straggler (a stalled connection, a request stuck in a queue): it arrives
-            # late, after messages sent later on the same link
+            # a stalled connection (a retransmission timeout, a request stuck in the broker's
+            # queue while its channel is muted): this message and every later one arrive late
             at += rng.randint(f.straggle_ms // 2, f.straggle_ms) * 1_000_000
-        else:
-            if not f.reorder and at <= last:
-                at = last + 1  # in order on a link, as over TCP
-            if at > last:
-                self._last_delivery[link] = at
+        last = self._last_delivery.get(link, 0)
+        if not f.reorder and at <= last:
+            at = last + 1  # in order on a connection, as over TCP
+        if at > last:
+            self._last_delivery[link] = at
+        if self._closed:
+            self._closed.discard(_pair(src, dst))  # a new connection is up
         if f.duplicate and rng.random() < f.duplicate:
             return [at, at + int(rng.expovariate(1.0 / 1000)) * 1000 + 1]
         return [at]
+
+    def close(self, a: int, b: int) -> None:
+        """The connection between ``a`` and ``b`` closed (lost a message, reset, crashed or
+        closed by an end): the next message between them opens a new one, which need not
+        wait behind the old one's late messages."""
+        self.closes += 1
+        self._last_delivery.pop((a, b), None)
+        self._last_delivery.pop((b, a), None)
+        self._closed.add(_pair(a, b))
 
     def set_link_latency(self, src: int, dst: int, base_us: int, jitter_us: int) -> None:
         """Give one directed link its own latency distribution: base + exponential jitter."""
@@ -119,4 +150,9 @@ class Network:
 
     def heal(self) -> None:
         self.blocked.clear()
+        self._closed.clear()
         self.faults = LinkFaults()
+
+
+def _pair(a: int, b: int) -> tuple[int, int]:
+    return (a, b) if a < b else (b, a)

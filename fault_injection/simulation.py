@@ -35,7 +35,7 @@ from fault_injection.network import Network
 from reference.broker import Broker
 from reference.controller import Controller
 from reference.invariants import InvariantChecker, Violation
-from reference.node import Event, Node, Send, Timer
+from reference.node import Close, Event, Node, Send, Timer
 from traces.history import Recorder
 
 _DELIVER, _TIMER, _CALL = 0, 1, 2
@@ -73,6 +73,7 @@ class SimProcess:
     skew_ms: int = 0
     backlog: list[tuple[int, tuple]] = field(default_factory=list)
     server: bool = False  # a broker or the controller: the invariants watch its steps
+    started_ns: int = 0  # when this incarnation started: what was sent before is not for it
 
     @property
     def alive(self) -> bool:
@@ -103,6 +104,9 @@ class Simulation:
         self.holds: list[tuple[Callable[[int, int, Any], bool], int]] = []
         # see every event a node outputs (before it is recorded); must not change its fields
         self.observers: list[Callable[[int, str, dict], None]] = []
+        # (node, peer): the connection between them closed and ``node``, which models its
+        # connections, has not yet been told (:meth:`_closed`): what it sends there is lost
+        self._unaware: set[tuple[int, int]] = set()
         self._brokers: dict[int, Broker] | None = None
         self._controller: list[Controller | None] | None = None  # cached like _brokers
         if self.checker is not None:
@@ -120,6 +124,7 @@ class Simulation:
         if proc.alive:
             return
         proc.incarnation += 1
+        proc.started_ns = self.now_ns
         proc.node = proc.factory(proc.incarnation, proc.disk)
         proc.server = isinstance(proc.node, (Broker, Controller))
         self._brokers = None
@@ -158,13 +163,14 @@ class Simulation:
     def inject(self, src: int, dst: int, message: Any) -> None:
         """Send a message as if from ``src`` (a harness-only node such as an admin tool)."""
         for at in self.network.deliveries(src, dst, self.now_ns):
-            self._push(at, _DELIVER, (dst, src, message))
+            self._push(at, _DELIVER, (dst, src, message, self.now_ns))
 
     def hold_back(self, matches: Callable[[int, int, Any], bool], delay_ms: int) -> None:
         """Deliver the next message sent for which ``matches(src, dst, message)`` is true
         ``delay_ms`` later than the network would (a request stuck in a queue, overtaken by
-        retries and later requests: an aimed straggler). Used once; the network's own draws
-        are the same as without it."""
+        retries and later requests on a new connection: an aimed straggler; what its sender
+        sends after it on the same connection waits behind it, as over TCP). Used once; the
+        network's own draws are the same as without it."""
         self.holds.append((matches, delay_ms * 1_000_000))
 
     def run_until(self, end_ns: int, stop: Callable[[], bool] | None = None) -> None:
@@ -191,13 +197,15 @@ class Simulation:
     # ------------------------------------------------------------ dispatch
     # (the hot path of every run: a step is a few dict lookups and calls, nothing more)
 
-    def _deliver(self, dst: int, src: int, message: Any) -> None:
+    def _deliver(self, dst: int, src: int, message: Any, sent_ns: int) -> None:
         proc = self.processes.get(dst)
         if proc is None or proc.node is None:
-            self._connection_lost(src, dst, message)
+            self._closed(src, dst)
             return  # nobody listens: the connection is refused
+        if proc.started_ns > sent_ns:
+            return  # sent to an earlier incarnation: its connection died with it
         if proc.paused:
-            proc.backlog.append((_DELIVER, (dst, src, message)))
+            proc.backlog.append((_DELIVER, (dst, src, message, sent_ns)))
             return
         self.delivered += 1
         node = proc.node
@@ -242,14 +250,15 @@ class Simulation:
             kind = type(out)
             if kind is Send:
                 dst = out.dst
+                if self._unaware and (node_id, dst) in self._unaware:
+                    continue  # on a connection that closed before its sender heard
                 extra = self._held(node_id, dst, out.message) if self.holds else 0
-                ats = deliveries(node_id, dst, now)
+                ats = deliveries(node_id, dst, now, extra)
                 for at in ats:
                     self._seq += 1
-                    push(heap, (at + extra, self._seq, _DELIVER, (dst, node_id, out.message)))
+                    push(heap, (at, self._seq, _DELIVER, (dst, node_id, out.message, now)))
                 if not ats:
-                    self._connection_lost(node_id, dst, out.message)
-                    self._connection_lost(dst, node_id, out.message)
+                    self._closed(node_id, dst)
             elif kind is Timer:
                 self._seq += 1
                 push(heap, (now + int(out.delay_ms * 1_000_000), self._seq, _TIMER,
@@ -262,21 +271,39 @@ class Simulation:
                     hook(node_id, out.fields)
                 else:
                     self.recorder.event(now, node_id, out.kind, out.fields)
+            elif kind is Close:
+                self._closed(out.peer, node_id, closer=node_id)
 
-    def _connection_lost(self, node_id: int, peer: int, message: Any = None) -> None:
-        """``message`` between ``node_id`` and ``peer`` was lost, or ``peer`` crashed (no
-        message): where TCP would tell the client (a connection closed by a crash) or deliver
-        late (a retransmission), a node that models its connections (one with
-        ``connection_lost(now_ms, peer, message)``: the group members) hears of it as an
-        input; every other node relies on its timeouts, as before."""
+    def _closed(self, a: int, b: int, closer: int | None = None) -> None:
+        """The connection between ``a`` and ``b`` closed: it lost a message, a peer crashed or
+        refused it, or ``closer`` closed it. Each other end that models its connections (a
+        node with ``connection_lost(now_ms, peer)``: the clients) hears of it at once, as a
+        reset or the timeout of a TCP connection would tell it; until then what it sends
+        there is lost with the connection. Every other node relies on its timeouts."""
+        self.network.close(a, b)
+        for node_id, peer in ((a, b), (b, a)):
+            if node_id != closer:
+                self._tell_closed(node_id, peer)
+
+    def _tell_closed(self, node_id: int, peer: int) -> None:
         proc = self.processes.get(node_id)
-        if proc is None or proc.node is None or not hasattr(proc.node, "connection_lost"):
+        if (proc is None or proc.node is None or not hasattr(proc.node, "connection_lost")
+                or (node_id, peer) in self._unaware):
             return
         incarnation = proc.incarnation
+        self._unaware.add((node_id, peer))
 
         def tell() -> None:
-            if proc.node is not None and not proc.paused and proc.incarnation == incarnation:
-                self._invoke(proc, "connection_lost", (peer, message))
+            self._unaware.discard((node_id, peer))
+            if proc.node is not None and proc.incarnation == incarnation:
+                if proc.paused:  # it hears of it when it runs again
+                    proc.backlog.append((_CALL, (tell_now,)))
+                else:
+                    self._invoke(proc, "connection_lost", (peer,))
+
+        def tell_now() -> None:
+            if proc.node is not None and proc.incarnation == incarnation:
+                self._invoke(proc, "connection_lost", (peer,))
 
         self._push(self.now_ns, _CALL, (tell,))
 
@@ -340,7 +367,8 @@ class Simulation:
         lost = proc.disk.crash(self.rng, torn=torn, corrupt=corrupt)
         self.recorder.event(self.now_ns, node_id, "crash", lost)
         for other in sorted(self.processes):  # its connections close with it
-            self._connection_lost(other, node_id)
+            if other != node_id:
+                self._closed(other, node_id)
         return lost
 
     def pause(self, node_id: int) -> None:
@@ -359,5 +387,7 @@ class Simulation:
                 break
             if kind == _DELIVER:
                 self._deliver(*args)
-            else:
+            elif kind == _TIMER:
                 self._fire(*args)
+            else:
+                args[0]()

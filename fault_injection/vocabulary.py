@@ -19,12 +19,12 @@ SIMULATED: dict[str, str] = {
     "pause": "pause a node (SIGSTOP) and resume it later with stale views",
     "disk": "torn write or corruption at a crash, disk full, or slow flush on one node",
     "clock-skew": "skew one node's clock by up to a few seconds",
-    "loss": "drop a fraction of all messages",
-    "duplicate": "deliver a fraction of messages twice",
-    "reorder": "let messages on one link overtake each other",
+    "loss": "reset connections: a fraction of messages lost, each with its connection (both ends told)",
+    "duplicate": "deliver a fraction of messages twice (TCP never does)",
+    "reorder": "let messages on one connection overtake each other (TCP never does)",
     "delay": "add latency to every message, between nodes and to clients",
-    "straggle": "hold requests back for seconds, past request timeouts, so that retries and later "
-                "requests overtake them (a produce or EndTxn of one transaction landing in the next)",
+    "straggle": "stall connections for seconds, past request timeouts, so that their clients retry on new "
+                "ones that overtake them (a produce or EndTxn of one transaction landing in the next)",
     "offline-partition": "every replica of one partition of the workload's topics down (paused past its broker "
                          "session) while the rest of the cluster, its coordinators included, lives on, then "
                          "back; the workload's topics get one replica per partition for it",

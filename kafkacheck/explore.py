@@ -35,6 +35,7 @@ from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
+from kafkacheck.run_machine import run_machine
 from kafkacheck.workloads import WORKLOADS
 from kafkacheck.workloads.machine import ClusterMachine, Finding
 from reference.bugs import Bug
@@ -43,6 +44,8 @@ from reference.bugs import Bug
 MACHINES: dict[str, type[ClusterMachine]] = {name: w.machine for name, w in WORKLOADS.items()
                                              if w.machine is not None}
 MACHINES |= {name: m for w in WORKLOADS.values() for name, m in w.variants.items()}  # (groups-consumer: KIP-848's)
+# every other workload: its own clients under the machine's faults (kafkacheck.run_machine)
+MACHINES |= {name: run_machine(name, w.description) for name, w in WORKLOADS.items() if name not in MACHINES}
 # the machine whose rules can reach each bug switch
 MACHINE_FOR_BUG = {
     Bug.TRUNCATE_TO_HIGH_WATERMARK: "queue", Bug.HW_WITHOUT_EPOCH_CHECK: "queue", Bug.UNCLEAN_ELECTION: "queue",
@@ -51,6 +54,7 @@ MACHINE_FOR_BUG = {
     Bug.LSO_OFF_BY_ONE: "txn", Bug.GROUP_GENERATION_UNFENCED: "groups", Bug.COMPACTION_DROPS_LATEST: "compaction",
     Bug.GROUP_UNLOAD_STRANDS_JOINS: "groups", Bug.TXN_MARKERS_SKIP_OFFLINE: "txn",
     Bug.CONSUMER_GROUP_PARTITION_EPOCH_LOST: "groups-consumer", Bug.CONSUMER_GROUP_REJOIN_FENCED: "groups-consumer",
+    Bug.TXN_EPOCH_OVERFLOW: "txn-epoch-end",
     Bug.SHARE_ACK_BEFORE_PERSIST: "share", Bug.SHARE_ACK_ANY_HOLDER: "share", Bug.SHARE_COUNT_NOT_INCREMENTED: "share",
 }
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from reference.broker import Broker
 from reference.controller import Controller
 from reference.group_state import COMPLETING, PREPARING
-from reference.txn_coordinator import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
+from reference.txn_metadata import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 
 
 def unconverged(controller: Controller | None, brokers: dict[int, Broker]) -> list[dict]:

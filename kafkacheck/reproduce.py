@@ -15,7 +15,7 @@ import shlex
 ORDER = ("seed", "ops", "workload", "brokers", "partitions", "replication_factor", "min_insync_replicas", "acks",
          "faults", "schedule", "template", "bug", "clients", "flush_messages", "flush_ms",
          "unclean_leader_election", "keep_going", "transaction_version", "assignor", "static_members",
-         "group_protocol")
+         "group_protocol", "producer_epoch_start")
 SWARM_ORDER = ("swarm", "ops", "bug", "keep_going")
 # the options that name a run directory's run without making it differ (its run id says them)
 _NAMED_BY_RUN_ID = ("seed", "workload", "bug")

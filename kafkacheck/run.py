@@ -28,7 +28,18 @@ DEFAULT_OPS = 10_000
 # what --swarm draws itself: none of these may be given with it
 _SWARM_DRAWS = ("workload", "transaction_version", "assignor", "static_members", "group_protocol", "seed", "brokers",
                 "partitions", "replication_factor", "min_insync_replicas", "acks", "faults",
-                "schedule", "template", "clients", "flush_messages", "flush_ms", "unclean_leader_election")
+                "schedule", "template", "clients", "flush_messages", "flush_ms", "unclean_leader_election",
+                "producer_epoch_start")
+
+
+def _epoch_start(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 32_766:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an epoch of 0-32766")
+    return value
 
 
 def add_options(run: argparse.ArgumentParser) -> None:
@@ -39,6 +50,11 @@ def add_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--transaction-version", type=int, choices=[1, 2], default=1,
                      help="transactional workloads: 2 bumps the producer epoch at every "
                           "transaction end (KIP-890 part 2); default 1")
+    run.add_argument("--producer-epoch-start", type=_epoch_start, default=0, metavar="E",
+                     help="transactional workloads: the epoch new transactional producer ids start at "
+                          "(default 0, as Kafka's; 0-32766). Near 32766 a run reaches the end of a "
+                          "producer's epochs within a few transactions, where transaction version 2 "
+                          "gives the producer a new producer id (an aim, not a Kafka setting)")
     run.add_argument("--assignor", choices=sorted({*ASSIGNORS, *SERVER_ASSIGNORS}), default="range",
                      help="groups and at-most-once workloads, and eos with --group-protocol: the partition "
                           "assignor (default range): with the classic "
@@ -239,6 +255,7 @@ def _options(args: argparse.Namespace):
                       unclean_leader_election=args.unclean_leader_election,
                       keep_going=args.keep_going,
                       transaction_version=args.transaction_version,
+                      producer_epoch_start=args.producer_epoch_start,
                       assignor=args.assignor, static_members=args.static_members,
                       group_protocol=args.group_protocol or "classic",
                       eos_subscribe=args.workload == "eos" and args.group_protocol is not None)

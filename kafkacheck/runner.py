@@ -76,6 +76,9 @@ class RunOptions:
     topic: str = "t0"
     workload: str = "queue"  # a key of WORKLOADS
     transaction_version: int = 1  # 2: KIP-890 epoch bump at every transaction end
+    # the epoch new transactional producer ids start at (0, as Kafka's): near 32766 a run
+    # reaches the end of a producer's epochs in a few transactions
+    producer_epoch_start: int = 0
     assignor: str = "range"  # groups workload
     static_members: bool = False  # groups workload: group.instance.id per member
     group_protocol: str = "classic"  # groups workloads: "consumer" is KIP-848's
@@ -206,6 +209,8 @@ class _Run:
         self.broker_config = make_broker_config(options.min_insync_replicas, options.flush_messages,
                                                 options.flush_ms, options.transaction_version, t)
         self.kind = WORKLOADS[options.workload]
+        if options.producer_epoch_start:
+            self.broker_config = replace(self.broker_config, producer_epoch_start=options.producer_epoch_start)
         if self.kind.broker_settings or options.broker_settings:
             self.broker_config = replace(self.broker_config,
                                          **{**self.kind.broker_settings, **(options.broker_settings or {})})
@@ -459,6 +464,9 @@ class _Run:
             "flush_ms": o.flush_ms,
             "unclean_leader_election_enable": o.unclean_leader_election,
             "timings_ms": self.timings,
+            # the simulator's network keeps TCP's promise but for duplicate and reorder
+            # (properties.config_checks.tcp_breaking)
+            "network": "connections",
             "final_read": final_read,
             # read by the checker: no client op completed for idle_ms after at_ns
             "stalled": None if stalled_at_ns is None else {

@@ -66,6 +66,7 @@ CONSUMER_PROTOCOL_P = 0.5  # groups seeds that speak KIP-848's consumer protocol
 EOS_GROUP_P = 0.5  # eos seeds whose processors subscribe as members of one group (KIP-447)
 HELD_ACK_P = 0.5  # of those, the ones that hold members' acknowledgements across target changes
 SLOW_REVOCATION_P = 0.75  # and, drawn apart, the ones whose members' revocations are slow
+EPOCH_END_P = 0.25  # transactional seeds whose producer ids start near the end of their epochs
 SHARE_P = 0.5  # queue seeds (without a model template) that become share-group (KIP-932) runs
 # the aimed strategies that may crash a broker (a power loss): not with offline-partition
 AIMED_CRASHING = frozenset({"leader-after-write", "crash-after-append", "election-during-truncation",
@@ -213,6 +214,7 @@ def draw(seed: int, ops: int = DEFAULT_OPS, share: bool = True) -> RunOptions:
     options = _share(seed, options) if share else options
     options = _offline(seed, options)
     options = _group_protocol(seed, options)
+    options = _epoch_end(seed, options)
     t = {**CLUSTER_TIMINGS, **(options.timings or {})}
     if WORKLOADS[options.workload].subscribe or options.eos_subscribe:
         # a member that crashed stays in its group, owning partitions, until its session
@@ -263,6 +265,20 @@ def _share(seed: int, options: RunOptions) -> RunOptions:
                    ops=min(options.ops, SWARM_OPS["share"]))
 
 
+def _epoch_end(seed: int, options: RunOptions) -> RunOptions:
+    """A quarter of the transactional seeds start their producer ids' epochs within 40 of the
+    last (32766), so that their runs reach it: under transaction version 2, where every end
+    bumps the epoch, the producer moves to a new producer id within a few dozen transactions;
+    under version 1 a fence or a timed-out transaction takes the last epochs. Drawn from an RNG
+    of its own, so that every other choice of a seed is what it was before."""
+    if options.workload not in TXN_WORKLOADS:
+        return options
+    rng = random.Random(f"kafkacheck-swarm-epoch-end-{seed}")
+    if rng.random() >= EPOCH_END_P:
+        return options
+    return replace(options, producer_epoch_start=32_766 - rng.randint(0, 40))
+
+
 def _group_protocol(seed: int, options: RunOptions) -> RunOptions:
     """Half the groups seeds speak KIP-848's consumer protocol (the coordinator assigns, with
     the uniform or range assignor); half the eos seeds have their processors join a group
@@ -304,6 +320,8 @@ def describe(o: RunOptions) -> str:
         parts.append("network faults on " + ",".join(o.fault_links) + " links")
     if o.workload in TXN_WORKLOADS:
         parts.append(f"transaction version {o.transaction_version}")
+        if o.producer_epoch_start:
+            parts.append(f"producer epochs from {o.producer_epoch_start}")
     if o.workload == "groups":
         parts.append(("consumer protocol, " if o.group_protocol == "consumer" else "")
                      + f"assignor {o.assignor}" + (", static members" if o.static_members else ", dynamic members"))
@@ -354,6 +372,8 @@ def features(o: RunOptions) -> list[str]:
         out += [f"assignor={o.assignor}", f"group.protocol={o.group_protocol}"]
     if o.workload in TXN_WORKLOADS:
         out.append(f"transaction.version={o.transaction_version}")
+        if o.producer_epoch_start:
+            out.append("producer.epochs=near-end")
     out += [f"{k}={_magnitude(v)}" for k, v in sorted((o.timings or {}).items())]
     out += [f"{k}={_magnitude(v)}" for k, v in _settings(o)]
     out += [f"{k}={_magnitude(v)}" for k, v in (o.topic_configs or ())[1:]]

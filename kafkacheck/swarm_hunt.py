@@ -28,6 +28,7 @@ class SwarmOutcome:
     found: list[tuple[int, list[str], str]] = field(default_factory=list)  # seed, anomalies, drawn
     mark_runs: dict[str, int] = field(default_factory=dict)  # mark -> runs that reached it
     mark_counts: dict[str, int] = field(default_factory=dict)  # mark -> times reached in all
+    check_runs: dict[str, int] = field(default_factory=dict)  # check -> runs whose history exercised it
     by_workload: dict[str, int] = field(default_factory=dict)
     stopped_by: str = "time limit"
     unfinished: bool = False  # --runs given and the time limit came first
@@ -36,39 +37,52 @@ class SwarmOutcome:
     run_dir: str | None = None  # the finding's run, saved (kafkacheck run --replay DIR)
 
 
-def _swarm_run(job: tuple[int, int, str | None]) -> tuple[int, bool | str, list[str], dict[str, int], str, str]:
-    """Draw and run swarm seed ``seed``; (seed, valid, anomaly types, marks, workload, drawn)."""
+def _swarm_run(job: tuple[int, int, str | None]) -> tuple[int, bool | str, list[str], dict[str, int], str, str,
+                                                        list[str]]:
+    """Draw and run swarm seed ``seed``; (seed, valid, anomaly types, marks, workload, drawn,
+    the checks whose situation the run's history shows: :mod:`properties.exercised`)."""
     from dataclasses import replace
 
     from kafkacheck.judge import judge_record as judge
     from kafkacheck.runner import simulate
     from kafkacheck.swarm import describe, draw
+    from properties.exercised import exercised
 
     seed, ops, bug = job
     options = draw(seed, ops)
     if bug:
         options = replace(options, bugs=[bug])
     outcome = simulate(options, None)
-    r = judge(outcome.record())
-    return seed, r["valid"], r["anomaly_types"], outcome.stats["marks"], options.workload, describe(options)
+    record = outcome.record()
+    r = judge(record)
+    put_to_work = sorted(k for k, v in exercised(record.ops, record.meta["config"]).items() if v)
+    return (seed, r["valid"], r["anomaly_types"], outcome.stats["marks"], options.workload, describe(options),
+            put_to_work)
 
 
 class Steering:
-    """Which seed to run next: among the next few unrun seeds, the one whose drawn choices
-    (workload, faults, aimed strategies, timings...) have so far led to rarely reached marks.
-    The seed alone still reproduces each run; only the order is steered. A quarter of the
-    picks ignore the scores (exploration), from the hunt's own seeded RNG."""
+    """Which seed to run next: first the seeds of the covering array (:mod:`kafkacheck.covering`:
+    every pair of the swarm's choices within a few dozen runs), then, among the next few unrun
+    seeds, the one whose drawn choices (workload, faults, aimed strategies, timings...) have
+    so far led to rarely reached marks. The seed alone still reproduces each run; only the
+    order is steered. A quarter of the picks ignore the scores (exploration), from the hunt's
+    own seeded RNG."""
 
     CANDIDATES = 6
 
-    def __init__(self, ops: int, explore_seed: int = 0) -> None:
+    def __init__(self, ops: int, explore_seed: int = 0, planned: tuple[int, ...] | None = None) -> None:
         import random
+        from collections import deque
 
+        from kafkacheck.covering import COVERING_SEEDS
         from kafkacheck.swarm import draw, features
 
         self._draw, self._features = draw, features
         self.ops = ops
         self.rng = random.Random(explore_seed)
+        # first the covering array's seeds (kafkacheck.covering), in its order, then steered
+        self.planned = deque(COVERING_SEEDS if planned is None else planned)
+        self._planned = set(self.planned)
         self.pool: list[int] = []
         self.next_seed = 0
         self.mark_runs: dict[str, int] = {}
@@ -76,9 +90,14 @@ class Steering:
         self.drawn: dict[int, list[str]] = {}
 
     def pick(self) -> int:
+        if self.planned:
+            seed = self.planned.popleft()
+            self.drawn[seed] = self._features(self._draw(seed, self.ops))
+            return seed
         while len(self.pool) < self.CANDIDATES:
-            self.pool.append(self.next_seed)
-            self.drawn[self.next_seed] = self._features(self._draw(self.next_seed, self.ops))
+            if self.next_seed not in self._planned:
+                self.pool.append(self.next_seed)
+                self.drawn[self.next_seed] = self._features(self._draw(self.next_seed, self.ops))
             self.next_seed += 1
         if not self.mark_runs or self.rng.random() < 0.25:
             seed = self.pool[0]
@@ -139,8 +158,10 @@ def swarm(time_limit: float, runs: int | None, jobs: int | None, with_switch: st
                 continue
             for s in sorted(done):
                 h = pending.pop(s)
-                seed, valid, kinds, marks, workload, drawn = h.get()
+                seed, valid, kinds, marks, workload, drawn, checks = h.get()
                 out.runs += 1
+                for c in checks:
+                    out.check_runs[c] = out.check_runs.get(c, 0) + 1
                 out.by_workload[workload] = out.by_workload.get(workload, 0) + 1
                 for m, n in marks.items():
                     out.mark_runs[m] = out.mark_runs.get(m, 0) + 1
@@ -157,7 +178,7 @@ def swarm(time_limit: float, runs: int | None, jobs: int | None, with_switch: st
         seed = out.found[0][0]
         o = ops
         while o // 2 >= 100:
-            _s, valid, kinds, _m, _w, _d = _swarm_run((seed, o // 2, with_switch))
+            _s, valid, kinds, _m, _w, _d, _c = _swarm_run((seed, o // 2, with_switch))
             if valid is not False:
                 break
             o //= 2
@@ -219,4 +240,18 @@ def print_swarm(out: SwarmOutcome) -> None:
     print(f"marks reached: {len(MARKS) - len(unreached)} of {len(MARKS)}")
     if unreached:
         print("never reached: " + ", ".join(unreached))
+    print_checks(out)
     print("runs by workload: " + ", ".join(f"{w} {n}" for w, n in sorted(out.by_workload.items())))
+
+
+def print_checks(out: SwarmOutcome) -> None:
+    """How many runs exercised each check of the checker's table (its situation arose:
+    :mod:`properties.exercised`), and the checks none did, as the marks."""
+    from properties.exercised import NOT_IN_HUNTS, SITUATIONS
+
+    line = ", ".join(f"{c} {out.check_runs[c]}" for c in SITUATIONS if c in out.check_runs)
+    print(f"checks exercised: {len(out.check_runs)} of {len(SITUATIONS)} ({line})")
+    never = [f"{c} ({why})" for c, (why, _t) in SITUATIONS.items() if c not in out.check_runs]
+    if never:
+        print("never exercised: " + "; ".join(never))
+    print("not run by hunts: " + ", ".join(NOT_IN_HUNTS) + " (kafkacheck check --lin)")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from properties.analysis import analyse, compile_ops
 from properties.check_table import CHECKS, Check, allowed_kinds, allowed_reasons
 from properties.compaction_checks import Compaction
-from properties.config_checks import TCP_BREAKING_FAULTS, _check_share, _check_stall, _may_lose_acknowledged, _shares
+from properties.config_checks import _check_share, _check_stall, _may_lose_acknowledged, _shares, tcp_breaking
 from properties.cycles import DEFAULT_STEPS, DEFAULT_TIME_LIMIT_S, Budget
 from properties.group_checks import check_groups
 from properties.judging import MAX_REPORTED, Judging, Result, RunConfig
@@ -166,7 +166,7 @@ def _check_fast(ops: Iterable[dict], config: dict, budget: Budget, forbid: tuple
                            min(budget.steps, 2**62), budget.deadline - time.monotonic(), rc.weak_acks, performed,
                            final.get("start_ns", 0) if performed else 0, bool(final.get("reached_end")),
                            [str(k) for k in (final.get("end_offsets") or {})] if performed else [],
-                           idempotence, sorted(TCP_BREAKING_FAULTS), rc.isolation_level == "read_uncommitted",
+                           idempotence, sorted(tcp_breaking(rc)), rc.isolation_level == "read_uncommitted",
                            [str(v) for v in (final.get("end_offsets") or {}).values()] if performed else [],
                            str(final.get("staleness_bound_ms")))
     if isinstance(out, str):

@@ -218,12 +218,21 @@ IDEMPOTENCE_ERRORS = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "OutOfOrderSequence", "INV
 
 
 # faults under which TCP's promise (a connection delivers what was sent in order, once, with no
-# holes) no longer holds: the simulator's network drops, holds back, duplicates or reorders
-# single messages, so a batch may reach the broker while the one ahead of it in its producer's
-# sequence was lost (the broker, with no state for the producer yet, takes it as its first,
-# as Kafka's does, and refuses the earlier one's retry). The real faults (client-partition,
-# client-drop...) act on whole TCP connections and keep the promise.
-TCP_BREAKING_FAULTS = frozenset({"duplicate", "reorder", "loss", "partition", "straggle", "hold-back"})
+# holes) no longer holds: the simulator's ``duplicate`` and ``reorder``, which deliver single
+# messages of a connection twice or out of order, so a batch may reach the broker ahead of the
+# one before it in its producer's sequence (the broker, with no state for the producer yet, takes
+# it as its first, as Kafka's does, and refuses the earlier one's retry). Every other fault of the
+# simulator's network, and every real one, acts on whole connections and keeps the promise.
+TCP_BREAKING_FAULTS = frozenset({"duplicate", "reorder"})
+# a history without ``"network": "connections"`` in its config (a real run's, or a simulated run's from
+# before the simulator's network had connections, 2026-11-28): there ``loss``, ``partition``,
+# ``straggle`` and ``hold-back`` dropped or held single messages of a connection too
+MESSAGE_NETWORK_BREAKING = TCP_BREAKING_FAULTS | {"loss", "partition", "straggle", "hold-back"}
+
+
+def tcp_breaking(rc: RunConfig) -> frozenset:
+    """The faults of this history under which TCP's promise does not hold."""
+    return TCP_BREAKING_FAULTS if rc.raw.get("network") == "connections" else MESSAGE_NETWORK_BREAKING
 
 
 def _may_lose_acknowledged(rc: RunConfig) -> bool:
@@ -236,10 +245,10 @@ def _check_idempotence(a: Analysis, rc: RunConfig, r: Result, faults: frozenset 
     were not lost is never told OUT_OF_ORDER_SEQUENCE_NUMBER or that it was fenced. Not judged
     where records may be lost without a violation (acks 0 or 1, unclean elections, a crash
     that lost an unflushed tail), where the checker found them lost (that is the violation),
-    or where the network lost, held back, reordered or duplicated single messages of a
-    connection, which TCP never does (a batch then reaches its broker ahead of the one before
-    it, and is refused: :data:`TCP_BREAKING_FAULTS`)."""
-    if faults & TCP_BREAKING_FAULTS or _may_lose_acknowledged(rc) or any(
+    or where the network reordered or duplicated single messages of a connection, which TCP
+    never does (a batch then reaches its broker ahead of the one before it, and is refused:
+    :data:`TCP_BREAKING_FAULTS`)."""
+    if faults & tcp_breaking(rc) or _may_lose_acknowledged(rc) or any(
             r.counts.get(k) or r.allowed.get(k) for k in ("lost-write", "unread-after-heal")):
         return
     for op in a.ops:

@@ -103,7 +103,8 @@ class Broker(BrokerState):
         # the broker owns its coordinators: through a weak proxy the two form no reference
         # cycle, so a crashed broker is freed at once (the simulator avoids full collections)
         host = weakref.proxy(self)
-        self.txn = TransactionCoordinator(host, config.transaction_state_partitions, config.transaction_version)
+        self.txn = TransactionCoordinator(host, config.transaction_state_partitions, config.transaction_version,
+                                          config.producer_epoch_start)
         self.groups = GroupCoordinator(host, config.offsets_partitions, config.consumer_session_timeout_ms,
                                        config.consumer_heartbeat_interval_ms, config.share_session_timeout_ms,
                                        config.share_heartbeat_interval_ms)
@@ -172,6 +173,12 @@ class Broker(BrokerState):
         self._heartbeat(now_ms)
 
     def _heartbeat(self, now_ms: int) -> None:
+        since = self.heartbeat_unanswered_since
+        if since >= 0 and now_ms - since > self.config.alter_partition_timeout_ms:
+            # no answer in time: the controller channel's request timeout closes the connection
+            self.close_connection(self.controller_id)
+            since = -1
+        self.heartbeat_unanswered_since = now_ms if since < 0 else since
         self.send(self.controller_id, BrokerHeartbeatRequest(
             self.node_id, self.broker_epoch, self.metadata.version, now_ms))
         self.set_timer(self.config.heartbeat_interval_ms, "heartbeat")
@@ -179,6 +186,7 @@ class Broker(BrokerState):
     def _on_heartbeat_response(self, now_ms: int, msg: BrokerHeartbeatResponse) -> None:
         if msg.broker_epoch != self.broker_epoch:
             return
+        self.heartbeat_unanswered_since = -1
         if msg.error is Errors.STALE_BROKER_EPOCH:
             # the controller no longer knows this registration: register again
             self.broker_epoch = -1
@@ -398,6 +406,7 @@ def _every(delay: Callable[[Broker], float], work: Callable[[Broker, int], None]
 def _allocate_timed_out(b: Broker, now_ms: int, corr: int) -> None:
     if corr == b.allocate_in_flight:
         b.allocate_in_flight = -1
+        b.close_connection(b.controller_id)  # a new connection for the next request
 
 
 # timer name -> handler(broker, now_ms, *the key's other fields)

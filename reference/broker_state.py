@@ -49,6 +49,10 @@ class BrokerConfig:
     transaction_state_partitions: int = 3  # transaction.state.log.num.partitions
     offsets_partitions: int = 3  # offsets.topic.num.partitions
     transaction_version: int = 1  # 2: KIP-890 epoch bump at every transaction end
+    # the epoch a new transactional producer id starts at (Kafka: 0). A harness aim, not a Kafka
+    # setting: near 32766 a run reaches the end of a producer's epochs in a few transactions
+    # instead of 32,000 (where version 2 gives the producer a new id)
+    producer_epoch_start: int = 0
     # the controller's session timeout: a broker that heard back from the controller less
     # than this long after sending a heartbeat cannot have been fenced and replaced since
     coordinator_lease_ms: int = 9_000
@@ -118,6 +122,7 @@ class Fetcher:
     # AbstractFetcherThread compares the fetch offset and the partition's fetch state)
     asked: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
     rounds: int = 0  # fetches sent: where the next one starts when the order rotates
+    backing_off: bool = False  # after errors: the timer is the backoff, not the fetch's timeout
 
 
 class BrokerState(Node):
@@ -146,8 +151,10 @@ class BrokerState(Node):
         self.fetchers: dict[int, Fetcher] = {}
         # produces waiting for the transaction coordinator's verification (KIP-890 part 1)
         self.verifying: dict[int, object] = {}  # correlation id -> callback(error)
+        self.verifying_to: dict[int, int] = {}  # correlation id -> the coordinator asked
         self.producer_ids: tuple[int, int] = (0, 0)  # [next, end) of this broker's block
         self.allocate_in_flight = -1
+        self.heartbeat_unanswered_since = -1  # the first heartbeat the controller has not answered
         # the coordinators, by the internal topic whose partitions they act for
         self.coordinators: dict[str, Coordinator] = {}
         self._leaders: dict[TopicPartition, int] | None = None

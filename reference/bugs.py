@@ -25,6 +25,7 @@ class Bug(StrEnum):
     COMPACTION_DROPS_LATEST = "compaction-drops-latest"
     LSO_OFF_BY_ONE = "lso-off-by-one"
     TXN_MARKERS_SKIP_OFFLINE = "txn-markers-skip-offline"
+    TXN_EPOCH_OVERFLOW = "txn-epoch-overflow"
     # KIP-848's consumer groups
     CONSUMER_GROUP_PARTITION_EPOCH_LOST = "consumer-group-partition-epoch-lost"
     CONSUMER_GROUP_REJOIN_FENCED = "consumer-group-rejoin-fenced"
@@ -90,6 +91,13 @@ BUGS: dict[Bug, str] = {
     Bug.LSO_OFF_BY_ONE: (
         "the last stable offset is one past the first offset of the earliest open "
         "transaction, so read_committed consumers see its first record before the commit"
+    ),
+    Bug.TXN_EPOCH_OVERFLOW: (
+        "transaction version 2 without KIP-890's producer-id rotation (the shape of KAFKA-18660, fixed "
+        "before 4.0, and KAFKA-20090, Kafka 4.0 to 4.2, where a timed-out transaction's abort did not "
+        "rotate): the epoch an end bumps goes past 32767 and wraps (a Java short) where Kafka gives the "
+        "producer a new producer id at epoch 0; the markers carry an epoch older than the "
+        "transaction's, the partitions refuse them, and the transaction completes with its records open"
     ),
     Bug.TXN_MARKERS_SKIP_OFFLINE: (
         "KAFKA-20734 (Kafka 4.3.0 and later): the transaction coordinator's marker sender takes "

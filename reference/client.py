@@ -15,6 +15,7 @@ from reference.node import Node
 
 class ClientNode(Node):
     CORRELATION_BASE = 0
+    coordinator = -1  # the group coordinator, for the consumers
 
     def __init__(self, node_id: int, bootstrap: list[int], metadata_timeout_ms: int,
                  retry_backoff_ms: int) -> None:
@@ -27,6 +28,7 @@ class ClientNode(Node):
         self._retry_backoff_ms = retry_backoff_ms
         self._corr = self.CORRELATION_BASE
         self._metadata_corr = -1
+        self._metadata_asked = -1
         self._metadata_tries = 0
         self._metadata_not_before_ms = 0
         self._metadata_wait = False
@@ -38,6 +40,13 @@ class ClientNode(Node):
 
     def _metadata_changed(self, image: MetadataImage) -> None:
         """Called with every accepted image that is not older than the last one."""
+
+    def _close_coordinator(self) -> None:
+        """A request to the coordinator got no answer in time: close the connection (as Kafka's
+        NetworkClient does, so that what follows goes on a new one) and look it up again."""
+        if self.coordinator >= 0:
+            self.close_connection(self.coordinator)
+        self.coordinator = -1
 
     def _refresh_metadata(self) -> None:
         """Ask a bootstrap broker for metadata, at most once per backoff period."""
@@ -52,6 +61,7 @@ class ClientNode(Node):
         self._metadata_wait = False
         self._metadata_corr = self._next_corr()
         target = self.bootstrap[self._metadata_tries % len(self.bootstrap)]
+        self._metadata_asked = target
         self._metadata_tries += 1
         Node.send(self, target, MetadataRequest(self._metadata_corr))
         self.set_timer(self._metadata_timeout_ms, ("metadata", self._metadata_corr))
@@ -73,6 +83,7 @@ class ClientNode(Node):
             case ("metadata", corr):
                 if corr == self._metadata_corr:
                     self._metadata_corr = -1  # no answer in time: ask the next broker
+                    self.close_connection(self._metadata_asked)
                     self._refresh_metadata()
             case "metadata-again":
                 self._metadata_wait = False

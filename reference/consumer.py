@@ -398,7 +398,9 @@ class Consumer(ClientNode):
             return
         match key:
             case ("fetch", corr):
-                if self._fetch_done(corr) is not None:
+                done = self._fetch_done(corr)
+                if done is not None:
+                    self.close_connection(done[0])  # no answer in time: a new connection (Kafka's NetworkClient)
                     self._refresh_metadata()
             case ("find", corr):
                 if corr == self._find_corr:
@@ -406,16 +408,16 @@ class Consumer(ClientNode):
             case ("offset-fetch", corr):
                 if self._offset_fetch is not None and self._offset_fetch[0] == corr:
                     self._offset_fetch = None
-                    self.coordinator = -1
+                    self._close_coordinator()
             case ("report-fetch", corr):
                 if corr == self._report_fetch:
                     self._report_fetch = -1
-                    self.coordinator = -1
+                    self._close_coordinator()
             case ("commit", corr):
                 if corr == self._commit_corr:
                     self._commit_corr = -1
                     self.commit_result = Errors.REQUEST_TIMED_OUT
-                    self.coordinator = -1
+                    self._close_coordinator()
             case ("list", corr):
                 tp = self._list_in_flight.pop(corr, None)
                 self._list_for_end.discard(corr)

@@ -38,6 +38,9 @@ class CoordinatorHost(Protocol):
 
     def send(self, dst: int, message: Any) -> None: ...
 
+    def close_connection(self, peer: int) -> None:
+        """Close the connection to ``peer`` (a request on it got no answer in time)."""
+
     def set_timer(self, delay_ms: float, key: Any) -> None: ...
 
     def event(self, kind: str, **fields: Any) -> None: ...

@@ -10,8 +10,8 @@ Rules (docs/explanation/protocol-notes.md section 1):
   moved away and back); a late or superseded answer is dropped.
 * Records are appended only where they continue the log; then the high watermark, then the
   log start offset (which never passes the high watermark), as Kafka's
-  ``processPartitionData``. An error backs the fetcher off; a fetch without an answer is
-  sent again after ``replica_fetch_timeout_ms``.
+  ``processPartitionData``. An error backs the fetcher off; a fetch without an answer in
+  ``replica_fetch_timeout_ms`` closes its connection and is sent again on a new one.
 * Kafka shuts idle fetchers down after every leadership change: a fetcher with no partition
   left goes (its answer is ignored), and following that broker again starts a new one.
 """
@@ -62,6 +62,7 @@ def send_fetch(b: BrokerState, now_ms: int, f: Fetcher) -> None:
         parts = parts[k:] + parts[:k]
     f.correlation_id = b.corr()
     f.in_flight = True
+    f.backing_off = False
     f.asked = {fp.tp: (fp.current_leader_epoch, fp.fetch_offset) for fp in parts}
     b.send(f.leader, FetchRequest(f.correlation_id, b.node_id, b.broker_epoch,
                                   b.config.replica_fetch_wait_max_ms, 0, tuple(parts),
@@ -75,6 +76,8 @@ def fetcher_timer(b: BrokerState, now_ms: int, leader: int, corr: int) -> None:
     if f is None or f.correlation_id != corr:
         return
     # either the request got no answer in time, or this is the backoff after errors
+    if not f.backing_off:
+        b.close_connection(leader)  # no answer in time: a new connection, as Kafka's NetworkClient does
     f.in_flight = False
     send_fetch(b, now_ms, f)
 
@@ -103,6 +106,7 @@ def on_fetch_response(b: BrokerState, now_ms: int, src: int, resp: FetchResponse
             backoff = True
     if backoff:
         f.correlation_id = b.corr()
+        f.backing_off = True
         b.set_timer(b.config.replica_fetch_backoff_ms, ("fetcher", f.leader, f.correlation_id))
     else:
         f.in_flight = False

@@ -324,19 +324,13 @@ class GroupConsumer(Consumer):
         self._rejoin_wanted = True
         self.set_timer(self.config.retry_backoff_ms, "group-again")
 
-    def connection_lost(self, now_ms: int, node: int, message: object = None) -> None:
-        """The network lost ``message`` between this member and ``node``, or ``node`` crashed
-        (no message). When that ends the join or sync in flight to the coordinator (the
-        coordinator crashed with it, or the request or its answer was lost), the member looks
-        the coordinator up again and joins there, as kafka-python does when its connection
-        closes (TCP would have delivered a lost message late; either way the member is not
-        left waiting on a request nobody holds). Anything else keeps its timeout."""
+    def connection_lost(self, now_ms: int, node: int) -> None:
+        """The connection to ``node`` closed (a reset, a cut, ``node`` crashed): what was in
+        flight on it failed. When that is the join or sync in flight to the coordinator, the
+        member looks the coordinator up again and joins there, as kafka-python does when its
+        connection closes. Anything else keeps its timeout."""
         self._now_ms = now_ms
         if node != self.coordinator or self._group_corr < 0:
-            return
-        if message is not None and not (
-                isinstance(message, (JoinGroupRequest, SyncGroupRequest, JoinGroupResponse, SyncGroupResponse))
-                and message.correlation_id == self._group_corr):
             return
         self._group_corr = -1
         self.coordinator = -1
@@ -421,12 +415,12 @@ class GroupConsumer(Consumer):
             case ("heartbeat-timeout", corr):
                 if corr == self._hb_corr:
                     self._hb_corr = -1
-                    self.coordinator = -1
+                    self._close_coordinator()
                     self._find_coordinator()
             case ("group-request", corr):
                 if corr == self._group_corr:
                     self._group_corr = -1
-                    self.coordinator = -1
+                    self._close_coordinator()
                     self.state = "unjoined"
                     self._rejoin_wanted = True
                     self._start_join(now_ms)

@@ -34,7 +34,7 @@ from reference.broker import Broker
 from reference.controller import Controller
 from reference.frozen import frozen
 from reference.messages import TopicPartition
-from reference.txn_coordinator import COMPLETE_ABORT, COMPLETE_COMMIT, PREPARE_ABORT, PREPARE_COMMIT, TxnMetadata
+from reference.txn_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, PREPARE_ABORT, PREPARE_COMMIT, TxnMetadata
 
 _PREPARED = (PREPARE_COMMIT, PREPARE_ABORT)
 _COMPLETED = (COMPLETE_COMMIT, COMPLETE_ABORT)

@@ -228,6 +228,8 @@ def alter_timed_out(b: BrokerState, corr: int) -> None:
     retries; dropping it let a leader that missed the controller's "yes" count a smaller ISR
     than the controller's."""
     tp = b.alter_in_flight.pop(corr, None)
+    if tp is not None:
+        b.close_connection(b.controller_id)  # a new connection for the retry
     p = b.partitions.get(tp) if tp is not None else None
     if p is not None and p.is_leader and p.pending_isr is not None:
         # the very request again, broker epochs and all (Kafka's AlterPartitionManager resends

@@ -59,6 +59,8 @@ MARKS: dict[str, str] = {
     "txn-producer-fenced": "a transactional request with an old producer epoch was fenced",
     "txn-concurrent-transactions": "a transactional request arrived while the last transaction was ending",
     "txn-empty-abort": "an abort at transaction version 2 with no transaction open: an empty one ended, the epoch bumped",
+    "txn-producer-id-rotated": "an end at transaction version 2 at the last epoch (32766): the producer moved "
+                               "to a new producer id at epoch 0",
     "txn-timed-out": "the coordinator aborted a transaction that outlived its timeout",
     "txn-marker-retried": "writing a transaction marker failed and is retried",
     "txn-marker-to-moved-leader": "marker requests resent after a partition's leader changed",

@@ -415,17 +415,13 @@ class ModernGroupConsumer(Consumer):
         self._hb_now = True
         self._arm_again()
 
-    def connection_lost(self, now_ms: int, node: int, message: object = None) -> None:
-        """The network lost ``message`` between this member and ``node``, or ``node`` crashed
-        (no message). When that ends the heartbeat in flight to the coordinator, the member
-        does what it does when the heartbeat times out, at once (the Java client marks the
-        coordinator unknown on a disconnect). Anything else keeps its timeout."""
+    def connection_lost(self, now_ms: int, node: int) -> None:
+        """The connection to ``node`` closed (a reset, a cut, ``node`` crashed): what was in
+        flight on it failed. When that is the heartbeat in flight to the coordinator, the
+        member does what it does when the heartbeat times out, at once (the Java client marks
+        the coordinator unknown on a disconnect). Anything else keeps its timeout."""
         self._now_ms = now_ms
         if node != self.coordinator or self._hb_corr < 0:
-            return
-        if message is not None and not (
-                isinstance(message, (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse))
-                and message.correlation_id == self._hb_corr):
             return
         self._heartbeat_lost()
 
@@ -470,6 +466,8 @@ class ModernGroupConsumer(Consumer):
                     self._send_heartbeat()
             case ("heartbeat-timeout", corr):
                 if corr == self._hb_corr:
+                    if self.coordinator >= 0:
+                        self.close_connection(self.coordinator)  # no answer in time: a new connection
                     self._heartbeat_lost()
             case ("group-again", seq):
                 if seq == self._again_seq:

@@ -8,7 +8,11 @@ A node never reads a clock, sleeps, draws random numbers or touches a socket. It
 * ``timer(now_ms, key)`` when a timer it asked for fires,
 
 and after each call takes the node's outputs with :meth:`Node.drain`: :class:`Send`,
-:class:`Timer` and :class:`Event` objects, in the order the node produced them. Timers
+:class:`Timer`, :class:`Event` and :class:`Close` objects, in the order the node produced them.
+A client that models its connections (as Kafka's clients do: one per broker, closed when a
+request on it times out, which fails every request in flight there) outputs :class:`Close`
+and has ``connection_lost(now_ms, peer)`` called when the runtime closes one (a reset, a
+crashed peer); a runtime without such connections ignores both. Timers
 cannot be cancelled; a node ignores a timer that no longer matters. A node may also answer
 ``timer_is_moot(now_ms, key)``: True promises that ``timer(now_ms, key)`` would change nothing
 and output nothing, so a runtime may skip the call (a speed-up only; the simulator's tests
@@ -32,6 +36,12 @@ class Timer(NamedTuple):
     key: Any
 
 
+class Close(NamedTuple):
+    """Close the connection to ``peer``: what is sent to it next goes on a new one."""
+
+    peer: int
+
+
 class Event(NamedTuple):
     """A white-box event for events.jsonl (kinds listed in docs/reference/trace-format.md)."""
 
@@ -49,7 +59,7 @@ class Node:
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
-        self._out: list[Send | Timer | Event] = []
+        self._out: list[Send | Timer | Event | Close] = []
 
     def send(self, dst: int, message: Any) -> None:
         self._out.append(Send(dst, message))
@@ -58,10 +68,14 @@ class Node:
         tag = self.timer_tag
         self._out.append(Timer(delay_ms, (*tag, key) if tag else key))
 
+    def close_connection(self, peer: int) -> None:
+        if peer >= 0:
+            self._out.append(Close(peer))
+
     def event(self, kind: str, **fields: Any) -> None:
         self._out.append(Event(kind, fields))
 
-    def drain(self) -> list[Send | Timer | Event]:
+    def drain(self) -> list[Send | Timer | Event | Close]:
         out, self._out = self._out, []
         return out
 

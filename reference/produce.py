@@ -193,6 +193,7 @@ def verify_txn(b: BrokerState, txn_id: str, producer_id: int, producer_epoch: in
         return
     corr = b.corr()
     b.verifying[corr] = then
+    b.verifying_to[corr] = coordinator
     b.send(coordinator, AddPartitionsToTxnRequest(corr, txn_id, producer_id, producer_epoch, (tp,),
                                                   verify_only=not add))
     b.set_timer(b.config.alter_partition_timeout_ms, ("verify-timeout", corr))
@@ -200,6 +201,7 @@ def verify_txn(b: BrokerState, txn_id: str, producer_id: int, producer_epoch: in
 
 def on_verified(b: BrokerState, resp: AddPartitionsToTxnResponse) -> None:
     then = b.verifying.pop(resp.correlation_id, None)
+    b.verifying_to.pop(resp.correlation_id, None)
     if then is None:
         return
     error = resp.error
@@ -209,6 +211,7 @@ def on_verified(b: BrokerState, resp: AddPartitionsToTxnResponse) -> None:
 def verify_timed_out(b: BrokerState, corr: int) -> None:
     then = b.verifying.pop(corr, None)
     if then is not None:
+        b.close_connection(b.verifying_to.pop(corr, -1))
         then(Errors.COORDINATOR_NOT_AVAILABLE)
 
 

@@ -329,6 +329,24 @@ class Producer(ClientNode):
     def _metadata_changed(self, image: MetadataImage) -> None:
         self._leaders = {s.tp: s.leader for s in image.partitions}
 
+    def connection_lost(self, now_ms: int, peer: int) -> None:
+        """The connection to ``peer`` closed (a reset, a crash): every produce request in flight
+        there failed, as Kafka's NetworkClient fails them on a disconnect; they are retried in
+        sequence order on a new connection."""
+        self._now_ms = now_ms
+        self._lost(now_ms, peer)
+
+    def _close(self, now_ms: int, peer: int) -> None:
+        """Close the connection to ``peer`` (a request on it got no answer in time), which
+        fails what else was in flight there."""
+        self.close_connection(peer)
+        self._lost(now_ms, peer)
+
+    def _lost(self, now_ms: int, peer: int) -> None:
+        """Fail what was in flight on the closed connection to ``peer``."""
+        for corr in sorted(c for c, (_b, leader) in self.in_flight.items() if leader == peer):
+            self._complete(now_ms, corr, Errors.NETWORK_EXCEPTION, -1)
+
     def timer(self, now_ms: int, key: object) -> None:
         self._now_ms = now_ms
         if self._on_metadata_timer(key):
@@ -336,10 +354,13 @@ class Producer(ClientNode):
         match key:
             case ("request", corr):
                 if corr in self.in_flight:
-                    self._complete(now_ms, corr, Errors.NETWORK_EXCEPTION, -1)
+                    # no answer in time: close the connection, failing every request on it
+                    # (Kafka's NetworkClient does), so that the retries go on a new one
+                    self._close(now_ms, self.in_flight[corr][1])
             case ("init", corr):
                 if corr == self._init_corr:
                     self._init_corr = -1
+                    self._close(now_ms, self.bootstrap[corr % len(self.bootstrap)])  # where it asked
                     self._init_producer_id()
             case "init-again":
                 self._init_producer_id()

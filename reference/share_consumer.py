@@ -369,6 +369,7 @@ class ShareConsumer(ClientNode):
                 self._heartbeat()
             case ("share-hb-timeout", corr) if corr == self._hb_corr:
                 self._hb_corr = -1
+                self._close_coordinator()
                 self.coordinator = -1
                 self._arm_heartbeat(self.config.retry_backoff_ms)
             case ("share-find", corr) if corr == self._find_corr:
@@ -377,6 +378,7 @@ class ShareConsumer(ClientNode):
             case ("share-request", node, corr):
                 s = self._sessions.get(node)
                 if s is not None and s.in_flight == corr:
+                    self.close_connection(node)  # no answer in time: a new connection (Kafka's NetworkClient)
                     self.lost_fetches += s.fetching  # its acquisitions (if any) unseen
                     tps, s.in_flight, s.in_flight_acks = s.in_flight_acks, -1, ()
                     self._restart(s, Errors.REQUEST_TIMED_OUT)

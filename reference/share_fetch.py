@@ -85,6 +85,9 @@ class ShareHost(Protocol):
 
     def send(self, dst: int, message: Any) -> None: ...
 
+    def close_connection(self, peer: int) -> None:
+        """Close the connection to ``peer`` (a request on it got no answer in time)."""
+
     def set_timer(self, delay_ms: float, key: Any) -> None: ...
 
     def corr(self) -> int: ...
@@ -115,6 +118,7 @@ class ShareFetcher:
         self.sessions: dict[tuple[str, str], Session] = {}
         self.parts: dict[tuple[str, TopicPartition], Loaded] = {}
         self.waiting: dict[int, Callable[[Any], None]] = {}  # correlation id -> the answer's handler
+        self.asked: dict[int, int] = {}  # correlation id -> the share coordinator asked
         self._ticking = False
         # the bug switch share-ack-before-persist: acknowledgements answered, not written yet
         self.ack_before_persist = "share-ack-before-persist" in host.bugs
@@ -346,6 +350,7 @@ class ShareFetcher:
         elif key[0] == "persist-timeout":
             handler = self.waiting.pop(key[1], None)
             if handler is not None:
+                self.host.close_connection(self.asked.pop(key[1], -1))
                 handler(None)
 
     def _write_delta(self, group: str, tp: TopicPartition, loaded: Loaded, delta) -> None:
@@ -377,11 +382,13 @@ class ShareFetcher:
             handler(None)
             return
         self.waiting[req.correlation_id] = handler
+        self.asked[req.correlation_id] = node
         self.host.send(node, req)
         self.host.set_timer(PERSIST_TIMEOUT_MS, ("share", "persist-timeout", req.correlation_id))
 
     def on_state_response(self, msg: ReadShareGroupStateResponse | WriteShareGroupStateResponse) -> None:
         handler = self.waiting.pop(msg.correlation_id, None)
+        self.asked.pop(msg.correlation_id, None)
         if handler is not None:
             handler(msg)
 

@@ -10,8 +10,8 @@ passes it, so a coordinator that fails over loses nothing it answered. A new lea
 the partition's log (the last record per id wins) and finishes any commit or abort whose
 markers were not all written.
 
-States (Kafka's ``TransactionState``; :data:`TRANSITIONS` is the table, and a change it does
-not list is an error)::
+States (Kafka's ``TransactionState``; :data:`reference.txn_metadata.TRANSITIONS` is the
+table, and a change it does not list is an error)::
 
     Empty -> Ongoing -> PrepareCommit -> CompleteCommit -> Ongoing ...
                      -> PrepareAbort  -> CompleteAbort  -> Ongoing ...
@@ -37,15 +37,12 @@ EndTxn or AddPartitionsToTxn from an earlier transaction acts on a later one
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import dataclass, field
 
 from reference import records as rec
 from reference.bugs import Bug
 from reference.coordinator import Coordinator, CoordinatorHost, partition_for
 from reference.errors import Errors
-from reference.frozen import frozen
 from reference.marks import mark
 from reference.messages import (
     AddOffsetsToTxnRequest,
@@ -61,75 +58,22 @@ from reference.messages import (
     WriteTxnMarkersResponse,
 )
 from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
+from reference.txn_metadata import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    EMPTY,
+    MAX_EPOCH,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    SHORT_MAX,
+    TxnMetadata,
+)
 
-MAX_EPOCH = 32_766
 MARKER_RETRY_MS = 200
 MARKER_TIMEOUT_MS = 30_000
 TIMEOUT_CHECK_MS = 500
 
-
-
-class TxnState(StrEnum):
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-
-
-EMPTY, ONGOING = TxnState.EMPTY, TxnState.ONGOING
-PREPARE_COMMIT, PREPARE_ABORT = TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
-COMPLETE_COMMIT, COMPLETE_ABORT = TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT
-
-# the states each state may change to (Kafka's TransactionState.validPreviousStates, turned
-# around): InitProducerId bumps the epoch of an idle id (-> Empty), AddPartitionsToTxn and
-# AddOffsetsToTxn open or extend a transaction (-> Ongoing), EndTxn, a fenced holder or a
-# timeout prepares its end, and the last marker completes it
-TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
-    EMPTY: frozenset({EMPTY, ONGOING, PREPARE_ABORT}),  # (an empty abort at version 2)
-    ONGOING: frozenset({ONGOING, PREPARE_COMMIT, PREPARE_ABORT}),
-    PREPARE_COMMIT: frozenset({COMPLETE_COMMIT}),
-    PREPARE_ABORT: frozenset({COMPLETE_ABORT}),
-    COMPLETE_COMMIT: frozenset({EMPTY, ONGOING, PREPARE_ABORT}),
-    COMPLETE_ABORT: frozenset({EMPTY, ONGOING, PREPARE_ABORT}),
-}
-
-
-class IllegalTransition(AssertionError):
-    """A state change the table does not allow: a bug of the coordinator, never the client's."""
-
-
-@frozen
-class TxnMetadata:
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    last_producer_epoch: int
-    timeout_ms: int
-    state: TxnState
-    partitions: frozenset[TopicPartition] = frozenset()
-    start_ms: int = -1
-
-    def to_json(self) -> bytes:
-        return json.dumps({
-            "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
-            "last_producer_epoch": self.last_producer_epoch, "timeout_ms": self.timeout_ms,
-            "state": self.state, "partitions": sorted(tp.key for tp in self.partitions),
-            "start_ms": self.start_ms}, sort_keys=True).encode()
-
-    def move(self, state: TxnState, **changes) -> TxnMetadata:
-        """This transaction in ``state`` (with ``changes``), if the table allows the change."""
-        if state not in TRANSITIONS[self.state]:
-            raise IllegalTransition(f"transactional id {self.transactional_id!r}: {self.state} -> {state}")
-        return replace(self, state=state, **changes)
-
-    @classmethod
-    def from_json(cls, txn_id: str, raw: bytes) -> TxnMetadata:
-        d = json.loads(raw)
-        return cls(txn_id, d["producer_id"], d["producer_epoch"], d["last_producer_epoch"],
-                   d["timeout_ms"], TxnState(d["state"]),
-                   frozenset(TopicPartition.parse(k) for k in d["partitions"]), d["start_ms"])
 
 
 @dataclass(slots=True)
@@ -145,9 +89,12 @@ class TransactionCoordinator(Coordinator):
 
     topic = TXN_TOPIC
 
-    def __init__(self, host: CoordinatorHost, num_partitions: int, transaction_version: int = 1) -> None:
+    def __init__(self, host: CoordinatorHost, num_partitions: int, transaction_version: int = 1,
+                 producer_epoch_start: int = 0) -> None:
         super().__init__(host, num_partitions)
         self.transaction_version = transaction_version
+        self.producer_epoch_start = producer_epoch_start
+        self.overflow = Bug.TXN_EPOCH_OVERFLOW in host.bugs
         self.unfenced = Bug.TXN_UNFENCED_REQUESTS in host.bugs
         self.skip_offline = Bug.TXN_MARKERS_SKIP_OFFLINE in host.bugs
         self.txns: dict[str, TxnMetadata] = {}
@@ -224,6 +171,10 @@ class TransactionCoordinator(Coordinator):
         if error is not Errors.NONE:
             return None, error
         meta = self.txns.get(txn_id)
+        if meta is not None and producer_id >= 0 and meta.next_producer_id == producer_id:
+            # the producer already took the id its last end moved to, whose markers are still
+            # being written (Kafka: the pending transition is checked first)
+            return meta, Errors.CONCURRENT_TRANSACTIONS
         if meta is None or meta.producer_id != producer_id:
             return None, Errors.INVALID_PRODUCER_ID_MAPPING
         if not self._epoch_ok(meta, epoch):
@@ -280,7 +231,7 @@ class TransactionCoordinator(Coordinator):
             if pid < 0:
                 answer(Errors.COORDINATOR_LOAD_IN_PROGRESS)
                 return
-            new = TxnMetadata(txn_id, pid, 0, -1, req.transaction_timeout_ms, EMPTY)
+            new = TxnMetadata(txn_id, pid, self.producer_epoch_start, -1, req.transaction_timeout_ms, EMPTY)
         else:
             new = meta.move(EMPTY, producer_epoch=meta.producer_epoch + 1,
                             # a fresh producer must not let the fenced one's epoch back in
@@ -350,6 +301,13 @@ class TransactionCoordinator(Coordinator):
         prepare = PREPARE_COMMIT if req.commit else PREPARE_ABORT
         # the producer's transaction version (its EndTxn version, as Kafka decides it), else ours
         tv2 = (req.transaction_version or self.transaction_version) >= 2
+        rotated = self.txns.get(req.transactional_id) if error is Errors.INVALID_PRODUCER_ID_MAPPING else None
+        if tv2 and rotated is not None and (req.producer_id, req.producer_epoch) == (rotated.prev_producer_id, MAX_EPOCH) \
+                and rotated.producer_epoch == 0 and rotated.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
+            # a retry of the end that moved the producer to a new id (Kafka's retryOnOverflow)
+            same = (rotated.state == COMPLETE_COMMIT) == req.commit
+            answer(Errors.NONE, rotated.producer_id, 0) if same else answer(Errors.INVALID_TXN_STATE)
+            return
         if (error in (Errors.NONE, Errors.PRODUCER_FENCED) and meta is not None and tv2
                 and meta.state != ONGOING):
             self._end_after_bump(now_ms, meta, req, answer)
@@ -359,7 +317,7 @@ class TransactionCoordinator(Coordinator):
             return
         assert meta is not None
         if meta.state == ONGOING:
-            self._end(now_ms, meta, req.commit, bump=tv2, on_answer=answer)
+            self._end(now_ms, meta, req.commit, bump=tv2, on_answer=answer, tv2=tv2)
         # below: version 1 only (version 2 with no transaction open was answered above)
         elif meta.state == prepare:
             answer(Errors.CONCURRENT_TRANSACTIONS)
@@ -395,12 +353,33 @@ class TransactionCoordinator(Coordinator):
             answer(Errors.INVALID_TXN_STATE)
         else:
             mark("txn-empty-abort")
-            self._end(now_ms, meta, commit=False, bump=True, on_answer=answer)
+            self._end(now_ms, meta, commit=False, bump=True, on_answer=answer, tv2=True)
 
-    def _end(self, now_ms: int, meta: TxnMetadata, commit: bool, bump: bool, on_answer) -> None:
+    def _end(self, now_ms: int, meta: TxnMetadata, commit: bool, bump: bool, on_answer,
+             tv2: bool | None = None) -> None:
+        """Prepare the end of ``meta``'s transaction (``bump``: under the next epoch) and send
+        its markers; ``on_answer(error, pid, epoch)`` for a client's EndTxn, None for a fence
+        or a timeout. ``tv2``: the transaction's version is 2 (None: the coordinator's)."""
         epoch = meta.producer_epoch + 1 if bump else meta.producer_epoch
+        next_pid = -1
+        tv2 = self.transaction_version >= 2 if tv2 is None else tv2
+        if self.overflow:
+            epoch = (epoch + 0x8000) % 0x10000 - 0x8000  # the bug: a Java short wraps
+        elif bump and tv2 and meta.producer_epoch >= MAX_EPOCH:
+            # version 2 at the last epoch a producer may use: the markers go out at the next
+            # epoch (never past 32767) and the producer's next transaction under a new producer
+            # id, whether a client, a fence or a timeout ends it (Kafka 4.3's
+            # generateTxnTransitMetadataForTxnCompletion, KAFKA-20090)
+            next_pid = self.host.take_producer_id()
+            if next_pid < 0:  # a block of ids is on its way: the client (or the next check) retries
+                if on_answer is not None:
+                    on_answer(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+                return
+            mark("txn-producer-id-rotated")
+            epoch = min(epoch, SHORT_MAX)
         new = meta.move(PREPARE_COMMIT if commit else PREPARE_ABORT, producer_epoch=epoch,
-                        last_producer_epoch=meta.producer_epoch if bump else meta.last_producer_epoch)
+                        last_producer_epoch=meta.producer_epoch if bump else meta.last_producer_epoch,
+                        next_producer_id=next_pid)
 
         def done(error: Errors) -> None:
             if error is not Errors.NONE:
@@ -410,8 +389,9 @@ class TransactionCoordinator(Coordinator):
             self.host.event("txn-decided", transactional_id=meta.transactional_id,
                             producer_id=new.producer_id, producer_epoch=new.producer_epoch,
                               commit=commit, partitions=sorted(tp.key for tp in new.partitions))
-            if on_answer is not None:
-                on_answer(Errors.NONE, new.producer_id, new.producer_epoch)
+            if on_answer is not None:  # the ids the completion will have (Kafka: prepareComplete's)
+                after = new.completed(COMPLETE_COMMIT if commit else COMPLETE_ABORT)
+                on_answer(Errors.NONE, after.producer_id, after.producer_epoch)
             self._start_markers(now_ms, new)
 
         self._write_meta(now_ms, new, done)
@@ -508,7 +488,7 @@ class TransactionCoordinator(Coordinator):
         if m is None or txn_id in self.pending:
             return
         done_state = COMPLETE_COMMIT if m.meta.state == PREPARE_COMMIT else COMPLETE_ABORT
-        new = m.meta.move(done_state, partitions=frozenset(), start_ms=-1)
+        new = m.meta.completed(done_state)
 
         def done(error: Errors) -> None:
             if error is Errors.NONE:
@@ -559,7 +539,9 @@ class TransactionCoordinator(Coordinator):
                     self._complete(now_ms, txn_id)
             case ("marker-timeout", txn_id, corr):
                 m = self.markers.get(txn_id)
-                if m is not None and m.in_flight.pop(corr, None) is not None:
+                sent = m.in_flight.pop(corr, None) if m is not None else None
+                if sent is not None:
+                    self.host.close_connection(sent[0])  # a new connection for the retry
                     self._send_markers(now_ms, txn_id)
             case _:
                 pass

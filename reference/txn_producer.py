@@ -110,6 +110,7 @@ class TransactionalProducer(Producer):
         self.coordinators: dict[tuple[int, str], int] = {}  # (key type, key) -> broker
         self.actions: deque[_Action] = deque()
         self._req_corr = -1
+        self._req_node = -1  # where the transaction request in flight went
         self._find_corr = -1
         self._find_key: tuple[int, str] | None = None
         self.in_transaction = False
@@ -267,6 +268,7 @@ class TransactionalProducer(Producer):
         corr = self._next_corr()
         a.attempts += 1
         self._req_corr = corr
+        self._req_node = coordinator
         txn_id = self.transactional_id
         pid, epoch = self.producer_id, self.producer_epoch
         match a.kind:
@@ -326,6 +328,20 @@ class TransactionalProducer(Producer):
         self._next_action()
         self._maybe_end(now_ms)
         self._drain(now_ms)
+
+    def _lost(self, now_ms: int, peer: int) -> None:
+        """Fail what was in flight on the closed connection to ``peer``: produce requests, and
+        the transaction request, whose outcome is then unknown as after its timeout."""
+        super()._lost(now_ms, peer)
+        if self._req_corr >= 0 and self._req_node == peer and self.actions:
+            self._req_corr = -1
+            a = self.actions[0]
+            a.timed_out = True
+            if a.kind in ("add", "add-offsets", "offset-commit"):
+                self._unknown_in_txn = True  # it may still be applied, late
+            self._forget_coordinator(a)
+            self._next_action()
+            self._maybe_end(now_ms)
 
     def _forget_coordinator(self, a: _Action) -> None:
         if a.kind == "offset-commit":
@@ -423,17 +439,11 @@ class TransactionalProducer(Producer):
         match key:
             case ("txn-request", corr):
                 if corr == self._req_corr and self.actions:
-                    self._req_corr = -1
-                    a = self.actions[0]
-                    a.timed_out = True
-                    if a.kind in ("add", "add-offsets", "offset-commit"):
-                        self._unknown_in_txn = True  # it may still be applied, late
-                    self._forget_coordinator(a)
-                    self._next_action()
-                    self._maybe_end(now_ms)
+                    self._close(now_ms, self._req_node)  # failing it, and what else was in flight there
             case ("find", corr):
                 if corr == self._find_corr:
                     self._find_corr = -1
+                    self._close(now_ms, self.bootstrap[corr % len(self.bootstrap)])  # where _find asked
                     self._next_action()
             case "txn-again":
                 self._next_action()

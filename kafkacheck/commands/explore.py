@@ -82,7 +82,11 @@ def main(args: argparse.Namespace) -> int:
               f"no violation")
         return EXIT_VALID
     explore.save(out, args.machine, args.bug, result.steps)
-    print(f"found after {result.examples} programs ({result.seconds:.1f} s): {result.found}")
+    if result.found_after is not None and result.found_seconds is not None:
+        print(f"found after {result.found_after} programs ({result.found_seconds:.1f} s; shrunk by "
+              f"{result.examples} programs in all, {result.seconds:.1f} s): {result.found}")
+    else:
+        print(f"found after {result.examples} programs ({result.seconds:.1f} s): {result.found}")
     print("shrunk program:")
     for rule_name, rule_args in result.steps:
         print(f"  {rule_name}({', '.join(f'{k}={v!r}' for k, v in rule_args.items())})")

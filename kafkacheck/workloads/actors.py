@@ -62,6 +62,12 @@ class Actor(Node):
         self.client.receive(now_ms, src, message)
         self._progress(now_ms)
 
+    def connection_lost(self, now_ms: int, peer: int) -> None:
+        lost = getattr(self.client, "connection_lost", None)
+        if lost is not None:
+            lost(now_ms, peer)
+            self._progress(now_ms)
+
     def timer(self, now_ms: int, key: object) -> None:
         match key:
             case ("c", gen, inner):

@@ -133,6 +133,15 @@ class ClientBase(Node):
                 return False
         return True
 
+    def connection_lost(self, now_ms: int, peer: int) -> None:
+        """A connection of the client's closed (see :mod:`fault_injection.network`): its
+        producer and consumer hear of it (one connection per broker for both, where Kafka's
+        would each keep their own)."""
+        for c in (self._producer, self._consumer):
+            lost = getattr(c, "connection_lost", None)
+            if lost is not None:
+                lost(now_ms, peer)
+
     def drain(self) -> list:
         """Its own outputs, then the producer's, then the consumer's."""
         out = super().drain()

@@ -334,9 +334,6 @@ class EosMember(EosProcessor):
                     **({"rebalance_log": log} if log else {}))
         self.op = None
 
-    def connection_lost(self, now_ms: int, peer: int, message: object = None) -> None:
-        self.consumer.connection_lost(now_ms, peer, message)
-
     def timer(self, now_ms: int, key: object) -> None:
         match key:
             case "idle":

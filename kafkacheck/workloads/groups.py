@@ -241,11 +241,6 @@ class GroupMemberClient(ClientBase):
         self._route_message(now_ms, src, message)
         self._check_commit(now_ms)
 
-    def connection_lost(self, now_ms: int, peer: int, message: object = None) -> None:
-        """The simulation lost a message of the member's, or a peer crashed (where TCP would
-        close the connection or retransmit)."""
-        self.consumer.connection_lost(now_ms, peer, message)
-
     def timer(self, now_ms: int, key: object) -> None:
         if self._route_timer(now_ms, key):
             self._check_commit(now_ms)

@@ -292,7 +292,7 @@ class ClusterMachine(RuleBasedStateMachine):
 
     def config(self) -> dict:
         return {"acks": "all", "isolation_level": "read_uncommitted", "sub_via": ["assign"],
-                "final_read": self.final_read}
+                "network": "connections", "final_read": self.final_read}
 
     def teardown(self) -> None:
         try:

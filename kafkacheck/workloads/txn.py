@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
@@ -298,6 +299,15 @@ class TxnMachine(ClusterMachine):
 
 # ------------------------------------------------------------ with real clients
 
+class TxnEpochEndMachine(TxnMachine):
+    """The txn machine at transaction version 2, its producer ids starting 2 epochs before
+    their last (32766): each writer reaches the end of its epochs, and moves to a new producer
+    id, within its first transactions."""
+
+    broker_settings: ClassVar[dict[str, Any]] = {"transaction_version": 2, "producer_epoch_start": 32_764}
+    focus = (*TxnMachine.focus, "txn-producer-id-rotated")
+
+
 def real_txn_loop(run: RealRun) -> None:
     """txn: one op is a transaction of 1-3 sends."""
     h, rng, topic = run.h, run.rng, run.topic
@@ -353,6 +363,7 @@ class TxnWorkload(Workload):
     guarantee = "committed transactions are read whole, aborted ones never (read_committed)"
     idempotent = transactional = True
     machine = TxnMachine
+    variants = {"txn-epoch-end": TxnEpochEndMachine}  # version 2 at the end of the producers' epochs
     straggle_apis = ("EndTxn", "Produce", "AddPartitionsToTxn")
 
     def client(self, i: int, node_id: int, rng: random.Random) -> TxnClient:

@@ -18,7 +18,7 @@ from reference.messages import TopicPartition
 from reference.server.gateway import Connection
 from reference.server.host import now_ms
 from reference.topics import legal_topic_name
-from reference.txn_coordinator import TxnState
+from reference.txn_metadata import TxnState
 
 
 async def describe_producers(c: Connection, req: Any, v: int) -> dict:

@@ -74,7 +74,7 @@ def test_swarm_seeds_as_spark_tasks_give_the_local_verdicts_and_marks(spark):
     assert two.runs == len(two_v) >= 2
     for seed, verdict in two_v.items():
         if seed not in local_v:
-            _s, valid, kinds, _m, _w, _d = swarm_hunt._swarm_run((seed, 300, switch))
+            _s, valid, kinds, _m, _w, _d, _c = swarm_hunt._swarm_run((seed, 300, switch))
             local_v[seed] = str(valid) if valid is not False else "INVALID " + ",".join(kinds)
         assert verdict == local_v[seed], seed
 

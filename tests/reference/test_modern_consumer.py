@@ -257,7 +257,7 @@ def test_a_heartbeat_without_an_answer_finds_the_coordinator_again_and_loses_not
     answer(c, hb, Errors.FENCED_MEMBER_EPOCH)  # the lost heartbeat's late answer: ignored
     assert c.owned == {TP0, TP1} and c.generation == 1 and not c.take_rebalance_log()
     # a heartbeat lost with its connection: the same, at once
-    c.connection_lost(3_020, OTHER, again)
+    c.connection_lost(3_020, OTHER)
     assert c.coordinator == -1 and sent(c.drain(), FindCoordinatorRequest) and c.owned == {TP0, TP1}
 
 

@@ -25,7 +25,7 @@ from reference.messages import (
     WriteTxnMarkersResponse,
 )
 from reference.producer_state import ProducerStateManager
-from reference.txn_coordinator import COMPLETE_COMMIT, PREPARE_COMMIT
+from reference.txn_metadata import COMPLETE_COMMIT, PREPARE_COMMIT
 from tests.reference.test_transactions import TXN, add, coordinator, init, settle, txn_router
 
 SKIP = frozenset({"txn-markers-skip-offline"})

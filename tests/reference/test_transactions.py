@@ -662,3 +662,82 @@ def test_a_version_2_write_of_the_next_epoch_waits_for_the_previous_marker():
     assert end(r, c, pid, epoch + 1, commit=False).error is Errors.NONE  # (its end bumps the epoch again)
     settle(r, 20)
     assert fetch_values(r, 1) == [b"first"]  # the aborted "next" is not read
+
+
+def test_version_2_moves_a_producer_at_its_last_epoch_to_a_new_producer_id():
+    """Kafka's TransactionCoordinator at version 2: an end at epoch 32766 writes its markers at
+    32767 and answers a new producer id at epoch 0; a retry of that end (the old id, 32766) is
+    answered with the new id; the new id's first requests wait (CONCURRENT_TRANSACTIONS) until
+    the markers are written; the switch txn-epoch-overflow wraps the epoch instead."""
+    r = txn_router(transaction_version=2)
+    for b in (1, 2, 3):
+        r.nodes[b].txn.producer_epoch_start = 32_765
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    assert epoch == 32_765
+    add(r, c, pid, epoch)
+    produce(r, pid, epoch, 0, b"t1")
+    first = end(r, c, pid, epoch, commit=True)
+    assert (first.error, first.producer_id, first.producer_epoch) == (Errors.NONE, pid, 32_766)
+    settle(r, 10)
+    add(r, c, pid, 32_766)
+    produce(r, pid, 32_766, 0, b"t2")
+    r.drop = lambda src, dst, msg: isinstance(msg, WriteTxnMarkersRequest)  # markers held back
+    last = end(r, c, pid, 32_766, commit=True)
+    new_pid = last.producer_id
+    assert last.error is Errors.NONE and new_pid != pid and last.producer_epoch == 0
+    assert add(r, c, new_pid, 0) is Errors.CONCURRENT_TRANSACTIONS  # the markers are not written yet
+    r.drop = lambda src, dst, msg: False
+    for _ in range(160):  # no answer in 30 s: the coordinator sends its markers again
+        r.tick(200)
+    settle(r, 10)
+    retry = end(r, c, pid, 32_766, commit=True)
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (Errors.NONE, new_pid, 0)
+    assert end(r, c, pid, 32_766, commit=False).error is Errors.INVALID_TXN_STATE
+    assert add(r, c, new_pid, 0) is Errors.NONE
+    assert produce(r, new_pid, 0, 0, b"t3") is Errors.NONE
+    assert end(r, c, new_pid, 0, commit=True).producer_epoch == 1
+    settle(r, 10)
+    assert fetch_values(r, 1) == [b"t1", b"t2", b"t3"]
+
+
+def test_without_rotation_the_epoch_wraps_and_the_markers_are_refused():
+    r = txn_router(bugs=frozenset({"txn-epoch-overflow"}), transaction_version=2)
+    for b in (1, 2, 3):
+        r.nodes[b].txn.producer_epoch_start = 32_766
+    c = coordinator(r)
+    pid, epoch = init(r, c)
+    add(r, c, pid, epoch)
+    produce(r, pid, epoch, 0, b"t1")
+    assert end(r, c, pid, epoch, commit=True).producer_epoch == 32_767
+    settle(r, 10)
+    add(r, c, pid, 32_767)
+    produce(r, pid, 32_767, 0, b"t2")
+    wrapped = end(r, c, pid, 32_767, commit=True)
+    assert (wrapped.error, wrapped.producer_id, wrapped.producer_epoch) == (Errors.NONE, pid, -32_768)
+    settle(r, 10)
+    assert fetch_values(r, 1) == [b"t1"]  # t2's marker, at an epoch older than t2's, was refused
+
+
+def test_version_2_rotates_the_producer_id_when_a_timeout_aborts_at_the_last_epoch():
+    """KAFKA-20090 (fixed in Kafka 4.3): a transaction timed out at epoch 32766 is aborted under
+    a new producer id, and the producer's delayed abort of it (the old id, 32766) is answered
+    with that id, never with 32767 (whose next end would overflow)."""
+    r = txn_router(transaction_version=2)
+    for b in (1, 2, 3):
+        r.nodes[b].txn.producer_epoch_start = 32_766
+    c = coordinator(r)
+    pid, epoch = init(r, c, timeout_ms=1_000)
+    assert epoch == 32_766
+    add(r, c, pid, epoch)
+    produce(r, pid, epoch, 0, b"t1")
+    for _ in range(20):  # past the transaction's timeout: the coordinator aborts it
+        r.tick(200)
+    late = end(r, c, pid, epoch, commit=False)
+    assert late.error is Errors.NONE and late.producer_id != pid and late.producer_epoch == 0
+    assert end(r, c, pid, epoch, commit=True).error is Errors.INVALID_TXN_STATE
+    assert add(r, c, late.producer_id, 0) is Errors.NONE
+    assert produce(r, late.producer_id, 0, 0, b"t2") is Errors.NONE
+    assert end(r, c, late.producer_id, 0, commit=True).error is Errors.NONE
+    settle(r, 10)
+    assert fetch_values(r, 1) == [b"t2"]
