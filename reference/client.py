@@ -16,6 +16,7 @@ from reference.node import Node
 class ClientNode(Node):
     CORRELATION_BASE = 0
     coordinator = -1  # the group coordinator, for the consumers
+    AWAITING_MAX = 512  # requests remembered for connection_lost (older ones wait for their timeouts)
 
     def __init__(self, node_id: int, bootstrap: list[int], metadata_timeout_ms: int,
                  retry_backoff_ms: int) -> None:
@@ -27,6 +28,7 @@ class ClientNode(Node):
         self._metadata_timeout_ms = metadata_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._corr = self.CORRELATION_BASE
+        self._awaiting: dict[object, int] = {}  # a request's timeout timer key -> the node it went to
         self._metadata_corr = -1
         self._metadata_asked = -1
         self._metadata_tries = 0
@@ -37,6 +39,31 @@ class ClientNode(Node):
     def _next_corr(self) -> int:
         self._corr += 1
         return self._corr
+
+    def _timeout(self, node: int, delay_ms: float, key: object) -> None:
+        """The timeout of a request just sent to ``node``: timer ``key`` in ``delay_ms``, and at
+        once if the connection to ``node`` closes first (:meth:`connection_lost`)."""
+        self.set_timer(delay_ms, key)
+        awaiting = self._awaiting
+        awaiting[key] = node
+        if len(awaiting) > self.AWAITING_MAX:
+            del awaiting[next(iter(awaiting))]
+
+    def expired_by(self, peer: int) -> list:
+        """The timer keys that end what was in flight to ``peer``, whose connection closed (a
+        reset, a cut, ``peer`` crashed or refused it): every request there failed, as Kafka's
+        NetworkClient fails them on a disconnect, and each ends as its timeout would (a
+        timeout that finds its request answered already does nothing). A host that embeds
+        this client fires them through its own timer routing (with the client's tag)."""
+        keys = [k for k, n in self._awaiting.items() if n == peer]
+        for k in keys:
+            del self._awaiting[k]
+        return keys
+
+    def connection_lost(self, now_ms: int, peer: int) -> None:
+        self._now_ms = now_ms
+        for key in self.expired_by(peer):
+            self.timer(now_ms, key)
 
     def _metadata_changed(self, image: MetadataImage) -> None:
         """Called with every accepted image that is not older than the last one."""
@@ -64,7 +91,7 @@ class ClientNode(Node):
         self._metadata_asked = target
         self._metadata_tries += 1
         Node.send(self, target, MetadataRequest(self._metadata_corr))
-        self.set_timer(self._metadata_timeout_ms, ("metadata", self._metadata_corr))
+        self._timeout(target, self._metadata_timeout_ms, ("metadata", self._metadata_corr))
 
     def _on_metadata_response(self, now_ms: int, message: MetadataResponse) -> bool:
         """Take a metadata answer; False when it is not the one we wait for."""

@@ -173,7 +173,7 @@ class Consumer(ClientNode):
             self.send(leader, FetchRequest(corr, -1, -1, self.config.fetch_max_wait_ms,
                                            self.config.isolation_level, tuple(parts),
                                            self.config.fetch_max_bytes))
-            self.set_timer(self.config.fetch_max_wait_ms + self.config.request_timeout_ms,
+            self._timeout(leader, self.config.fetch_max_wait_ms + self.config.request_timeout_ms,
                            ("fetch", corr))
 
     def request_end_offsets(self) -> None:
@@ -190,7 +190,7 @@ class Consumer(ClientNode):
             self._list_in_flight[corr] = tp
             self.send(leader, ListOffsetsRequest(corr, tp, LATEST_TIMESTAMP, epoch,
                                                  self.config.isolation_level))
-            self.set_timer(self.config.request_timeout_ms, ("list", corr))
+            self._timeout(leader, self.config.request_timeout_ms, ("list", corr))
 
     def commit(self, offsets: dict[TopicPartition, int]) -> None:
         """Commit offsets (the next offset to read) for the group; see :attr:`commit_result`."""
@@ -204,7 +204,7 @@ class Consumer(ClientNode):
         self._commit_corr = self._next_corr()
         self.send(self.coordinator, OffsetCommitRequest(
             self._commit_corr, self.config.group_id, -1, "", tuple(sorted(offsets.items()))))
-        self.set_timer(self.config.request_timeout_ms, ("commit", self._commit_corr))
+        self._timeout(self.coordinator, self.config.request_timeout_ms, ("commit", self._commit_corr))
 
     def request_committed(self, tps: list[TopicPartition]) -> None:
         """Ask the group coordinator for the committed offsets of ``tps`` (stable ones only,
@@ -218,7 +218,7 @@ class Consumer(ClientNode):
         self._report_fetch = self._next_corr()
         self.send(self.coordinator, OffsetFetchRequest(self._report_fetch, self.config.group_id,
                                                        tuple(tps)))
-        self.set_timer(self.config.request_timeout_ms, ("report-fetch", self._report_fetch))
+        self._timeout(self.coordinator, self.config.request_timeout_ms, ("report-fetch", self._report_fetch))
 
     def take_records(self) -> list[ConsumedRecord]:
         """The records fetched so far, at most ``max_poll_records`` of them (the oldest)."""
@@ -243,7 +243,7 @@ class Consumer(ClientNode):
         self._list_in_flight[corr] = tp
         ts = EARLIEST_TIMESTAMP if policy == "earliest" else LATEST_TIMESTAMP
         self.send(leader, ListOffsetsRequest(corr, tp, ts, epoch, self.config.isolation_level))
-        self.set_timer(self.config.request_timeout_ms, ("list", corr))
+        self._timeout(leader, self.config.request_timeout_ms, ("list", corr))
 
     def _find_coordinator(self) -> None:
         if self._find_corr >= 0 or self.config.group_id is None:
@@ -252,7 +252,7 @@ class Consumer(ClientNode):
         target = self.bootstrap[self._find_corr % len(self.bootstrap)]
         self.send(target, FindCoordinatorRequest(self._find_corr, self.config.group_id,
                                                  COORDINATOR_GROUP))
-        self.set_timer(self.config.request_timeout_ms, ("find", self._find_corr))
+        self._timeout(target, self.config.request_timeout_ms, ("find", self._find_corr))
 
     def _fetch_committed(self) -> None:
         if self._offset_fetch is not None:
@@ -266,7 +266,7 @@ class Consumer(ClientNode):
         corr = self._next_corr()
         self._offset_fetch = (corr, tps)
         self.send(self.coordinator, OffsetFetchRequest(corr, self.config.group_id, tps))
-        self.set_timer(self.config.request_timeout_ms, ("offset-fetch", corr))
+        self._timeout(self.coordinator, self.config.request_timeout_ms, ("offset-fetch", corr))
 
     def _on_group_response(self, message: object) -> None:
         match message:

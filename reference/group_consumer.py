@@ -132,7 +132,7 @@ class GroupConsumer(Consumer):
         self.send(self.coordinator, OffsetCommitRequest(
             self._commit_corr, self.config.group_id, generation, self.member_id,
             tuple(sorted(offsets.items()))))
-        self.set_timer(self.config.request_timeout_ms, ("commit", self._commit_corr))
+        self._timeout(self.coordinator, self.config.request_timeout_ms, ("commit", self._commit_corr))
 
     def close(self) -> None:
         """Leave the group (a clean shutdown)."""
@@ -183,7 +183,7 @@ class GroupConsumer(Consumer):
             self._group_corr, self.config.group_id, self.member_id, self.config.group_instance_id,
             self.config.session_timeout_ms, self.config.rebalance_timeout_ms,
             tuple((name, metadata) for name in self.config.assignors)))
-        self.set_timer(self.join_timeout_ms, ("group-request", self._group_corr))
+        self._timeout(self.coordinator, self.join_timeout_ms, ("group-request", self._group_corr))
 
     def _revoke(self, tps: set[TopicPartition]) -> None:
         if not tps:
@@ -230,7 +230,7 @@ class GroupConsumer(Consumer):
         self._group_corr = self._next_corr()
         self.send(self.coordinator, SyncGroupRequest(self._group_corr, self.config.group_id,
                                                      self.generation, self.member_id, assignments))
-        self.set_timer(self.config.rebalance_timeout_ms + self.config.request_timeout_ms,
+        self._timeout(self.coordinator, self.config.rebalance_timeout_ms + self.config.request_timeout_ms,
                        ("group-request", self._group_corr))
         self._schedule_heartbeat()
 
@@ -324,20 +324,6 @@ class GroupConsumer(Consumer):
         self._rejoin_wanted = True
         self.set_timer(self.config.retry_backoff_ms, "group-again")
 
-    def connection_lost(self, now_ms: int, node: int) -> None:
-        """The connection to ``node`` closed (a reset, a cut, ``node`` crashed): what was in
-        flight on it failed. When that is the join or sync in flight to the coordinator, the
-        member looks the coordinator up again and joins there, as kafka-python does when its
-        connection closes. Anything else keeps its timeout."""
-        self._now_ms = now_ms
-        if node != self.coordinator or self._group_corr < 0:
-            return
-        self._group_corr = -1
-        self.coordinator = -1
-        self.state = "unjoined"
-        self._rejoin_wanted = True
-        self.set_timer(self.config.retry_backoff_ms, "group-again")
-
     # ------------------------------------------------------------ heartbeats and timers
 
     def _schedule_heartbeat(self) -> None:
@@ -356,7 +342,7 @@ class GroupConsumer(Consumer):
         self._hb_corr = self._next_corr()
         self.send(self.coordinator, HeartbeatRequest(self._hb_corr, self.config.group_id,
                                                      self.generation, self.member_id))
-        self.set_timer(self.config.request_timeout_ms, ("heartbeat-timeout", self._hb_corr))
+        self._timeout(self.coordinator, self.config.request_timeout_ms, ("heartbeat-timeout", self._hb_corr))
 
     def _on_heartbeat(self, now_ms: int, resp: HeartbeatResponse) -> None:
         if resp.correlation_id != self._hb_corr:

@@ -155,7 +155,7 @@ class ModernGroupConsumer(Consumer):
             self.commit_result = Errors.COORDINATOR_NOT_AVAILABLE
             return
         self._commit_corr = self._send_commit(offsets)
-        self.set_timer(self.config.request_timeout_ms, ("commit", self._commit_corr))
+        self._timeout(self.coordinator, self.config.request_timeout_ms, ("commit", self._commit_corr))
 
     def _send_commit(self, offsets: dict[TopicPartition, int]) -> int:
         assert self.config.group_id is not None
@@ -277,7 +277,7 @@ class ModernGroupConsumer(Consumer):
         self.assign(sorted(self.owned - self._revoking))
         # the member's own commit, apart from the application's (its commit_result)
         self._revoke_commit = self._send_commit(offsets)
-        self.set_timer(self.config.request_timeout_ms, ("revoke-commit", self._revoke_commit))
+        self._timeout(self.coordinator, self.config.request_timeout_ms, ("revoke-commit", self._revoke_commit))
         self._precommitted.update(offsets)
         self._no_commit -= set(offsets)  # given back after all, they start at this commit
         self.state = "reconciling"
@@ -329,7 +329,7 @@ class ModernGroupConsumer(Consumer):
         self._hb_seq += 1
         self._hb_corr = self._next_corr()
         self.send(self.coordinator, self._heartbeat_request(self._hb_corr))
-        self.set_timer(self.config.request_timeout_ms, ("heartbeat-timeout", self._hb_corr))
+        self._timeout(self.coordinator, self.config.request_timeout_ms, ("heartbeat-timeout", self._hb_corr))
 
     def _heartbeat_request(self, corr: int) -> ConsumerGroupHeartbeatRequest:
         joining = self.generation == JOIN_EPOCH
@@ -414,16 +414,6 @@ class ModernGroupConsumer(Consumer):
         self._find_coordinator()
         self._hb_now = True
         self._arm_again()
-
-    def connection_lost(self, now_ms: int, node: int) -> None:
-        """The connection to ``node`` closed (a reset, a cut, ``node`` crashed): what was in
-        flight on it failed. When that is the heartbeat in flight to the coordinator, the
-        member does what it does when the heartbeat times out, at once (the Java client marks
-        the coordinator unknown on a disconnect). Anything else keeps its timeout."""
-        self._now_ms = now_ms
-        if node != self.coordinator or self._hb_corr < 0:
-            return
-        self._heartbeat_lost()
 
     # ------------------------------------------------------------ inputs
 

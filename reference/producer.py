@@ -151,7 +151,7 @@ class Producer(ClientNode):
         self._init_corr = self._next_corr()
         target = self.bootstrap[self._init_corr % len(self.bootstrap)]
         self.send_message(target, InitProducerIdRequest(self._init_corr))
-        self.set_timer(self.config.request_timeout_ms, ("init", self._init_corr))
+        self._timeout(target, self.config.request_timeout_ms, ("init", self._init_corr))
 
     def _on_init_producer_id(self, now_ms: int, resp: InitProducerIdResponse) -> None:
         if resp.correlation_id != self._init_corr:
@@ -329,12 +329,10 @@ class Producer(ClientNode):
     def _metadata_changed(self, image: MetadataImage) -> None:
         self._leaders = {s.tp: s.leader for s in image.partitions}
 
-    def connection_lost(self, now_ms: int, peer: int) -> None:
-        """The connection to ``peer`` closed (a reset, a crash): every produce request in flight
-        there failed, as Kafka's NetworkClient fails them on a disconnect; they are retried in
-        sequence order on a new connection."""
-        self._now_ms = now_ms
-        self._lost(now_ms, peer)
+    def expired_by(self, peer: int) -> list:
+        """Also every produce request in flight to ``peer``: they are retried in sequence order
+        on a new connection (the timer ``("lost", peer)``)."""
+        return [*super().expired_by(peer), ("lost", peer)]
 
     def _close(self, now_ms: int, peer: int) -> None:
         """Close the connection to ``peer`` (a request on it got no answer in time), which
@@ -352,6 +350,8 @@ class Producer(ClientNode):
         if self._on_metadata_timer(key):
             return
         match key:
+            case ("lost", peer):
+                self._lost(now_ms, peer)
             case ("request", corr):
                 if corr in self.in_flight:
                     # no answer in time: close the connection, failing every request on it

@@ -204,7 +204,7 @@ class ShareConsumer(ClientNode):
         s.in_flight, s.in_flight_acks, s.sent_ms, s.fetching = corr, (), self._now_ms, True
         self.send(node, ShareFetchRequest(corr, self.config.group_id, self.member_id, s.epoch,
                                           self.config.max_records, tuple(sorted(new)), forgotten))
-        self.set_timer(self.config.request_timeout_ms, ("share-request", node, corr))
+        self._timeout(node, self.config.request_timeout_ms, ("share-request", node, corr))
 
     def _on_fetch(self, src: int, resp: ShareFetchResponse) -> None:
         s = self._sessions.get(src)
@@ -245,7 +245,7 @@ class ShareConsumer(ClientNode):
         corr = self._next_corr()
         s.in_flight, s.in_flight_acks, s.fetching = corr, tuple(tp for tp, _b in acks), False
         self.send(node, ShareAcknowledgeRequest(corr, self.config.group_id, self.member_id, s.epoch, acks))
-        self.set_timer(self.config.request_timeout_ms, ("share-request", node, corr))
+        self._timeout(node, self.config.request_timeout_ms, ("share-request", node, corr))
 
     @staticmethod
     def _ack_batches(by_tp: dict[TopicPartition, dict[int, int]]) -> tuple[tuple[TopicPartition, tuple[AckBatch, ...]], ...]:
@@ -299,7 +299,7 @@ class ShareConsumer(ClientNode):
         full = self.member_epoch == 0
         self.send(self.coordinator, ShareGroupHeartbeatRequest(self._hb_corr, self.config.group_id, self.member_id,
                                                                self.member_epoch, self.topics if full else None))
-        self.set_timer(self.config.request_timeout_ms, ("share-hb-timeout", self._hb_corr))
+        self._timeout(self.coordinator, self.config.request_timeout_ms, ("share-hb-timeout", self._hb_corr))
 
     def _on_heartbeat(self, resp: ShareGroupHeartbeatResponse) -> None:
         if resp.correlation_id != self._hb_corr:
@@ -327,7 +327,7 @@ class ShareConsumer(ClientNode):
         self._find_corr = self._next_corr()
         target = self.bootstrap[self._find_corr % len(self.bootstrap)]
         self.send(target, FindCoordinatorRequest(self._find_corr, self.config.group_id, COORDINATOR_GROUP))
-        self.set_timer(self.config.request_timeout_ms, ("share-find", self._find_corr))
+        self._timeout(target, self.config.request_timeout_ms, ("share-find", self._find_corr))
 
     def _on_find(self, resp: FindCoordinatorResponse) -> None:
         if resp.correlation_id != self._find_corr:

@@ -296,7 +296,7 @@ class TransactionalProducer(Producer):
         self._find_key = (key_type, key)
         target = self.bootstrap[self._find_corr % len(self.bootstrap)]
         self.send_message(target, FindCoordinatorRequest(self._find_corr, key, key_type))
-        self.set_timer(self.config.request_timeout_ms, ("find", self._find_corr))
+        self._timeout(target, self.config.request_timeout_ms, ("find", self._find_corr))
 
     def _on_find(self, now_ms: int, resp: FindCoordinatorResponse) -> None:
         if resp.correlation_id != self._find_corr or self._find_key is None:

@@ -63,10 +63,10 @@ class Actor(Node):
         self._progress(now_ms)
 
     def connection_lost(self, now_ms: int, peer: int) -> None:
-        lost = getattr(self.client, "connection_lost", None)
-        if lost is not None:
-            lost(now_ms, peer)
-            self._progress(now_ms)
+        """What the client had in flight to ``peer`` ends as its timeouts would."""
+        expired_by = getattr(self.client, "expired_by", None)
+        for key in expired_by(peer) if expired_by is not None else ():
+            self.timer(now_ms, ("c", self.gen, key))
 
     def timer(self, now_ms: int, key: object) -> None:
         match key:

@@ -134,13 +134,14 @@ class ClientBase(Node):
         return True
 
     def connection_lost(self, now_ms: int, peer: int) -> None:
-        """A connection of the client's closed (see :mod:`fault_injection.network`): its
-        producer and consumer hear of it (one connection per broker for both, where Kafka's
-        would each keep their own)."""
+        """A connection of the client's closed (see :mod:`fault_injection.network`): what its
+        producer and consumer had in flight there ends as its timeout would, through this
+        node's own timer routing (one connection per broker for both, where Kafka's would
+        each keep their own)."""
         for c in (self._producer, self._consumer):
-            lost = getattr(c, "connection_lost", None)
-            if lost is not None:
-                lost(now_ms, peer)
+            if c is not None:
+                for key in c.expired_by(peer):
+                    self.timer(now_ms, (*c.timer_tag, key))
 
     def drain(self) -> list:
         """Its own outputs, then the producer's, then the consumer's."""
