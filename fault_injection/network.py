@@ -19,7 +19,8 @@ Faults TCP can suffer act on whole connections:
   behind it), past request timeouts: a client that gives up closes the connection and retries
   on a new one, which overtakes the old one's late messages (different connections have no order).
 
-The simulator (:mod:`fault_injection.simulation`) tells both ends of a closed connection, as
+The simulator (:mod:`fault_injection.simulation`) tells both ends of a closed connection (50 ms
+later: Kafka's reconnect.backoff.ms), as
 a reset or a timeout would: the clients that model their connections fail what they had in
 flight and retry, as Kafka's do. Messages already on the wire when a connection closes are
 delivered (data sent before the reset). ``reorder`` (messages of a link overtake each other)

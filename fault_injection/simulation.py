@@ -40,6 +40,10 @@ from traces.history import Recorder
 
 _DELIVER, _TIMER, _CALL = 0, 1, 2
 VIOLATIONS_RECORDED_MAX = 100  # per invariant; the count in violation_counts is complete
+# a client hears that a connection closed this long after (Kafka's reconnect.backoff.ms: it cannot
+# connect again sooner); meanwhile what it sends there is lost. Told at once, a client that
+# retries at once toward a peer that refuses it (crashed, cut off) would loop without time passing
+RECONNECT_BACKOFF_MS = 50
 # skip the timers a node calls moot (Node.timer_is_moot): a speed-up that must change nothing,
 # which tests/fault_injection check by running with it off
 SKIP_MOOT_TIMERS = True
@@ -277,9 +281,10 @@ class Simulation:
     def _closed(self, a: int, b: int, closer: int | None = None) -> None:
         """The connection between ``a`` and ``b`` closed: it lost a message, a peer crashed or
         refused it, or ``closer`` closed it. Each other end that models its connections (a
-        node with ``connection_lost(now_ms, peer)``: the clients) hears of it at once, as a
-        reset or the timeout of a TCP connection would tell it; until then what it sends
-        there is lost with the connection. Every other node relies on its timeouts."""
+        node with ``connection_lost(now_ms, peer)``: the clients) hears of it
+        :data:`RECONNECT_BACKOFF_MS` later, as a reset or the timeout of a TCP connection
+        would tell it, and may connect again; until then what it sends there is lost with the
+        connection. Every other node relies on its timeouts."""
         self.network.close(a, b)
         for node_id, peer in ((a, b), (b, a)):
             if node_id != closer:
@@ -305,7 +310,7 @@ class Simulation:
             if proc.node is not None and proc.incarnation == incarnation:
                 self._invoke(proc, "connection_lost", (peer,))
 
-        self._push(self.now_ns, _CALL, (tell,))
+        self._push(self.now_ns + RECONNECT_BACKOFF_MS * 1_000_000, _CALL, (tell,))
 
     def _held(self, src: int, dst: int, message: Any) -> int:
         for i, (matches, extra) in enumerate(self.holds):

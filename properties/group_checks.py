@@ -193,7 +193,9 @@ def _double_ownership(claims: list[dict], add) -> None:
         cs.sort(key=lambda c: c["start"])
         for i, a in enumerate(cs):
             for b in cs[i + 1:]:
-                if b["process"] != a["process"] and b["start"] <= a["end"] and a["start"] <= b["end"]:
+                # (strictly: a client that goes on as a new process after an op whose outcome
+                # is unknown hands its partitions to the new process at the old one's last op)
+                if b["process"] != a["process"] and b["start"] < a["end"] and a["start"] < b["end"]:
                     add("double-ownership", key=key, generation=gen, ops=[a["op"], b["op"]],
                         explanation=f"processes {a['process']} and {b['process']} both owned {key} "
                                     f"in generation {gen} at the same time")

@@ -114,10 +114,18 @@ class GroupMemberClient(ClientBase):
         self.consumer.slow_callback_ms = ms
         return True
 
-    def _subscribe(self, now_ms: int) -> None:
+    def _subscribe(self, now_ms: int, carried: bool = False) -> None:
+        """Subscribe (again); ``carried``: the history goes on as a new process with the same
+        consumer (after an op whose outcome is unknown), so the new process starts owning what
+        the consumer owns: its subscribe says so, as an assignment at the consumer's epoch."""
         self.record(process=self.process, type="invoke", f="subscribe", value=self.keys)
+        log = self.consumer.take_rebalance_log() if carried else []
+        owned = sorted(tp.key for tp in self.consumer.owned) if carried else []
+        if owned:
+            log.append({"type": "assigned", "keys": owned, "generation": self.consumer.generation, "owned": owned})
         self.consumer.subscribe(now_ms, [self.topic])
-        self.record(process=self.process, type="ok", f="subscribe", value=self.keys)
+        self.record(process=self.process, type="ok", f="subscribe", value=self.keys,
+                    **({"rebalance_log": log} if log else {}))
 
     # ------------------------------------------------------------ ops
 
@@ -221,7 +229,7 @@ class GroupMemberClient(ClientBase):
         self.budget.completed += 1
         if type_ == "info":
             self.process += self.n_clients
-            self._subscribe(now_ms)
+            self._subscribe(now_ms, carried=True)
         elif commit_next and self.budget.remaining > 0 and not self.consumer.fenced:
             self.budget.remaining -= 1
             self.op_seq += 1
