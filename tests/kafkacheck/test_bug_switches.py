@@ -200,4 +200,5 @@ def test_an_epoch_that_wraps_at_its_end_is_caught(tmp_path, capsys):
     assert {a["invariant"] for a in result["anomalies"]["invariant-violation"]} == {"txn-complete-after-markers"}
     code, correct = run(tmp_path, "rotated", args)
     capsys.readouterr()
-    assert code == 0 and json.loads((tmp_path / "rotated" / "run.json").read_text())["options"]["producer_epoch_start"]
+    assert code == 0 and correct["valid"] is True
+    assert json.loads((tmp_path / "rotated" / "run.json").read_text())["options"]["producer_epoch_start"] == 32750

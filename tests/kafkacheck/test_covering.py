@@ -3,11 +3,14 @@ few dozen runs (kafkacheck/covering.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from kafkacheck.covering import COVERING_SEEDS, POOL, choices, covering_seeds, pairs
 from kafkacheck.swarm import draw
 from kafkacheck.swarm_hunt import Steering
 
 
+@pytest.mark.slow  # 6 s; the pairs test below checks the kept seeds' coverage in the default run
 def test_the_kept_seeds_are_the_greedy_covering_of_the_pool():
     assert covering_seeds() == COVERING_SEEDS, "the swarm's draws changed: python -m kafkacheck.covering"
     assert len(COVERING_SEEDS) <= 60 and len(set(COVERING_SEEDS)) == len(COVERING_SEEDS)
