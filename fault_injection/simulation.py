@@ -298,17 +298,16 @@ class Simulation:
         incarnation = proc.incarnation
         self._unaware.add((node_id, peer))
 
-        def tell() -> None:
-            self._unaware.discard((node_id, peer))
-            if proc.node is not None and proc.incarnation == incarnation:
-                if proc.paused:  # it hears of it when it runs again
-                    proc.backlog.append((_CALL, (tell_now,)))
-                else:
-                    self._invoke(proc, "connection_lost", (peer,))
-
-        def tell_now() -> None:
+        def hear() -> None:
             if proc.node is not None and proc.incarnation == incarnation:
                 self._invoke(proc, "connection_lost", (peer,))
+
+        def tell() -> None:
+            self._unaware.discard((node_id, peer))
+            if proc.paused and proc.node is not None and proc.incarnation == incarnation:
+                proc.backlog.append((_CALL, (hear,)))  # it hears of it when it runs again
+            else:
+                hear()
 
         self._push(self.now_ns + RECONNECT_BACKOFF_MS * 1_000_000, _CALL, (tell,))
 

@@ -70,7 +70,7 @@ class Steering:
 
     CANDIDATES = 6
 
-    def __init__(self, ops: int, explore_seed: int = 0, planned: tuple[int, ...] | None = None) -> None:
+    def __init__(self, ops: int, explore_seed: int = 0) -> None:
         import random
         from collections import deque
 
@@ -81,7 +81,7 @@ class Steering:
         self.ops = ops
         self.rng = random.Random(explore_seed)
         # first the covering array's seeds (kafkacheck.covering), in its order, then steered
-        self.planned = deque(COVERING_SEEDS if planned is None else planned)
+        self.planned = deque(COVERING_SEEDS)
         self._planned = set(self.planned)
         self.pool: list[int] = []
         self.next_seed = 0

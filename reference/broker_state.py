@@ -15,6 +15,7 @@ receive, timer), never elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reference.coordinator import Coordinator
@@ -150,8 +151,8 @@ class BrokerState(Node):
         # follower side: a fetcher per leader broker
         self.fetchers: dict[int, Fetcher] = {}
         # produces waiting for the transaction coordinator's verification (KIP-890 part 1)
-        self.verifying: dict[int, object] = {}  # correlation id -> callback(error)
-        self.verifying_to: dict[int, int] = {}  # correlation id -> the coordinator asked
+        # correlation id -> (callback(error), the coordinator asked)
+        self.verifying: dict[int, tuple[Callable[[Errors], None], int]] = {}
         self.producer_ids: tuple[int, int] = (0, 0)  # [next, end) of this broker's block
         self.allocate_in_flight = -1
         self.heartbeat_unanswered_since = -1  # the first heartbeat the controller has not answered

@@ -71,8 +71,7 @@ class ClientNode(Node):
     def _close_coordinator(self) -> None:
         """A request to the coordinator got no answer in time: close the connection (as Kafka's
         NetworkClient does, so that what follows goes on a new one) and look it up again."""
-        if self.coordinator >= 0:
-            self.close_connection(self.coordinator)
+        self.close_connection(self.coordinator)
         self.coordinator = -1
 
     def _refresh_metadata(self) -> None:

@@ -456,8 +456,7 @@ class ModernGroupConsumer(Consumer):
                     self._send_heartbeat()
             case ("heartbeat-timeout", corr):
                 if corr == self._hb_corr:
-                    if self.coordinator >= 0:
-                        self.close_connection(self.coordinator)  # no answer in time: a new connection
+                    self._close_coordinator()  # no answer in time: a new connection
                     self._heartbeat_lost()
             case ("group-again", seq):
                 if seq == self._again_seq:

@@ -192,26 +192,26 @@ def verify_txn(b: BrokerState, txn_id: str, producer_id: int, producer_epoch: in
         then(Errors.COORDINATOR_NOT_AVAILABLE)
         return
     corr = b.corr()
-    b.verifying[corr] = then
-    b.verifying_to[corr] = coordinator
+    b.verifying[corr] = (then, coordinator)
     b.send(coordinator, AddPartitionsToTxnRequest(corr, txn_id, producer_id, producer_epoch, (tp,),
                                                   verify_only=not add))
     b.set_timer(b.config.alter_partition_timeout_ms, ("verify-timeout", corr))
 
 
 def on_verified(b: BrokerState, resp: AddPartitionsToTxnResponse) -> None:
-    then = b.verifying.pop(resp.correlation_id, None)
-    b.verifying_to.pop(resp.correlation_id, None)
-    if then is None:
+    waiting = b.verifying.pop(resp.correlation_id, None)
+    if waiting is None:
         return
+    then = waiting[0]
     error = resp.error
     then(Errors.COORDINATOR_NOT_AVAILABLE if error is Errors.NOT_COORDINATOR else error)
 
 
 def verify_timed_out(b: BrokerState, corr: int) -> None:
-    then = b.verifying.pop(corr, None)
-    if then is not None:
-        b.close_connection(b.verifying_to.pop(corr, -1))
+    waiting = b.verifying.pop(corr, None)
+    if waiting is not None:
+        then, coordinator = waiting
+        b.close_connection(coordinator)
         then(Errors.COORDINATOR_NOT_AVAILABLE)
 
 

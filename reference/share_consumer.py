@@ -370,7 +370,6 @@ class ShareConsumer(ClientNode):
             case ("share-hb-timeout", corr) if corr == self._hb_corr:
                 self._hb_corr = -1
                 self._close_coordinator()
-                self.coordinator = -1
                 self._arm_heartbeat(self.config.retry_backoff_ms)
             case ("share-find", corr) if corr == self._find_corr:
                 self._find_corr = -1

@@ -117,8 +117,8 @@ class ShareFetcher:
         self.config = config
         self.sessions: dict[tuple[str, str], Session] = {}
         self.parts: dict[tuple[str, TopicPartition], Loaded] = {}
-        self.waiting: dict[int, Callable[[Any], None]] = {}  # correlation id -> the answer's handler
-        self.asked: dict[int, int] = {}  # correlation id -> the share coordinator asked
+        # correlation id -> (the answer's handler, the share coordinator asked)
+        self.waiting: dict[int, tuple[Callable[[Any], None], int]] = {}
         self._ticking = False
         # the bug switch share-ack-before-persist: acknowledgements answered, not written yet
         self.ack_before_persist = "share-ack-before-persist" in host.bugs
@@ -348,9 +348,10 @@ class ShareFetcher:
             if any(x.sp is not None and x.sp.next_deadline() is not None for x in self.parts.values()):
                 self._tick_soon()
         elif key[0] == "persist-timeout":
-            handler = self.waiting.pop(key[1], None)
-            if handler is not None:
-                self.host.close_connection(self.asked.pop(key[1], -1))
+            waiting = self.waiting.pop(key[1], None)
+            if waiting is not None:
+                handler, node = waiting
+                self.host.close_connection(node)
                 handler(None)
 
     def _write_delta(self, group: str, tp: TopicPartition, loaded: Loaded, delta) -> None:
@@ -381,16 +382,14 @@ class ShareFetcher:
         if node < 0:
             handler(None)
             return
-        self.waiting[req.correlation_id] = handler
-        self.asked[req.correlation_id] = node
+        self.waiting[req.correlation_id] = (handler, node)
         self.host.send(node, req)
         self.host.set_timer(PERSIST_TIMEOUT_MS, ("share", "persist-timeout", req.correlation_id))
 
     def on_state_response(self, msg: ReadShareGroupStateResponse | WriteShareGroupStateResponse) -> None:
-        handler = self.waiting.pop(msg.correlation_id, None)
-        self.asked.pop(msg.correlation_id, None)
-        if handler is not None:
-            handler(msg)
+        waiting = self.waiting.pop(msg.correlation_id, None)
+        if waiting is not None:
+            waiting[0](msg)
 
     # ------------------------------------------------------------ leadership
 

@@ -305,8 +305,10 @@ class TransactionCoordinator(Coordinator):
         if tv2 and rotated is not None and (req.producer_id, req.producer_epoch) == (rotated.prev_producer_id, MAX_EPOCH) \
                 and rotated.producer_epoch == 0 and rotated.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
             # a retry of the end that moved the producer to a new id (Kafka's retryOnOverflow)
-            same = (rotated.state == COMPLETE_COMMIT) == req.commit
-            answer(Errors.NONE, rotated.producer_id, 0) if same else answer(Errors.INVALID_TXN_STATE)
+            if (rotated.state == COMPLETE_COMMIT) == req.commit:
+                answer(Errors.NONE, rotated.producer_id, 0)
+            else:
+                answer(Errors.INVALID_TXN_STATE)
             return
         if (error in (Errors.NONE, Errors.PRODUCER_FENCED) and meta is not None and tv2
                 and meta.state != ONGOING):

@@ -297,8 +297,6 @@ class TxnMachine(ClusterMachine):
         self._fault("straggle", {"p": p, "ms": ms})
 
 
-# ------------------------------------------------------------ with real clients
-
 class TxnEpochEndMachine(TxnMachine):
     """The txn machine at transaction version 2, its producer ids starting 2 epochs before
     their last (32766): each writer reaches the end of its epochs, and moves to a new producer
@@ -307,6 +305,8 @@ class TxnEpochEndMachine(TxnMachine):
     broker_settings: ClassVar[dict[str, Any]] = {"transaction_version": 2, "producer_epoch_start": 32_764}
     focus = (*TxnMachine.focus, "txn-producer-id-rotated")
 
+
+# ------------------------------------------------------------ with real clients
 
 def real_txn_loop(run: RealRun) -> None:
     """txn: one op is a transaction of 1-3 sends."""
