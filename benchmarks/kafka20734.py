@@ -38,7 +38,7 @@ FOUND = "hanging-transaction"
 
 
 def patched_home() -> Path:
-    from kafkacheck.conform.kafka_dist import cache_root
+    from kafkacheck.real.kafka_dist import cache_root
 
     return cache_root() / "kafka-4.3.1-kafka20734"
 

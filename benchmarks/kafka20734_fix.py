@@ -53,7 +53,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from kafkacheck.conform.kafka_dist import (
+from kafkacheck.real.kafka_dist import (
     KafkaDist,
     KafkaUnavailable,
     cache_root,

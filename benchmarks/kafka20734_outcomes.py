@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 
 from kafkacheck.conform.apache_kafka import KafkaCluster
-from kafkacheck.conform.kafka_dist import KafkaDist
-from kafkacheck.conform.kinds import make_txn_sender
 from kafkacheck.conform.offline import create_placed_topics
+from kafkacheck.real.kafka_dist import KafkaDist
+from kafkacheck.real.kinds import make_txn_sender
 from kafkacheck.serve import partition_states
 
 CONFIGS = [("kafka-python", {}), ("confluent", {}), ("java", {}), ("java", {"transaction.version": 1})]
@@ -148,7 +148,7 @@ def main() -> int:
             continue
         tv = features.get("transaction.version", 2 if kind == "java" else 1)
         if kind == "java":
-            from kafkacheck.conform.java import build_driver, stop_driver, use_driver
+            from kafkacheck.real.java import build_driver, stop_driver, use_driver
 
             dist = KafkaDist(a.version)
             build_driver(dist)

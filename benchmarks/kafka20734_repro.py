@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from kafkacheck.conform import kafka_dist as kd
+from kafkacheck.real import kafka_dist as kd
 
 TOPIC = "out"
 TXN_IDS = ("tx1", "tx2", "tx3")  # hash to __transaction_state-0, -1, -2 (3 partitions)

@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from fault_injection.real.proxy import HeldRequest, HoldClaim
-from kafkacheck.conform import kafka_dist as kd
+from kafkacheck.real import kafka_dist as kd
 
 TOPIC = "t"
 GROUP = "kip848-owned-repro"
@@ -152,9 +152,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def reproduce(a: argparse.Namespace) -> str:
-    from kafkacheck.conform.java import Handle, JavaError, consumer_conf, stop_driver, use_driver
-    from kafkacheck.conform.java_clients import JavaClient
     from kafkacheck.conform.targets import spawn
+    from kafkacheck.real.java import Handle, JavaError, consumer_conf, stop_driver, use_driver
+    from kafkacheck.real.java_clients import JavaClient
 
     work = a.work or Path(tempfile.mkdtemp(prefix="kip848-owned-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from kafka20734_repro import fetch_tools
 
-from kafkacheck.conform import kafka_dist as kd
+from kafkacheck.real import kafka_dist as kd
 
 LINE = re.compile(r"CreateTime: (\d+).*key: (\{.*?\}\}) payload: (\{.*\})$")
 

@@ -36,8 +36,8 @@ def kafka_dist():
     Without Java or Maven the tests that need them are skipped with the reason, unless
     KAFKACHECK_REQUIRE_KAFKA is set (CI sets it): then they fail, so that a CI machine
     without Java never passes by skipping."""
-    from kafkacheck.conform.java import build_driver
-    from kafkacheck.conform.kafka_dist import KafkaDist, KafkaUnavailable
+    from kafkacheck.real.java import build_driver
+    from kafkacheck.real.kafka_dist import KafkaDist, KafkaUnavailable
 
     dist = KafkaDist()
     try:

@@ -214,3 +214,71 @@ def test_the_cycle_check_sees_imports_in_functions_and_under_type_checking():
     finally:
         a.unlink()
         b.unlink()
+
+
+# ---------------------------------------------------------------- layers inside kafkacheck
+
+# a package of kafkacheck -> the packages of kafkacheck it may not import, anywhere in a module
+# (in functions and under TYPE_CHECKING too): the real clients (kafkacheck/real/) are below
+# both the workloads and the conformance suite, the workloads below the suite (which runs
+# them), and only the dispatcher imports the commands
+FORBIDDEN_IN_KAFKACHECK = {
+    "kafkacheck.workloads": ("kafkacheck.conform", "kafkacheck.commands"),
+    "kafkacheck.real": ("kafkacheck.workloads", "kafkacheck.conform", "kafkacheck.commands"),
+    "kafkacheck.conform": ("kafkacheck.commands",),
+}
+
+
+def _imported_names(path: Path, module: str) -> list[tuple[str, int]]:
+    """Every name ``module`` (at ``path``) imports, made absolute: ``from kafkacheck import conform``
+    is ``kafkacheck.conform``, ``from ..conform import cases`` in a package of kafkacheck too."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            out += [(f"{base}.{a.name}", node.lineno) for a in node.names]
+    return out
+
+
+def _kafkacheck_layer_problems(root: Path) -> list[str]:
+    problems = []
+    for path in sorted((root / "kafkacheck").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for owner, forbidden in FORBIDDEN_IN_KAFKACHECK.items():
+            if module != owner and not module.startswith(owner + "."):
+                continue
+            for name, line in _imported_names(path, module):
+                if any(name == f or name.startswith(f + ".") for f in forbidden):
+                    problems.append(f"{path.relative_to(root)}:{line}: {owner} may not import {name}")
+    return problems
+
+
+def test_the_workloads_and_the_real_clients_import_nothing_above_them():
+    problems = _kafkacheck_layer_problems(ROOT)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_kafkacheck_layer_check_sees_every_form_of_import(tmp_path):
+    probes = {  # package of kafkacheck -> a module's source
+        "workloads": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kafkacheck.conform.real_run import R\n"
+                     "def f():\n    from kafkacheck import conform\n    from ..conform import cases\n"
+                     "from kafkacheck.real.kinds import CLIENTS\nfrom kafkacheck.conformance import x\n",
+        "real": "import kafkacheck.workloads.base\nfrom . import kinds\n",
+        "conform": "from kafkacheck.commands.conform import main\nfrom kafkacheck.workloads import WORKLOADS\n",
+    }
+    (tmp_path / "kafkacheck").mkdir()
+    (tmp_path / "kafkacheck" / "__init__.py").write_text("")
+    for package, source in probes.items():
+        (tmp_path / "kafkacheck" / package).mkdir()
+        (tmp_path / "kafkacheck" / package / "__init__.py").write_text("")
+        (tmp_path / "kafkacheck" / package / "probe.py").write_text(source)
+    found = [p.split(": ", 1)[0].rsplit(":", 1) for p in _kafkacheck_layer_problems(tmp_path)]
+    assert [(Path(path).parent.name, int(line)) for path, line in found] == [
+        ("conform", 1), ("real", 1), ("workloads", 3), ("workloads", 5), ("workloads", 6)], found

@@ -1,29 +1,26 @@
-"""``kafkacheck conform``: the conformance suite against a real Kafka-compatible broker."""
+"""``kafkacheck conform``: the conformance suite against a real Kafka-compatible broker.
+
+The parser, and its arguments made into one :class:`~kafkacheck.conform.options.ConformOptions`,
+checked once (:func:`options_from`: a UsageError, one line, for the first that is wrong); the
+run of those options is :func:`kafkacheck.conform.suite.conform_once`, once, or once per Kafka
+version (:mod:`kafkacheck.commands.conform_matrix`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import re
 import signal
-import sys
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 from fault_injection.vocabulary import REAL as REAL_FAULTS
 from fault_injection.vocabulary import unknown as unknown_fault
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.commands.conform_protocols import (
-    check_broker_protocol,
-    check_broker_share,
-    check_group_protocol,
-    check_share,
-)
-from kafkacheck.exits import EXIT_UNKNOWN, UsageError, verdict_exit
-from kafkacheck.workloads import GROUP_WORKLOADS, RUN_GROUP_WORKLOADS, WORKLOADS
-
-DEFAULT_FAULTS = "sigkill,pause,client-partition,client-delay"
-REPORT_FILES = ("report.json", "junit.xml", "report.html")
+from kafkacheck.conform.options import COMMAND_LINE, DEFAULT_FAULTS, ConformOptions
+from kafkacheck.conform.protocols import check_group_protocol, check_share
+from kafkacheck.exits import UsageError
+from kafkacheck.workloads import GROUP_WORKLOADS, WORKLOADS
 
 
 def _catalogue():
@@ -125,7 +122,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     con.add_argument("--out", metavar="DIR", default="runs/conform", help="report directory (default runs/conform)")
 
 
-DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.conform.kafka_dist.DEFAULT_VERSION, without importing it
+DEFAULT_KAFKA_VERSION = "4.3.1"  # kafkacheck.real.kafka_dist.DEFAULT_VERSION, without importing it
 
 
 def _straggle_apis(text: str) -> list[str]:
@@ -138,122 +135,104 @@ def _straggle_apis(text: str) -> list[str]:
     return apis
 
 
-@dataclass
-class _Plan:
-    """What the options ask for, checked."""
-
-    faults: list[str]
-    node_faults: list[str]  # faults between the nodes of a spawned cluster (network namespaces)
-    broker_config: dict[str, str]
-    features: dict[str, int]  # --feature NAME=LEVEL for StorageTool format
-    bugs: frozenset[str]
-    cases: list
-    versions: list[str]  # --kafka-version's entries (several: a matrix), or --kafka-home's version
-    home: object | None = None  # --kafka-home's kafkacheck.conform.kafka_dist.KafkaHome
-
-
 def main(args: argparse.Namespace) -> int:
     # kill PID (SIGTERM) stops the brokers and clients kafkacheck started, as Ctrl-C does
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        plan = _plan(args)
-        if len(plan.versions) > 1:
+        options = options_from(args)
+        if len(options.versions) > 1:
             from kafkacheck.commands.conform_matrix import run_matrix
-            return run_matrix(args, plan, conform_once, _command(args)[0])
-        return _conform(args, plan)
+            return run_matrix(options)
+        from kafkacheck.conform.suite import conform_once
+        return conform_once(options).code
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _plan(args: argparse.Namespace) -> _Plan:
-    """The options checked; a UsageError for the first that is wrong."""
-    if (args.bootstrap is None) == (args.spawn is None):
+def options_from(args: argparse.Namespace) -> ConformOptions:
+    """The options of ``args``, checked; a UsageError for the first that is wrong."""
+    options = ConformOptions(**{name: getattr(args, name) for name in COMMAND_LINE})
+    if (options.bootstrap is None) == (options.spawn is None):
         raise UsageError("give exactly one of --bootstrap HOST:PORT and --spawn reference|tansu|kafka")
-    check_group_protocol(args)
-    versions, home = _check_versions(args)
-    check_share(args, versions)
-    faults, node_faults = _faults(args)
-    broker_config, bugs, features = _broker_config(args), _bugs(args), _features(args, versions)
-    if args.workload == "share" and args.spawn in ("reference", "kafka"):
+    check_group_protocol(options)
+    versions, home = _check_versions(options)
+    check_share(options, versions)
+    faults, node_faults = _faults(options)
+    broker_config, bugs, features = _broker_config(options), _bugs(options), _features(options, versions)
+    if options.workload == "share" and options.spawn in ("reference", "kafka"):
         from kafkacheck.workloads.share_real import spawned_broker_config
-        broker_config = {**spawned_broker_config(args.spawn), **broker_config}
-    if args.workload_seconds <= 0:
+        broker_config = {**spawned_broker_config(options.spawn), **broker_config}
+    if options.workload_seconds <= 0:
         raise UsageError("--workload-seconds must be positive")
-    if args.brokers < 1 or args.timeout <= 0:
+    if options.brokers < 1 or options.timeout <= 0:
         raise UsageError("--brokers must be at least 1 and --timeout positive")
-    cases = _cases(args)
-    if args.client not in ("kafka-python", "confluent", "java"):
-        raise UsageError(f"unknown --client {args.client}")
-    return _Plan(faults, node_faults, broker_config, features, bugs, cases, versions, home)
+    cases = _cases(options)
+    if options.client not in ("kafka-python", "confluent", "java"):
+        raise UsageError(f"unknown --client {options.client}")
+    return replace(options, fault_list=faults, node_faults=node_faults, broker_settings=broker_config,
+                   feature_levels=features, bugs=bugs, case_list=cases, versions=versions, home=home)
 
 
-def _check_versions(args: argparse.Namespace) -> tuple[list[str], object | None]:
+def _check_versions(options: ConformOptions) -> tuple[list[str], object | None]:
     """The Kafka versions to run (several: a matrix) and --kafka-home's Kafka, checked."""
     from kafkacheck.conform.targets import TargetError, parse_bootstrap
 
-    uses_kafka = args.spawn == "kafka" or args.client == "java"
-    home = _kafka_home(args, uses_kafka) if args.kafka_home is not None else None
+    uses_kafka = options.spawn == "kafka" or options.client == "java"
+    home = _kafka_home(options, uses_kafka) if options.kafka_home is not None else None
     if home is not None:
         versions = [home.version]
-    elif args.kafka_version is not None and not uses_kafka:
+    elif options.kafka_version is not None and not uses_kafka:
         raise UsageError("--kafka-version goes with --spawn kafka or --client java")
     elif uses_kafka:
         from kafkacheck.conform.matrix import parse_versions
         try:
-            versions = parse_versions(args.kafka_version or DEFAULT_KAFKA_VERSION)
+            versions = parse_versions(options.kafka_version or DEFAULT_KAFKA_VERSION)
         except ValueError as e:
             raise UsageError(str(e)) from None
     else:
         versions = []
-    if args.spawn == "kafka" and args.brokers not in (1, 3):
+    if options.spawn == "kafka" and options.brokers not in (1, 3):
         raise UsageError("--spawn kafka runs 1 node or 3 (each broker and controller): --brokers 1 or 3")
-    if args.bootstrap is not None:
+    if options.bootstrap is not None:
         try:
-            parse_bootstrap(args.bootstrap)
+            parse_bootstrap(options.bootstrap)
         except TargetError as e:
             raise UsageError(str(e)) from None
     return versions, home
 
 
-def _kafka_home(args: argparse.Namespace, uses_kafka: bool):
+def _kafka_home(options: ConformOptions, uses_kafka: bool):
     """--kafka-home DIR opened (its jars, version and logging), or the one line why not."""
-    if args.kafka_version is not None:
+    if options.kafka_version is not None:
         raise UsageError("--kafka-home runs the Kafka in DIR, whose version is read from its jars: leave out "
                          "--kafka-version (a list of versions runs Maven Central's releases)")
     if not uses_kafka:
         raise UsageError("--kafka-home goes with --spawn kafka (its broker) or --client java (its Java client)")
-    from kafkacheck.conform.kafka_dist import NotKafka, open_home
+    from kafkacheck.real.kafka_dist import NotKafka, open_home
     try:
-        return open_home(args.kafka_home)
+        return open_home(options.kafka_home)
     except NotKafka as e:
         raise UsageError(str(e)) from None
 
 
-def _dist(args: argparse.Namespace, plan: _Plan):
-    """The jars of this run: --kafka-home's, or the release of --kafka-version (one version)."""
-    from kafkacheck.conform.kafka_dist import KafkaDist
-
-    return plan.home if plan.home is not None else KafkaDist(args.kafka_version or DEFAULT_KAFKA_VERSION)
-
-
-def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+def _faults(options: ConformOptions) -> tuple[list[str], list[str]]:
     """The workload's faults, and those of them between nodes (which need namespaces)."""
     from kafkacheck.conform.real_nemesis import NETWORK_FAULTS, NODE_FAULTS, PROCESS_FAULTS, REQUEST_FAULTS
 
-    faults = [f.strip() for f in (args.faults or "").split(",") if f.strip()]
+    faults = [f.strip() for f in (options.faults or "").split(",") if f.strip()]
     known = PROCESS_FAULTS + NETWORK_FAULTS + REQUEST_FAULTS + NODE_FAULTS
     bad = [f for f in faults if f not in known]
     if bad:
         raise UsageError("--faults: " + unknown_fault(bad[0], real=True))
-    _check_fine_faults(args, faults)
-    if args.straggle_api and "straggle" not in faults:
+    _check_fine_faults(options, faults)
+    if options.straggle_api and "straggle" not in faults:
         raise UsageError("--straggle-api chooses the requests of --faults straggle: add straggle to --faults")
-    node_faults = [f for f in faults if f in NODE_FAULTS] if args.workload != "none" else []
+    node_faults = [f for f in faults if f in NODE_FAULTS] if options.workload != "none" else []
     if node_faults:
-        if args.spawn not in ("reference", "kafka"):
+        if options.spawn not in ("reference", "kafka"):
             raise UsageError(f"--faults {','.join(node_faults)} act between the nodes of a cluster kafkacheck "
                              "starts: --spawn reference or --spawn kafka (Tansu is one node)")
-        if args.spawn == "kafka" and args.brokers < 3:
+        if options.spawn == "kafka" and options.brokers < 3:
             raise UsageError(f"--faults {','.join(node_faults)} need several nodes: --brokers 3")
         from fault_injection.real.netns import unavailable
         if (problem := unavailable()) is not None:
@@ -261,31 +240,31 @@ def _faults(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return faults, node_faults
 
 
-def _check_fine_faults(args: argparse.Namespace, faults: list[str]) -> None:
+def _check_fine_faults(options: ConformOptions, faults: list[str]) -> None:
     """straggle, lose-unflushed and last-replica-standing need a broker kafkacheck starts (and
     that keeps its data in files, for a power loss)."""
-    if args.workload == "none":
+    if options.workload == "none":
         return
     fine = [f for f in faults if f in ("straggle", "lose-unflushed", "last-replica-standing", "offline-partition")]
-    if fine and args.spawn is None:
+    if fine and options.spawn is None:
         raise UsageError(f"--faults {','.join(fine)}: kafkacheck can only do this to a broker it starts "
                          "(--spawn reference or --spawn kafka)")
-    if args.spawn == "tansu" and any(f in fine for f in ("lose-unflushed", "last-replica-standing")):
+    if options.spawn == "tansu" and any(f in fine for f in ("lose-unflushed", "last-replica-standing")):
         raise UsageError("--faults lose-unflushed and last-replica-standing cut a node's log files back to what "
                          "it flushed; Tansu (--spawn tansu) keeps its data in memory: use --spawn reference or kafka")
-    if "last-replica-standing" in faults and args.brokers < 2:
+    if "last-replica-standing" in faults and options.brokers < 2:
         raise UsageError("--faults last-replica-standing needs followers to cut off: --brokers 3")
     if "offline-partition" in faults:
-        _check_offline_partition(args, faults)
+        _check_offline_partition(options, faults)
 
 
-def _check_offline_partition(args: argparse.Namespace, faults: list[str]) -> None:
+def _check_offline_partition(options: ConformOptions, faults: list[str]) -> None:
     """offline-partition kills the nodes of one partition while the rest of a cluster kafkacheck
     started lives on, and places the topics on single replicas (which a power loss may empty)."""
-    if args.spawn not in ("reference", "kafka"):
+    if options.spawn not in ("reference", "kafka"):
         raise UsageError("--faults offline-partition kills the nodes of a partition of a cluster kafkacheck starts: "
                          "--spawn reference or --spawn kafka")
-    if args.brokers < 2 or (args.spawn == "kafka" and args.brokers < 3):
+    if options.brokers < 2 or (options.spawn == "kafka" and options.brokers < 3):
         raise UsageError("--faults offline-partition takes a partition's nodes down while the rest of the cluster, "
                          "its coordinators included, lives on: --brokers 3")
     lossy = [f for f in faults if f in ("lose-unflushed", "last-replica-standing")]
@@ -295,16 +274,16 @@ def _check_offline_partition(args: argparse.Namespace, faults: list[str]) -> Non
                          "use them in separate runs")
 
 
-def _broker_config(args: argparse.Namespace) -> dict[str, str]:
+def _broker_config(options: ConformOptions) -> dict[str, str]:
     broker_config: dict[str, str] = {}
-    for item in args.broker_config:
+    for item in options.broker_config:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--broker-config {item!r}: expected KEY=VALUE")
         broker_config[key.strip()] = value.strip()
-    if broker_config and args.spawn not in ("reference", "kafka"):
+    if broker_config and options.spawn not in ("reference", "kafka"):
         raise UsageError("--broker-config sets up a broker kafkacheck starts: --spawn reference or --spawn kafka")
-    if broker_config and args.spawn == "reference":
+    if broker_config and options.spawn == "reference":
         from kafkacheck.conform.targets import TargetError, reference_config
         from reference.server.cluster import ServerOptions
         try:
@@ -314,260 +293,61 @@ def _broker_config(args: argparse.Namespace) -> dict[str, str]:
     return broker_config
 
 
-def _features(args: argparse.Namespace, versions: list[str]) -> dict[str, int]:
+def _features(options: ConformOptions, versions: list[str]) -> dict[str, int]:
     """--feature NAME=LEVEL, checked for form (the version itself judges the names and levels)."""
     features: dict[str, int] = {}
-    for item in args.feature:
+    for item in options.feature:
         name, sep, level = item.partition("=")
         name, level = name.strip(), level.strip()
         if not sep or not re.fullmatch(r"[a-z][a-z0-9_.-]*", name) or not re.fullmatch(r"\d{1,4}", level):
             raise UsageError(f"--feature {item!r}: expected NAME=LEVEL, a feature name and a whole number "
                              "(e.g. transaction.version=1)")
         features[name] = int(level)
-    if features and args.spawn == "reference":
+    if features and options.spawn == "reference":
         wrong = {k: v for k, v in features.items() if k != "transaction.version" or v not in (1, 2)}
         if wrong:
             raise UsageError(f"--feature {', '.join(f'{k}={v}' for k, v in wrong.items())}: the reference broker "
                              "has one feature, transaction.version (1 or 2)")
-    elif features and args.spawn != "kafka":
+    elif features and options.spawn != "kafka":
         raise UsageError("--feature sets the feature levels of a cluster kafkacheck starts: --spawn kafka (or "
                          "transaction.version with --spawn reference)")
-    from kafkacheck.conform.kafka_dist import version_tuple
-    old = [v for v in versions if version_tuple(v) < (3, 9)] if features and args.spawn == "kafka" else []
+    from kafkacheck.real.kafka_dist import version_tuple
+    old = [v for v in versions if version_tuple(v) < (3, 9)] if features and options.spawn == "kafka" else []
     if old:
         raise UsageError(f"--feature: Apache Kafka {old[0]} cannot format storage with feature levels "
                          "(StorageTool format --feature, KIP-1022, came in 3.9)")
     return features
 
 
-def _bugs(args: argparse.Namespace) -> frozenset[str]:
-    if not args.bug:
+def _bugs(options: ConformOptions) -> frozenset[str]:
+    if not options.bug:
         return frozenset()
-    if args.spawn != "reference":
+    if options.spawn != "reference":
         raise UsageError("--bug switches on a bug of the reference broker: use it with --spawn reference")
     from reference.bugs import parse_bugs
     try:
-        return parse_bugs([b.strip() for b in args.bug.split(",") if b.strip()])
+        return parse_bugs([b.strip() for b in options.bug.split(",") if b.strip()])
     except ValueError as e:
         raise UsageError(str(e)) from None
 
 
-def _cases(args: argparse.Namespace) -> list:
+def _cases(options: ConformOptions) -> list:
     from kafkacheck.conform import cases as catalogue
 
-    if args.cases and args.cases.strip() == "none":
+    if options.cases and options.cases.strip() == "none":
         return []
-    if args.cases:
-        wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+    if options.cases:
+        wanted = [c.strip() for c in options.cases.split(",") if c.strip()]
         unknown = [c for c in wanted if c not in catalogue.CASE_NAMES]
         if unknown:
             raise UsageError(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(catalogue.CASE_NAMES)}")
         return [c for c in catalogue.CASES if c.name in wanted]
-    if args.profile == "short":
+    if options.profile == "short":
         return [c for c in catalogue.CASES if c.name in catalogue.SHORT]
     return list(catalogue.CASES)
-
-
-@dataclass
-class Outcome:
-    """One conform run: its exit code, its report (None when the target never started), and why
-    the target was unusable (None when it was usable)."""
-
-    code: int
-    report: object | None = None
-    problem: str | None = None
-
-
-def _conform(args: argparse.Namespace, plan: _Plan) -> int:
-    return conform_once(args, plan).code
-
-
-def conform_once(args: argparse.Namespace, plan: _Plan) -> Outcome:
-    """Start (or reach) the target, run the cases and the workload, write the reports into --out."""
-    from kafkacheck.conform.apache_kafka import FeatureRefused
-    from kafkacheck.conform.kafka_dist import KafkaUnavailable, KafkaVersionUnknown
-    from kafkacheck.conform.real_nemesis import NETWORK_FAULTS, REQUEST_FAULTS
-    from kafkacheck.conform.targets import TargetError, external, spawn
-    from kafkacheck.console import stdout_console
-
-    args.fault_list = plan.faults
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in REPORT_FILES:  # an earlier run's verdict never stands for this one's
-        (out / stale).unlink(missing_ok=True)
-    console = stdout_console()
-    console.print(f"target: {args.spawn or args.bootstrap}; starting..." if args.spawn else
-                  f"target: {args.bootstrap}")
-    try:
-        proxied = args.workload != "none" and any(f in NETWORK_FAULTS + REQUEST_FAULTS for f in plan.faults)
-        target = (spawn(args.spawn, out / "broker", args.brokers, proxied, plan.bugs, args.kafka_version,
-                        log=console.print, namespaces=bool(plan.node_faults), broker_config=plan.broker_config,
-                        features=plan.features,
-                        power_loss=any(f in ("lose-unflushed", "last-replica-standing") for f in plan.faults),
-                        kafka_dist=_dist(args, plan) if args.spawn == "kafka" else None)
-                  if args.spawn
-                  else external(args.bootstrap))
-    except (FeatureRefused, KafkaVersionUnknown) as e:
-        raise UsageError(str(e)) from None
-    except (TargetError, KafkaUnavailable) as e:
-        print(f"kafkacheck: error: {e}", file=sys.stderr)
-        return Outcome(EXIT_UNKNOWN, None, str(e))
-    try:
-        report = _run(args, plan, target, out, console)
-    finally:
-        if args.client == "java":
-            from kafkacheck.conform.java import stop_driver
-            stop_driver()
-        target.close()
-    _write_reports(report, out, console)
-    if report.unusable is not None:
-        if not report.entries:  # it could not even be probed
-            print(f"kafkacheck: error: {report.unusable}", file=sys.stderr)
-        else:
-            print(f"kafkacheck: error: unusable target: {report.unusable} (a partial report was written)",
-                  file=sys.stderr)
-        return Outcome(EXIT_UNKNOWN, report, report.unusable)
-    return Outcome(verdict_exit(report.verdict), report)
-
-
-def _report(args: argparse.Namespace, target, client_name: str, **extra):
-    from kafkacheck.conform.report import Report
-
-    return Report(target.name if args.spawn else "external", target.bootstrap, client_name,
-                  datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                  {str(k): list(v) for k, v in sorted(target.apis.items())}, **extra)
-
-
-def _run(args: argparse.Namespace, plan: _Plan, target, out: Path, console):
-    """The cases, then the workload, against a started target; the report."""
-    from kafkacheck.conform.kafka_dist import KafkaUnavailable, KafkaVersionUnknown
-    from kafkacheck.conform.kinds import CLIENTS
-    from kafkacheck.conform.targets import TargetError
-
-    try:
-        target.probe(args.timeout)
-        check_broker_protocol(args, target)
-        check_broker_share(args, target)
-        if args.client == "java":
-            _start_java(_dist(args, plan), out, console)
-    except KafkaVersionUnknown as e:
-        raise UsageError(str(e)) from None
-    except (TargetError, KafkaUnavailable) as e:
-        return _report(args, target, args.client, unusable=str(e))
-    try:
-        client = CLIENTS[args.client](target.bootstrap, timeout_s=args.timeout)
-    except ImportError as e:
-        raise UsageError(f"--client {args.client} is not installed: {e}") from None
-    report = _report(args, target, client.name, target_version=target.version or "unknown",
-                     brokers=target.brokers, features=dict(target.features), bugs=list(target.bugs),
-                     group_protocol=_members_protocol(args))
-    _run_cases(args, plan.cases, target, client, report, console)
-    if args.workload != "none" and report.unusable is None:
-        _run_workload(args, target, client, out, report, console)
-    return report
-
-
-def _members_protocol(args: argparse.Namespace) -> str | None:
-    """The consumer group protocol of the workload's members; None when its clients join no
-    group (eos's processors join one only when --group-protocol is given)."""
-    if args.workload in GROUP_WORKLOADS:
-        return args.group_protocol or "classic"
-    return args.group_protocol if args.workload in RUN_GROUP_WORKLOADS else None
-
-
-def _run_cases(args: argparse.Namespace, selected: list, target, client, report, console) -> None:
-    from kafkacheck.conform import cases as catalogue
-    from kafkacheck.conform.report import Entry
-
-    ctx = catalogue.Context(client, target.brokers, target.apis, target)
-    console.print(f"bootstrap {target.bootstrap}; {len(target.apis)} APIs advertised; "
-                  f"{len(selected)} cases with {client.name}")
-    for i, case in enumerate(selected, 1):
-        with console.status(f"[{i}/{len(selected)}] {case.name}"):
-            outcome, seconds = catalogue.run_case(case, ctx)
-        console.print(f"[{i}/{len(selected)}] {case.name}: {outcome.status} ({seconds:.1f} s)")
-        report.entries.append(Entry("case", case.name, case.guarantee, case.reference, outcome.status,
-                                    outcome.evidence, round(seconds, 3), outcome.details))
-        if outcome.status == "error" and (problem := target.responsive(min(args.timeout, 10.0))):
-            # not one failed case among many: the broker stopped answering
-            report.unusable = f"the broker stopped answering during {case.name}: {problem}"
-            for rest in selected[i:]:
-                report.entries.append(Entry("case", rest.name, rest.guarantee, rest.reference, "skip",
-                                            "not run: the broker stopped answering", 0.0))
-            break
-
-
-def _write_reports(report, out: Path, console) -> None:
-    from kafkacheck.conform.report import print_table, write_html, write_json, write_junit
-
-    print_table(report, console)
-    write_json(report, out / "report.json")
-    write_junit(report, out / "junit.xml")
-    write_html(report, out / "report.html")
-    console.print(f"wrote {out / 'report.json'}, {out / 'junit.xml'}, {out / 'report.html'}")
-
-
-def _command(args: argparse.Namespace) -> tuple[str, dict]:
-    """The kafkacheck conform command of ``args`` and its options that differ from the defaults."""
-    from kafkacheck.commands.common import standalone
-    from kafkacheck.reproduce import changed_options, cli_command
-
-    options = changed_options(args, vars(standalone(add_parser, "conform", [])))
-    return cli_command("conform", options), options
 
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _start_java(dist, out: Path, console) -> None:
-    """The Java client driver, built against the jars of ``dist`` (fetched if needed)."""
-    from kafkacheck.conform.java import build_driver, use_driver
-
-    build_driver(dist, console.print)
-    use_driver(dist, out / "java-client.log")
-
-
-def _run_workload(args, target, client, out: Path, report, console) -> None:
-    import time
-
-    from kafkacheck.conform.report import Entry
-    from kafkacheck.conform.workload import run_workload
-
-    faults = args.fault_list if target.controllable else []
-    note = f" with faults {', '.join(faults)}" if faults else " (no faults: kafkacheck does not control this broker)"
-    start = time.monotonic()
-    name = args.workload
-    guarantee = WORKLOADS[name].guarantee
-    with console.status(f"workload {name} for {args.workload_seconds:.0f} s{note}"):
-        try:
-            result = run_workload(target, args.client, client.create_topic, out / name, args.workload_seconds,
-                                  faults, timeout_s=min(args.timeout, 10.0), log=console.print, workload=name,
-                                  straggle_apis=tuple(args.straggle_api) if args.straggle_api else None,
-                                  group_protocol=args.group_protocol or "classic",
-                                  eos_subscribe=name == "eos" and args.group_protocol is not None)
-        except Exception as e:
-            report.entries.append(Entry("workload", name, guarantee,
-                                        "Kafka docs, Design: guarantees", "error", f"{type(e).__name__}: {e}",
-                                        round(time.monotonic() - start, 3)))
-            return
-    seconds = time.monotonic() - start
-    from kafkacheck.report import write_report
-    command, options = _command(args)
-    write_report(result["run_dir"], reproduce=command, options=options)
-    summary = result["summary"]
-    report.nemesis.extend(summary["nemesis"])
-    valid = result["valid"]
-    status = "pass" if valid is True else "fail" if valid is False else "error"
-    counts = {k: v for k, v in result.get("counts", {}).items() if v}
-    what = "committed sends" if WORKLOADS[name].transactional else "sends"
-    evidence = (f"{summary['acknowledged_sends']} acknowledged {what}, {summary['ops']} ops, "
-                f"{len(summary['nemesis'])} faults; checker: {'valid' if valid is True else valid}"
-                + (f"; anomalies {result['anomaly_types']}" if result.get("anomaly_types") else "")
-                + ("" if summary["final_read_reached_end"] else "; the final read did not reach the end"))
-    details = {"run_dir": result["run_dir"], "counts": counts, "allowed": result.get("allowed", {}),
-               "anomalies": {k: v[:3] for k, v in result.get("anomalies", {}).items()}, "summary": summary}
-    report.entries.append(Entry("workload", name, guarantee + " (the simulator's checker on a real history)",
-                                "Kafka docs, Design: guarantees; KIP-98; Jepsen's queue anomalies", status, evidence,
-                                round(seconds, 3), details))
-    console.print(f"workload {name}: {status} ({seconds:.1f} s), history in {result['run_dir']}")

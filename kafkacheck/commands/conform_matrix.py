@@ -11,34 +11,35 @@ no ``matrix.json`` is written.
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from kafkacheck.conform.options import ConformOptions
 from kafkacheck.exits import EXIT_UNKNOWN, UsageError
 
 MATRIX_FILE = "matrix.json"
 
 
-def run_matrix(args: argparse.Namespace, plan, conform_once, command: str) -> int:
-    """Run ``conform_once(args, plan)`` (:func:`kafkacheck.commands.conform.conform_once`) for each of
-    ``plan.versions``; ``command``: the command line of the whole matrix, for matrix.json."""
+def run_matrix(options: ConformOptions) -> int:
+    """Run :func:`kafkacheck.conform.suite.conform_once` for each of ``options.versions``, then
+    write matrix.json (with the command line of the whole matrix)."""
     from kafkacheck.conform.matrix import bisect, matrix_exit, print_matrix, write_matrix
     from kafkacheck.console import stdout_console
 
-    out = Path(args.out)
+    out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / MATRIX_FILE).unlink(missing_ok=True)  # an earlier matrix's table never stands for this one's
     console = stdout_console()
-    if (code := _fetch_all(plan.versions, console)) is not None:
+    if (code := _fetch_all(options.versions, console)) is not None:
         return code
     rows = []
-    what = "Apache Kafka" if args.spawn == "kafka" else "the Java client of Apache Kafka"  # (--client java)
-    for i, version in enumerate(plan.versions, 1):
-        console.print(f"== [{i}/{len(plan.versions)}] {what} {version} ==")
-        one = argparse.Namespace(**{**vars(args), "kafka_version": version, "out": str(out / version)})
+    what = "Apache Kafka" if options.spawn == "kafka" else "the Java client of Apache Kafka"  # (--client java)
+    for i, version in enumerate(options.versions, 1):
+        console.print(f"== [{i}/{len(options.versions)}] {what} {version} ==")
+        one = replace(options, kafka_version=version, out=str(out / version), versions=[version])
         try:
-            rows.append(_row(version, one, plan, conform_once))
+            rows.append(_row(version, one))
         except KeyboardInterrupt:
             if rows:
                 print_matrix(rows, None, console, title="verdicts so far")
@@ -46,18 +47,19 @@ def run_matrix(args: argparse.Namespace, plan, conform_once, command: str) -> in
             raise
     bisection = bisect(rows)
     print_matrix(rows, bisection, console, title=f"verdicts by version of {what} ({len(rows)} versions)")
-    write_matrix(rows, bisection, command, out / MATRIX_FILE)
+    write_matrix(rows, bisection, options.command()[0], out / MATRIX_FILE)
     console.print(f"wrote {out / MATRIX_FILE}")
     return matrix_exit(rows)
 
 
-def _row(version: str, args: argparse.Namespace, plan, conform_once):
+def _row(version: str, options: ConformOptions):
     """One version run: its row of the matrix."""
     from kafkacheck.conform.matrix import row_from_report, unusable_row
+    from kafkacheck.conform.suite import conform_once
 
-    out = Path(args.out)
+    out = Path(options.out)
     try:
-        outcome = conform_once(args, plan)
+        outcome = conform_once(options)
     except UsageError as e:  # this version refuses the command (e.g. a --feature level it lacks)
         print(f"kafkacheck: error: Apache Kafka {version}: {e}", file=sys.stderr)
         return unusable_row(version, str(e), out)
@@ -69,7 +71,7 @@ def _row(version: str, args: argparse.Namespace, plan, conform_once):
 def _fetch_all(versions: list[str], console) -> int | None:
     """Every version's jars in the cache before anything starts: a version Maven Central does
     not have is a usage error; a fetch that fails otherwise is exit 2 (None: all there)."""
-    from kafkacheck.conform.kafka_dist import KafkaDist, KafkaUnavailable, KafkaVersionUnknown
+    from kafkacheck.real.kafka_dist import KafkaDist, KafkaUnavailable, KafkaVersionUnknown
 
     for version in versions:
         try:

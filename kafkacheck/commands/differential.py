@@ -36,9 +36,9 @@ def main(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from kafkacheck.conform.kafka_dist import KafkaUnavailable, check_version
     from kafkacheck.conform.targets import TargetError, spawn
     from kafkacheck.console import stdout_console
+    from kafkacheck.real.kafka_dist import KafkaUnavailable, check_version
 
     try:
         check_version(args.kafka_version)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from kafkacheck.commands import SUMMARIES
-from kafkacheck.conform.kafka_dist import KafkaDist, KafkaUnavailable, KafkaVersionUnknown, check_version
 from kafkacheck.exits import EXIT_UNKNOWN, EXIT_VALID, UsageError
+from kafkacheck.real.kafka_dist import KafkaDist, KafkaUnavailable, KafkaVersionUnknown, check_version
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "where":
         print(dist.home)
         return EXIT_VALID if dist.fetched else EXIT_UNKNOWN
-    from kafkacheck.conform.java import build_driver
+    from kafkacheck.real.java import build_driver
 
     try:
         dist.fetch()

@@ -1,5 +1,5 @@
 """Apache Kafka as a target: a KRaft cluster on loopback, run from a dist of
-:mod:`kafkacheck.conform.kafka_dist` (a release from Maven Central, or ``--kafka-home``).
+:mod:`kafkacheck.real.kafka_dist` (a release from Maven Central, or ``--kafka-home``).
 
 Theory of operation
 -------------------
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fault_injection.real.processes import LocalProcess
-from kafkacheck.conform.kafka_dist import KafkaDist, KafkaHome, write_log_config
+from kafkacheck.real.kafka_dist import KafkaDist, KafkaHome, write_log_config
 
 READY_LINE = "Kafka Server started"
 HEAP = ["-Xms512m", "-Xmx512m"]

@@ -5,7 +5,8 @@ Theory of operation
 -------------------
 ``kafkacheck conform`` runs the same command (same options; the workload's seed is fixed) once
 per version, each into ``--out/VERSION/`` with its own report and run directory
-(:mod:`kafkacheck.commands.conform`). This module owns what is around those runs:
+(:mod:`kafkacheck.commands.conform_matrix`, each a :func:`kafkacheck.conform.suite.conform_once`).
+This module owns what is around those runs:
 
 * :func:`parse_versions` -- every entry checked before anything starts (the form ``X.Y.Z``, 3.7
   or later, no duplicates); that Maven Central has each is the command's fetch.
@@ -24,7 +25,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kafkacheck.conform.kafka_dist import check_version, version_tuple
+from kafkacheck.real.kafka_dist import check_version, version_tuple
 
 VERDICTS = ("pass", "fail", "unusable")
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from fault_injection.real.straggle import STRAGGLE_APIS, Straggler
 from kafkacheck.conform.offline import take_offline
-from kafkacheck.conform.wall_history import History
+from kafkacheck.real.wall_history import History
 
 # the names of fault_injection/vocabulary.py's REAL, by what carries them out
 PROCESS_FAULTS = ["sigkill", "pause", "lose-unflushed", "offline-partition"]

@@ -258,7 +258,7 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
     (it advertises the proxy's port), so network faults can be injected. ``bugs``: the
     reference broker's bug switches (reference/bugs.py). ``kafka_version``: the Apache Kafka
     release of ``kind == "kafka"`` (fetched first if it is not in the cache); ``kafka_dist``:
-    the jars to run instead (a :mod:`kafkacheck.conform.kafka_dist` dist, e.g. ``--kafka-home``'s). ``namespaces``: every
+    the jars to run instead (a :mod:`kafkacheck.real.kafka_dist` dist, e.g. ``--kafka-home``'s). ``namespaces``: every
     node in a network namespace of its own (fault_injection/real/netns.py), for faults between
     nodes. ``broker_config``: settings for every broker (Kafka: its properties; the
     reference: the equivalents in :data:`REFERENCE_CONFIGS`). ``features``: Apache Kafka's
@@ -337,7 +337,7 @@ def spawn(kind: str, work_dir: Path | None, brokers: int = 3, proxied: bool = Fa
             raise
         return target
     if kind == "kafka":
-        from kafkacheck.conform.kafka_dist import DEFAULT_VERSION, KafkaDist
+        from kafkacheck.real.kafka_dist import DEFAULT_VERSION, KafkaDist
 
         dist = kafka_dist if kafka_dist is not None else KafkaDist(kafka_version or DEFAULT_VERSION)
         return _spawn_kafka(tmp, brokers, proxied, dist, cleanup, log, namespaces, broker_config, features, power_loss)

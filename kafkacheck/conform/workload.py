@@ -7,10 +7,10 @@ The workload (a :class:`~kafkacheck.workloads.base.Workload` of the registry, th
 ``run``, ``hunt`` and ``explore`` take) says which client threads run (``real_threads``:
 producers, consumers, transactional producers, exactly-once processors; ``real_members``:
 consumer-group members), with what topic configs, and what its part of the checker's
-config is. They run ops against one topic of :data:`~kafkacheck.conform.real_run.PARTITIONS`
+config is. They run ops against one topic of :data:`~kafkacheck.real.real_run.PARTITIONS`
 partitions (and an output topic for ``eos``), every op recorded as an invoke and its
 completion in docs/reference/trace-format.md (time: wall-clock nanoseconds since the start),
-by the rules of :class:`~kafkacheck.conform.real_run.RealRun`.
+by the rules of :class:`~kafkacheck.real.real_run.RealRun`.
 
 A nemesis thread, when kafkacheck started the broker, kills (kill -9) and restarts, or
 pauses (SIGSTOP) and resumes, broker processes, recorded as nemesis ops; with a fault proxy in
@@ -28,13 +28,13 @@ import threading
 import time
 from pathlib import Path
 
-from kafkacheck.conform.client_debug import CallWatch, dump_threads
-from kafkacheck.conform.final_read import end_offsets, final_read, uncommitted_read
-from kafkacheck.conform.kinds import CLIENTS, make_poller
 from kafkacheck.conform.offline import create_placed_topics, draw_placement
 from kafkacheck.conform.real_nemesis import nemesis_loop
-from kafkacheck.conform.real_run import PARTITIONS, RealRun
 from kafkacheck.conform.txn_probe import TxnProbe, probe_unavailable
+from kafkacheck.real.client_debug import CallWatch, dump_threads
+from kafkacheck.real.final_read import end_offsets, final_read, uncommitted_read
+from kafkacheck.real.kinds import CLIENTS, make_poller
+from kafkacheck.real.real_run import PARTITIONS, RealRun
 from kafkacheck.workloads import WORKLOADS
 
 

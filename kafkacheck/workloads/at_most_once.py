@@ -32,7 +32,7 @@ from collections.abc import Callable
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from kafkacheck.conform.real_run import RealMember, RealRun
+from kafkacheck.real.real_run import RealMember, RealRun
 from kafkacheck.workloads.groups import GroupMemberClient, GroupsMachine, GroupsWorkload
 from reference.messages import TopicPartition
 

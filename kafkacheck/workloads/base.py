@@ -95,7 +95,7 @@ class Workload:
         return {}
 
     # ------------------------------------------------------------ with real clients
-    # ``run`` is a :class:`kafkacheck.conform.real_run.RealRun`
+    # ``run`` is a :class:`kafkacheck.real.real_run.RealRun`
 
     @classmethod
     def real_threads(cls, run: Any, producers: int, consumers: int) -> list[Callable[[], None]]:

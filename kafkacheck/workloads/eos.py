@@ -41,10 +41,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fault_injection.cluster import MS
-from kafkacheck.conform.final_read import final_committed
-from kafkacheck.conform.kinds import CLIENTS
-from kafkacheck.conform.real_run import PARTITIONS as REAL_PARTITIONS
-from kafkacheck.conform.real_run import RealRun
+from kafkacheck.real.final_read import final_committed
+from kafkacheck.real.kinds import CLIENTS
+from kafkacheck.real.real_run import PARTITIONS as REAL_PARTITIONS
+from kafkacheck.real.real_run import RealRun
 from kafkacheck.workloads.actors import member_config
 from kafkacheck.workloads.base import Setup, Workload
 from kafkacheck.workloads.client import Budget, ClientBase, FinalReader, decode_value, encode_value

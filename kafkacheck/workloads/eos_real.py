@@ -32,10 +32,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kafkacheck.conform.handles import NotCommitted, Poller, TxnSender, commit_refused, maybe_committed
-from kafkacheck.conform.kinds import make_poller
-from kafkacheck.conform.real_run import PARTITIONS as REAL_PARTITIONS
-from kafkacheck.conform.real_run import RealMember, RealRun
+from kafkacheck.real.handles import NotCommitted, Poller, TxnSender, commit_refused, maybe_committed
+from kafkacheck.real.kinds import make_poller
+from kafkacheck.real.real_run import PARTITIONS as REAL_PARTITIONS
+from kafkacheck.real.real_run import RealMember, RealRun
 from kafkacheck.workloads.eos_values import REAL_GROUP, output_value
 
 PROCESSORS = 3  # the members of the group (--group-protocol)

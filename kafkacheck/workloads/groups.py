@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
 from fault_injection.cluster import CLUSTER_TIMINGS, MS
-from kafkacheck.conform.real_run import RealMember, RealRun
+from kafkacheck.real.real_run import RealMember, RealRun
 from kafkacheck.workloads.actors import Member, Writer, member_config
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value

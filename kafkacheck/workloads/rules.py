@@ -4,7 +4,7 @@ clients for ``run`` and ``hunt``, the machines' actors for ``explore``).
 An op completes ``ok`` when it took effect, ``fail`` when it certainly did not, and ``info``
 when its outcome is unknown; after an ``info`` op the client continues as a new process
 (each caller's ``process`` moves on by its stride). The real clients of ``conform`` apply the
-same rules to their libraries' errors (:mod:`kafkacheck.conform.real_run`).
+same rules to their libraries' errors (:mod:`kafkacheck.real.real_run`).
 """
 
 from __future__ import annotations

@@ -24,10 +24,10 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from kafkacheck.conform.kinds import CLIENTS, make_share_member
+from kafkacheck.real.kinds import CLIENTS, make_share_member
 
 if TYPE_CHECKING:
-    from kafkacheck.conform.real_run import RealRun
+    from kafkacheck.real.real_run import RealRun
 
 POLL_S = 0.5
 STALL_P = 0.05  # an acquisition held past its lock before it is acknowledged

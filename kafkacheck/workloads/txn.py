@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
 from fault_injection.cluster import CLUSTER_TIMINGS, MS
-from kafkacheck.conform.handles import NotCommitted
-from kafkacheck.conform.real_run import PARTITIONS as REAL_PARTITIONS
-from kafkacheck.conform.real_run import RealRun
+from kafkacheck.real.handles import NotCommitted
+from kafkacheck.real.real_run import PARTITIONS as REAL_PARTITIONS
+from kafkacheck.real.real_run import RealRun
 from kafkacheck.workloads.actors import Reader, TxnWriter
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value

@@ -142,7 +142,7 @@ def test_a_fault_of_the_other_command_names_its_counterpart(tmp_path, capsys, co
 def test_end_offsets_are_asked_again_until_the_broker_answers(monkeypatch):
     """Right after healing, a restarted broker may not answer ListOffsets for a while; a
     partition without an end offset used to count as read to its end (a false lost write)."""
-    from kafkacheck.conform import final_read
+    from kafkacheck.real import final_read
 
     answers = {1: ["NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_OR_FOLLOWER", (0, 7)]}
 
@@ -164,7 +164,7 @@ def test_read_committed_end_offsets_wait_for_open_transactions_to_end(monkeypatc
     producer vanished is still open it stays below the high watermark, and committed records
     past it cannot be read yet. The final read must wait for it (Kafka aborts the transaction
     when it times out), not stop there and report those records lost."""
-    from kafkacheck.conform import final_read
+    from kafkacheck.real import final_read
 
     stable = {0: [3, 3, 9]}  # partition 0: an open transaction holds the LSO at 3 twice
 
@@ -206,7 +206,7 @@ def test_a_kafka_python_producer_whose_flush_times_out_is_closed_with_its_thread
     which then retries for ever (a conform run left one behind after a broker was killed)."""
     from kafka import KafkaProducer
 
-    from kafkacheck.conform.clients import close_kafka_python_producer
+    from kafkacheck.real.clients import close_kafka_python_producer
     from reference.server.cluster import InThreadCluster, ServerOptions
 
     with InThreadCluster(ServerOptions(data_dir=tmp_path, brokers=1, port=0)) as cluster:
@@ -227,7 +227,7 @@ def test_a_client_hung_in_a_commit_is_closed_when_the_run_ends(tmp_path):
     import threading
     import types
 
-    from kafkacheck.conform.real_run import RealRun
+    from kafkacheck.real.real_run import RealRun
     from kafkacheck.workloads import WORKLOADS
     from reference.server.cluster import InThreadCluster, ServerOptions
 

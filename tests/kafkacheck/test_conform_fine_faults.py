@@ -13,7 +13,7 @@ import json
 import pytest
 
 from kafkacheck.cli import main
-from kafkacheck.conform.handles import not_committed
+from kafkacheck.real.handles import not_committed
 
 
 def _ops(run_dir) -> list[dict]:

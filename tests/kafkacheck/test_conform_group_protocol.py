@@ -14,10 +14,11 @@ import pytest
 
 from kafkacheck.cli import main
 from kafkacheck.commands.conform import _straggle_apis
-from kafkacheck.commands.conform_protocols import check_broker_protocol
-from kafkacheck.conform.handles import GroupMember, commit_refused
-from kafkacheck.conform.real_run import RealRun
+from kafkacheck.conform.options import ConformOptions
+from kafkacheck.conform.protocols import check_broker_protocol
 from kafkacheck.exits import UsageError
+from kafkacheck.real.handles import GroupMember, commit_refused
+from kafkacheck.real.real_run import RealRun
 from kafkacheck.workloads import WORKLOADS
 from properties.checker import check
 from reference.server.protocol import recv_exact
@@ -61,16 +62,16 @@ def test_the_broker_check_reads_the_advertised_apis_then_asks(monkeypatch):
 
     answers_unsupported = [False]
     monkeypatch.setattr(targets, "consumer_protocol_off", lambda host, port, timeout_s: answers_unsupported[0])
-    args = argparse.Namespace(group_protocol="consumer", timeout=5.0)
+    options = ConformOptions(group_protocol="consumer", timeout=5.0)
     target = types.SimpleNamespace(apis={18: (0, 4), 68: (0, 1)}, first=lambda: ("127.0.0.1", 9092))
-    check_broker_protocol(args, target)  # advertised and served: nothing to say
+    check_broker_protocol(options, target)  # advertised and served: nothing to say
     answers_unsupported[0] = True  # Kafka 3.9's default: advertised, refused
     with pytest.raises(UsageError, match="answers it UNSUPPORTED_VERSION: its KIP-848 consumer groups are off"):
-        check_broker_protocol(args, target)
+        check_broker_protocol(options, target)
     target.apis.pop(68)
     with pytest.raises(UsageError, match=r"127\.0\.0\.1:9092 does not advertise ConsumerGroupHeartbeat"):
-        check_broker_protocol(args, target)
-    check_broker_protocol(argparse.Namespace(group_protocol="classic", timeout=5.0), target)  # needs none
+        check_broker_protocol(options, target)
+    check_broker_protocol(ConformOptions(group_protocol="classic", timeout=5.0), target)  # needs none
 
 
 @pytest.mark.parametrize(("error", "off"), [(35, True), (16, False), (69, False)])

@@ -5,7 +5,6 @@ tests/kafkacheck/test_kafka.py."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 import threading
 import time
@@ -14,11 +13,11 @@ import types
 import pytest
 
 from kafkacheck.cli import main
-from kafkacheck.commands.conform import _members_protocol
-from kafkacheck.commands.conform_protocols import check_group_protocol
-from kafkacheck.conform import real_run
-from kafkacheck.conform.handles import GroupMember, NotCommitted, TxnSender, bounded
-from kafkacheck.conform.real_run import RealMember, RealRun
+from kafkacheck.conform.options import ConformOptions
+from kafkacheck.conform.protocols import check_group_protocol
+from kafkacheck.real import real_run
+from kafkacheck.real.handles import GroupMember, NotCommitted, TxnSender, bounded
+from kafkacheck.real.real_run import RealMember, RealRun
 from kafkacheck.workloads import WORKLOADS
 from kafkacheck.workloads.eos_real import GroupProcessor, real_members, real_threads, revoked
 from kafkacheck.workloads.eos_values import REAL_GROUP, output_value
@@ -26,8 +25,8 @@ from kafkacheck.workloads.eos_values import REAL_GROUP, output_value
 # ---------------------------------------------------------------- usage
 
 
-def _args(client: str, protocol: str | None, workload: str = "eos") -> argparse.Namespace:
-    return argparse.Namespace(client=client, group_protocol=protocol, workload=workload)
+def _args(client: str, protocol: str | None, workload: str = "eos") -> ConformOptions:
+    return ConformOptions(client=client, group_protocol=protocol, workload=workload)
 
 
 @pytest.mark.parametrize(("client", "protocol"), [("java", "consumer"), ("confluent", "consumer"),
@@ -35,13 +34,13 @@ def _args(client: str, protocol: str | None, workload: str = "eos") -> argparse.
                                                   ("kafka-python", "classic")])
 def test_conform_takes_eos_with_a_group_protocol(client, protocol):
     check_group_protocol(_args(client, protocol))  # no UsageError
-    assert _members_protocol(_args(client, protocol)) == protocol
+    assert _args(client, protocol).members_protocol == protocol
 
 
 def test_without_a_group_protocol_eos_joins_no_group_and_the_groups_workloads_are_classic():
-    assert _members_protocol(_args("java", None)) is None
-    assert _members_protocol(_args("java", None, "groups")) == "classic"
-    assert _members_protocol(_args("java", "classic", "queue")) is None
+    assert _args("java", None).members_protocol is None
+    assert _args("java", None, "groups").members_protocol == "classic"
+    assert _args("java", "classic", "queue").members_protocol is None
 
 
 def test_kafka_python_is_refused_the_consumer_protocol_for_eos_in_one_line(capsys, tmp_path):

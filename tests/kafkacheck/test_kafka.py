@@ -52,7 +52,7 @@ def test_kafka_fetch_is_quick_once_cached_and_where_prints_the_cache(kafka_dist,
 
 
 def test_kafka_fetch_says_in_one_line_what_is_missing(kafka_dist, tmp_path, monkeypatch, capsys):
-    import kafkacheck.conform.kafka_dist as kafka
+    import kafkacheck.real.kafka_dist as kafka
 
     monkeypatch.setenv("KAFKACHECK_CACHE", str(tmp_path / "cache"))
     real_which = kafka.shutil.which
@@ -155,7 +155,7 @@ def test_java_client_on_the_reference_broker(kafka_dist, tmp_path):
 
 
 def test_java_driver_answers_with_kafkas_error_names_and_stops_with_its_run(kafka_dist, tmp_path):
-    from kafkacheck.conform import java
+    from kafkacheck.real import java
 
     d = java.use_driver(kafka_dist, tmp_path / "java.log")
     try:

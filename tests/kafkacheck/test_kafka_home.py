@@ -1,5 +1,5 @@
 """``conform --kafka-home DIR``: a Kafka distribution or build as the target
-(kafkacheck/conform/kafka_dist.py). The homes are laid out from the cached releases' real jars, as
+(kafkacheck/real/kafka_dist.py). The homes are laid out from the cached releases' real jars, as
 a binary distribution (``DIR/libs``, as kafka_2.13-X.tgz unpacks) or as a source checkout after
 ``./gradlew jar``; a 3.x distribution gets the reload4j binding its tarball ships. Reading a
 home is quick and runs by default; the runs that start a node from one are ``slow``."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kafkacheck.cli import main
-from kafkacheck.conform.kafka_dist import KafkaDist, KafkaUnavailable, NotKafka, open_home, write_log_config
+from kafkacheck.real.kafka_dist import KafkaDist, KafkaUnavailable, NotKafka, open_home, write_log_config
 
 RELOAD4J = ("ch.qos.reload4j:reload4j:1.2.25", "org.slf4j:slf4j-reload4j:1.7.36")  # what 3.9's tarball ships
 

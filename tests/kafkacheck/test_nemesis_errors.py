@@ -7,7 +7,7 @@ import random
 import threading
 
 from kafkacheck.conform.real_nemesis import nemesis_loop
-from kafkacheck.conform.wall_history import History
+from kafkacheck.real.wall_history import History
 
 
 class _Unkillable:

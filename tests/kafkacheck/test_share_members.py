@@ -1,4 +1,4 @@
-"""KIP-932 share-group members as conform handles (kafkacheck.conform.kinds.make_share_member),
+"""KIP-932 share-group members as conform handles (kafkacheck.real.kinds.make_share_member),
 against a real one-node Apache Kafka 4.3.1: Apache Kafka's Java KafkaShareConsumer (in the
 driver) and confluent-kafka's ShareConsumer, both in explicit acknowledgement mode. What Kafka
 answers: a record released comes back to the next member with its delivery count up by one; an
@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from kafkacheck.conform.clients import ShareRec
-from kafkacheck.conform.kinds import CLIENTS, make_share_member
+from kafkacheck.real.clients import ShareRec
+from kafkacheck.real.kinds import CLIENTS, make_share_member
 
 LOCK_S = 3.0  # group.share.record.lock.duration.ms below
 # the broker: share records locked for 3 s (Kafka's minimum lock is 15 s unless lowered), members
@@ -41,7 +41,8 @@ def test_kafka_python_has_no_share_member():
 @pytest.fixture(scope="module")
 def kafka(kafka_dist, tmp_path_factory):
     """One Apache Kafka 4.3.1 node and the Java client driver, for the module."""
-    from kafkacheck.conform import java, targets
+    from kafkacheck.conform import targets
+    from kafkacheck.real import java
 
     work = tmp_path_factory.mktemp("share-kafka")
     target = targets.spawn("kafka", work, brokers=1, broker_config=BROKER_CONFIG, kafka_dist=kafka_dist,
@@ -122,8 +123,8 @@ def test_a_driver_built_against_kafka_clients_3_9_1_serves_all_but_share_consume
     """kafka-clients 3.9.1 has no ConsumerRecord.deliveryCount(): the driver leaves its share
     consumers out (KafkacheckShare.java), answers their ops UNSUPPORTED_VERSION, and serves the
     rest (fetches 3.9.1's jars from Maven Central on the first run)."""
-    from kafkacheck.conform import java
-    from kafkacheck.conform.kafka_dist import KafkaDist
+    from kafkacheck.real import java
+    from kafkacheck.real.kafka_dist import KafkaDist
 
     old = KafkaDist("3.9.1")
     assert not java.has_share_consumer(old) and java.has_share_consumer(KafkaDist("4.1.0"))

@@ -142,7 +142,7 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <artifactId>apache-kafka-runtime</artifactId>
   <version>{version}</version>
   <packaging>pom</packaging>
-  <!-- written by kafkacheck (kafkacheck/conform/kafka_dist.py): the classpath of an Apache Kafka broker -->
+  <!-- written by kafkacheck (kafkacheck/real/kafka_dist.py): the classpath of an Apache Kafka broker -->
   <dependencies>
     <dependency>
       <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version>

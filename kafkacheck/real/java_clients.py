@@ -1,8 +1,8 @@
 """Apache Kafka's Java client as the rest of conform knows a client: :class:`JavaClient` for
-the cases (the interface of :mod:`~kafkacheck.conform.clients`) and the workload handles
+the cases (the interface of :mod:`~kafkacheck.real.clients`) and the workload handles
 :class:`JavaSender`, :class:`JavaTxnSender`, :class:`JavaPoller`, :class:`JavaMember` and
-:class:`JavaShareMember` (those of :mod:`~kafkacheck.conform.handles`), each a client object
-inside the driver process of :mod:`~kafkacheck.conform.java`. The cases' consumer groups use the classic
+:class:`JavaShareMember` (those of :mod:`~kafkacheck.real.handles`), each a client object
+inside the driver process of :mod:`~kafkacheck.real.java`. The cases' consumer groups use the classic
 protocol (the Java client's default in 4.x), as for the other two clients; the workloads'
 members the one ``--group-protocol`` names (:class:`JavaMember`).
 """
@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from kafkacheck.conform.clients import GroupView, Rec, Sent, ShareRec, settle
-from kafkacheck.conform.handles import (
+from kafkacheck.real.clients import GroupView, Rec, Sent, ShareRec, settle
+from kafkacheck.real.handles import (
     TXN_DELIVERY_TIMEOUT_MS,
     TXN_MAX_BLOCK_MS,
     TXN_REQUEST_TIMEOUT_MS,
@@ -27,7 +27,7 @@ from kafkacheck.conform.handles import (
     commit_refused,
     not_committed,
 )
-from kafkacheck.conform.java import (
+from kafkacheck.real.java import (
     ASSIGNORS,
     MARGIN_S,
     Handle,
@@ -40,7 +40,7 @@ from kafkacheck.conform.java import (
     share_conf,
     unb64,
 )
-from kafkacheck.conform.share_handles import ACK_TYPES, share_client_id
+from kafkacheck.real.share_handles import ACK_TYPES, share_client_id
 
 # ---------------------------------------------------------------- the cases' interface
 
@@ -436,7 +436,7 @@ class JavaShareMember:
     KafkaShareConsumer in explicit acknowledgement mode inside the driver (its ``share.*``
     ops, in ``java/KafkacheckShare.java``; kafka-clients 4.1 and later: a driver built against
     an older one refuses to create it, UNSUPPORTED_VERSION). The interface of
-    :class:`~kafkacheck.conform.share_handles.ShareMember`:
+    :class:`~kafkacheck.real.share_handles.ShareMember`:
 
     * :meth:`poll`: the records acquired, each with ``ConsumerRecord.deliveryCount()`` (1 the
       first time; -1 when the client has none). In explicit mode the client refuses a poll

@@ -1,5 +1,5 @@
 """The share-group (KIP-932) handles of the workload: :class:`ShareMember`, librdkafka's share
-consumer (the Java client's is :class:`kafkacheck.conform.java_clients.JavaShareMember`, with
+consumer (the Java client's is :class:`kafkacheck.real.java_clients.JavaShareMember`, with
 the same interface), and what both share: the acknowledgement types, client ids, and
 librdkafka's error names as Kafka's."""
 
@@ -9,9 +9,9 @@ import contextlib
 import itertools
 from typing import Any
 
-from kafkacheck.conform.client_debug import rdkafka_debug
-from kafkacheck.conform.clients import ShareRec
-from kafkacheck.conform.handles import bounded
+from kafkacheck.real.client_debug import rdkafka_debug
+from kafkacheck.real.clients import ShareRec
+from kafkacheck.real.handles import bounded
 
 ACK_TYPES = ("accept", "release", "reject")
 _share_ids = itertools.count(1)

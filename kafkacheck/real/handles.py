@@ -1,12 +1,12 @@
 """The workload's client handles for kafka-python and confluent-kafka (Apache Kafka's Java
-client has its own in :mod:`kafkacheck.conform.java`): a producer, a transactional producer,
+client has its own in :mod:`kafkacheck.real.java`): a producer, a transactional producer,
 a consumer assigned to partitions, a consumer-group member, and a share-group member
 (KIP-932; confluent-kafka only: kafka-python has no share consumer).
 
 A handle wraps one real client and speaks the workload's terms: integer values, ``topic:p``
 keys, offsets or error strings. A call that fails raises (the workload records the op as
 ``fail`` or ``info``); closing never raises and never leaves the client's threads running.
-:mod:`kafkacheck.conform.kinds` picks the handles of the ``--client`` asked for.
+:mod:`kafkacheck.real.kinds` picks the handles of the ``--client`` asked for.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import threading
 import time
 from typing import Any
 
-from kafkacheck.conform.client_debug import rdkafka_debug
-from kafkacheck.conform.clients import close_kafka_python_producer
+from kafkacheck.real.client_debug import rdkafka_debug
+from kafkacheck.real.clients import close_kafka_python_producer
 
 
 def _encode(value: int | None) -> bytes | None:

@@ -6,8 +6,8 @@ Theory of operation
 one JSON request a line on stdin (``{"id", "op", "h", ...}``: create a producer, consumer, share
 consumer or admin client, or act on one) and answers each on stdout, with the error as Kafka names it
 (``NOT_ENOUGH_REPLICAS: NotEnoughReplicasException: ...``). It is compiled once per Kafka
-version with ``javac`` against the jars of its dist (:mod:`kafkacheck.conform.kafka_dist`: a
-release's :class:`~kafkacheck.conform.kafka_dist.KafkaDist`, or the kafka-clients of
+version with ``javac`` against the jars of its dist (:mod:`kafkacheck.real.kafka_dist`: a
+release's :class:`~kafkacheck.real.kafka_dist.KafkaDist`, or the kafka-clients of
 ``--kafka-home``), into ``driver-HASH/`` in the dist's ``work_dir`` (HASH: of the source and the
 dist's jars, so an edited driver or a rebuilt home is built again). ``java/KafkacheckShare.java``,
 its KIP-932 share consumers (``share.*`` ops: KafkaShareConsumer in explicit acknowledgement
@@ -18,7 +18,7 @@ and answers the share ops ``UNSUPPORTED_VERSION``.
 :class:`JavaDriver` is one such process, shared by every thread of a run: calls are matched to
 answers by id, each waits at most its timeout plus a margin, and the process is stopped when
 the run ends (its stdin closes, which ends it too if kafkacheck dies). On it sit the two
-faces the rest of conform knows (:mod:`~kafkacheck.conform.java_clients`): the case client
+faces the rest of conform knows (:mod:`~kafkacheck.real.java_clients`): the case client
 and the workload handles (the share consumer's too).
 """
 
@@ -37,7 +37,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kafkacheck.conform.kafka_dist import (
+from kafkacheck.real.kafka_dist import (
     KafkaDist,
     KafkaHome,
     KafkaUnavailable,

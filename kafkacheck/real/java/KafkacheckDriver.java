@@ -16,7 +16,7 @@
 // group_metadata, close}; share.{new, subscribe, poll, acknowledge, commit, close}: KIP-932 share
 // consumers, served by KafkacheckShare.java (see there).
 //
-// Built by kafkacheck (kafkacheck/conform/java.py) with javac against the jars of the Kafka
+// Built by kafkacheck (kafkacheck/real/java.py) with javac against the jars of the Kafka
 // version in use; it needs only kafka-clients and jackson-databind, both on that classpath.
 // KafkacheckShare.java is compiled with it only against kafka-clients 4.1 and later, and loaded
 // by name on the first share op: built against an older kafka-clients, the driver answers the

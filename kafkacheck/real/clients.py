@@ -1,5 +1,5 @@
 """What a conformance case asks of a Kafka client, for kafka-python and confluent-kafka (and,
-through :mod:`kafkacheck.conform.java`, Apache Kafka's Java client).
+through :mod:`kafkacheck.real.java`, Apache Kafka's Java client).
 
 Every call has a timeout and returns its outcome (records, offsets, or an error string);
 none raises for a broker's refusal, so a case can show the error as evidence. Each adapter

@@ -3,7 +3,7 @@
 //
 // Kept apart because KafkaShareConsumer's API (acknowledge(record, type), commitSync answering
 // per partition, ConsumerRecord.deliveryCount(), share.acknowledgement.mode) is only in
-// kafka-clients 4.1 and later: kafkacheck/conform/java.py compiles this file only against those,
+// kafka-clients 4.1 and later: kafkacheck/real/java.py compiles this file only against those,
 // and the driver loads it by name on the first share op, so a driver built against an older
 // kafka-clients (3.x) runs every other op and answers the share ones UNSUPPORTED_VERSION.
 //

@@ -1,7 +1,7 @@
 """What every workload's real-client threads share: :class:`RealRun`.
 
 A workload's module (:mod:`kafkacheck.workloads`) says which threads run (its
-``real_threads``); they record their ops into one :class:`~kafkacheck.conform.wall_history.History`
+``real_threads``); they record their ops into one :class:`~kafkacheck.real.wall_history.History`
 by Jepsen's rules: an invoke and its completion, ``ok`` with offsets, ``fail`` when the
 broker certainly refused, ``info`` when the outcome is unknown (a timeout, a lost
 connection), after which the thread continues with a new client under a new process id.
@@ -14,18 +14,28 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import ClassVar, Protocol
 
-from kafkacheck.conform.client_debug import CallWatch
-from kafkacheck.conform.handles import GroupMember, Poller, TxnSender
-from kafkacheck.conform.kinds import make_member, make_poller, make_sender, make_txn_sender
-from kafkacheck.conform.wall_history import History
-
-if TYPE_CHECKING:
-    from kafkacheck.workloads.base import Workload
+from kafkacheck.real.client_debug import CallWatch
+from kafkacheck.real.handles import GroupMember, Poller, TxnSender
+from kafkacheck.real.kinds import make_member, make_poller, make_sender, make_txn_sender
+from kafkacheck.real.wall_history import History
 
 PARTITIONS = 4
 TXN_PAUSE_S = 0.2  # the longest pause inside a transaction, with straggle
+
+
+class RealWorkload(Protocol):
+    """What a run reads of its workload (a :class:`kafkacheck.workloads.base.Workload` subclass,
+    which this package below the workloads does not import)."""
+
+    name: ClassVar[str]
+    has_output: ClassVar[bool]
+    transactional: ClassVar[bool]
+    compacted: ClassVar[bool]
+    idempotent: ClassVar[bool]
+    record_keys: ClassVar[int]
+    tombstone_p: ClassVar[float]
 
 
 class RealRun:
@@ -33,7 +43,7 @@ class RealRun:
     it opened, and the loops that several workloads share (a producer of one send per op, a
     consumer assigned every partition, group members settling after healing)."""
 
-    def __init__(self, w: type[Workload], target, kind: str, timeout_s: float, seed: int,
+    def __init__(self, w: type[RealWorkload], target, kind: str, timeout_s: float, seed: int,
                  group_protocol: str = "classic", eos_subscribe: bool = False) -> None:
         self.w, self.workload = w, w.name
         self.target, self.kind, self.timeout_s = target, kind, timeout_s
@@ -137,7 +147,7 @@ class RealRun:
         return None
 
     def txn_sender(self, txn_id: str, bounded: bool = False) -> TxnSender | None:
-        """A transactional producer (``bounded``: see :func:`~kafkacheck.conform.kinds.make_txn_sender`),
+        """A transactional producer (``bounded``: see :func:`~kafkacheck.real.kinds.make_txn_sender`),
         or None after a failed try and a pause."""
         try:
             return self.opened(make_txn_sender(self.kind, self.target.bootstrap, txn_id, self.timeout_s, bounded))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from kafkacheck.conform.wall_history import History
+from kafkacheck.real.wall_history import History
 
 
 def final_committed(h: History, client, group: str, topic: str, partitions: int) -> None:
@@ -78,7 +78,7 @@ def uncommitted_read(reader, highs: dict[str, int], deadline_s: float = 30.0) ->
 def end_offsets(client, topic: str, partitions: int, isolation: str, deadline: float,
                 stable: dict[str, list[int]] | None = None) -> tuple[dict[str, int], dict[str, str]]:
     """Every partition's end offset, asked of ``client`` (a case client of
-    :mod:`kafkacheck.conform.kinds`) again until ``deadline`` (time.monotonic()) for those it
+    :mod:`kafkacheck.real.kinds`) again until ``deadline`` (time.monotonic()) for those it
     could not answer yet (right after a restart leadership may still move) or, with
     read_committed, whose last stable offset is still below the high watermark; the end
     offsets, and the last error of every partition still without one. With read_committed,
