@@ -34,6 +34,12 @@ within milliseconds of the moment a fault is most likely to expose a mistake:
   from a member, that member's revocation callback runs half a second to six seconds (an
   application flushing its state in onPartitionsRevoked), heartbeating all the while
   without acknowledging, while the group goes on changing. Strikes also under other faults;
+* ``leave-lost``: the first two leave heartbeats (member epoch -1, or -2 for a static member)
+  of consumer-group (KIP-848) members are lost with their connections (a reset): the
+  coordinator keeps such a member at its epoch until its session runs out, and when it
+  subscribes again it joins with epoch 0 and the member id it made (KIP-1082) (KAFKA-19233:
+  such a member was fenced until its session ran out). Armed two seconds into the run;
+  strikes also under other faults;
 * ``offline-around-commit``: a transaction is decided (EndTxn written) that wrote to a
   partition of one replica on another broker than its coordinator's: that broker is paused
   past its session, so that the partition has no leader while the coordinator sends its
@@ -57,6 +63,7 @@ from fault_injection.simulation import Simulation
 from reference.messages import TopicPartition
 
 MS = 1_000_000
+LEAVES_LOST = 2  # how many leave heartbeats leave-lost loses in a run
 
 AIMED: dict[str, str] = {
     "leader-after-write": "kill, pause or isolate a partition's leader within milliseconds of an append",
@@ -73,6 +80,7 @@ AIMED: dict[str, str] = {
                                        "group's target changes",
     "revocation-slow-across-rebalance": "slow a consumer-group member's revocation callback 0.5-6 s as its "
                                         "group's target takes partitions from it",
+    "leave-lost": "lose consumer-group members' leave heartbeats with their connections",
 }
 HELD_REQUESTS = (["EndTxnRequest"], ["ProduceRequest"], ["AddPartitionsToTxnRequest"],
                  ["EndTxnRequest", "ProduceRequest"])
@@ -107,7 +115,10 @@ class AimedNemesis:
         self.end_ms, self.fault_ms = end_ms, fault_ms
         self.placement = placement or {}  # offline-partition's placement (one replica a partition)
         # how eager each strategy is: some runs strike at almost every chance, some rarely
-        self.rate = {s: rng.choice(_RATES.get(s, (0.01, 0.05, 0.2, 0.5))) for s in sorted(self.strategies)}
+        # (leave-lost strikes at every chance it has: it draws nothing, so that the others'
+        # draws are what they are without it)
+        self.rate = {s: rng.choice(_RATES.get(s, (0.01, 0.05, 0.2, 0.5)))
+                     for s in sorted(self.strategies - {"leave-lost"})}
         self.busy_until_ms = 0
         self.struck = 0
         self.targets: dict[str, dict] = {}  # group -> its last target assignment (consumer groups)
@@ -126,6 +137,10 @@ class AimedNemesis:
             self._plan_clock_jumps()
         if "request-held-back" in self.strategies:
             self._plan_holds()
+        if "leave-lost" in self.strategies:
+            step = {"f": "hold-back", "value": {"requests": ["ConsumerGroupHeartbeatRequest"], "epochs": [-1, -2],
+                                                "ms": 0, "lost": True, "count": LEAVES_LOST}}
+            sim.call_at(2_000 * MS, lambda: self._apply(step))
 
     # ------------------------------------------------------------ when
 

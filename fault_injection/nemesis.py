@@ -25,8 +25,12 @@ controller only), or ``all`` (as without ``links``). A confined link fault's ste
 A ``hold-back`` step (``{"requests": [request type names], "ms": M}``) delays the next request
 of one of those kinds by M ms beyond the network's own delay (a request stuck in a broker's
 queue, processed after the client gave up on it and went on): the aimed nemeses use it.
-Optional: ``"src"`` (only requests from that node), ``"having"`` (field names that must be
-set, e.g. a heartbeat's ``owned``: an acknowledgement) and ``"count"`` (the next N such).
+Optional: ``"src"`` (only requests from that node), ``"dst"`` (only messages to that node: a
+kind may name an answer, e.g. ``ConsumerGroupHeartbeatResponse``), ``"having"`` (field names
+that must be set, e.g. a heartbeat's ``owned``: an acknowledgement), ``"epochs"`` (the member
+epochs a heartbeat must carry: ``[-1, -2]``, a leave), ``"count"`` (the next N such) and
+``"lost": true`` (each such message is lost and its connection reset instead: both ends hear
+of it as of any reset; ``ms`` is then 0).
 
 A ``slow-callback`` step (``{"node": client node, "ms": M}``) makes the next revocation of
 that consumer-group member (KIP-848) take M ms, as an application's onPartitionsRevoked that
@@ -363,10 +367,15 @@ class Nemesis:
             sim.act(v["node"], lambda node, _now: applied.append(node.slow_callback(v["ms"])))
             return {**v, "applied": bool(applied and applied[0])}
         elif f == "hold-back":
-            kinds, src, having = frozenset(v["requests"]), v.get("src"), tuple(v.get("having", ()))
+            kinds, src, dst, having = (frozenset(v["requests"]), v.get("src"), v.get("dst"),
+                                       tuple(v.get("having", ())))
+            epochs = frozenset(v["epochs"]) if "epochs" in v else None
             for _ in range(v.get("count", 1)):
-                sim.hold_back(lambda s, _dst, m: type(m).__name__ in kinds and (src is None or s == src)
-                              and all(getattr(m, a, None) is not None for a in having), v["ms"])
+                sim.hold_back(lambda s, d, m: type(m).__name__ in kinds and (src is None or s == src)
+                              and (dst is None or d == dst)
+                              and (epochs is None or getattr(m, "member_epoch", None) in epochs)
+                              and all(getattr(m, a, None) is not None for a in having),
+                              -1 if v.get("lost") else v["ms"])
         return None
 
     def _elect(self, v: dict) -> Any:

@@ -173,9 +173,10 @@ class Simulation:
         """Deliver the next message sent for which ``matches(src, dst, message)`` is true
         ``delay_ms`` later than the network would (a request stuck in a queue, overtaken by
         retries and later requests on a new connection: an aimed straggler; what its sender
-        sends after it on the same connection waits behind it, as over TCP). Used once; the
-        network's own draws are the same as without it."""
-        self.holds.append((matches, delay_ms * 1_000_000))
+        sends after it on the same connection waits behind it, as over TCP); ``delay_ms`` -1:
+        the message is lost and its connection reset instead. Used once; the network's own
+        draws are the same as without it."""
+        self.holds.append((matches, -1 if delay_ms < 0 else delay_ms * 1_000_000))
 
     def run_until(self, end_ns: int, stop: Callable[[], bool] | None = None) -> None:
         heap = self._heap
@@ -257,6 +258,9 @@ class Simulation:
                 if self._unaware and (node_id, dst) in self._unaware:
                     continue  # on a connection that closed before its sender heard
                 extra = self._held(node_id, dst, out.message) if self.holds else 0
+                if extra < 0:  # lost with its connection (an aimed reset)
+                    self._closed(node_id, dst)
+                    continue
                 ats = deliveries(node_id, dst, now, extra)
                 for at in ats:
                     self._seq += 1

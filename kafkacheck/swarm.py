@@ -59,13 +59,14 @@ _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
               "coordinator-paused-during-rebalance": ("groups",),
               "restart-during-cleaning": ("compaction",),
               "offline-around-commit": (), "heartbeat-held-across-rebalance": (),
-              "revocation-slow-across-rebalance": ()}
+              "revocation-slow-across-rebalance": (), "leave-lost": ()}
 OFFLINE_P = 0.4  # transactional seeds that take a partition offline
 OFFLINE_AIMED_P = 0.5  # of those, the ones that also aim it at commits
 CONSUMER_PROTOCOL_P = 0.5  # groups seeds that speak KIP-848's consumer protocol
 EOS_GROUP_P = 0.5  # eos seeds whose processors subscribe as members of one group (KIP-447)
 HELD_ACK_P = 0.5  # of those, the ones that hold members' acknowledgements across target changes
 SLOW_REVOCATION_P = 0.75  # and, drawn apart, the ones whose members' revocations are slow
+LEAVE_LOST_P = 0.5  # and the ones that lose members' leave heartbeats
 EPOCH_END_P = 0.25  # transactional seeds whose producer ids start near the end of their epochs
 SHARE_P = 0.5  # queue seeds (without a model template) that become share-group (KIP-932) runs
 # the aimed strategies that may crash a broker (a power loss): not with offline-partition
@@ -302,6 +303,8 @@ def _group_protocol(seed: int, options: RunOptions) -> RunOptions:
         aimed = sorted([*aimed, "heartbeat-held-across-rebalance"])
     if rng.random() < SLOW_REVOCATION_P:
         aimed = sorted([*aimed, "revocation-slow-across-rebalance"])
+    if rng.random() < LEAVE_LOST_P:
+        aimed = sorted([*aimed, "leave-lost"])
     return replace(options, group_protocol="consumer", assignor=assignor, aimed=aimed)
 
 

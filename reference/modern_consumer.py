@@ -11,8 +11,10 @@ no leader, no JoinGroup or SyncGroup round.
 
 ``subscribe(topics)`` finds the group coordinator and joins with epoch 0, the full set of
 fields, an empty ``owned``, ``max_poll_interval_ms`` as the rebalance timeout (as the Java
-client) and an empty member id the first time: the coordinator makes one up, and the member
-keeps it for the life of the object, fencing included. It heartbeats every
+client) and the member id it was made with (KIP-1082: Kafka 4.0's clients make up their own,
+so a join whose answer is lost is retried with the id the coordinator already gave epochs to;
+without one, the first join's is empty and the coordinator makes one up). The member keeps
+its id for the life of the object, fencing and leaving included. It heartbeats every
 ``heartbeat_interval_ms`` the coordinator gave, and at once when it joins or acknowledges;
 besides the group, member id, epoch and instance id, a heartbeat carries only the fields that
 changed since the last one sent (None: unchanged), all of them after an error.
@@ -76,13 +78,13 @@ def _keys(tps) -> list[str]:
 
 class ModernGroupConsumer(Consumer):
     def __init__(self, node_id: int, bootstrap: list[int], config: ConsumerConfig,
-                 join_timeout_ms: int | None = None) -> None:
+                 join_timeout_ms: int | None = None, member_id: str = "") -> None:
         if config.group_id is None:
             raise ValueError("a group consumer needs a group_id")
         super().__init__(node_id, bootstrap, config)
         self.topics: tuple[str, ...] = ()
         self.state = "unjoined"
-        self.member_id = ""
+        self.member_id = member_id
         self.generation = -1  # the member epoch: 0 while joining, -1 or -2 after leaving
         self.owned: set[TopicPartition] = set()
         self.rebalance_log: list[dict] = []

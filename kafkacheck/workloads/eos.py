@@ -382,7 +382,8 @@ class EosWorkload(Workload):
         config = member_config(s.consumer, GROUP, o.assignor, s.timings)
         if o.group_protocol == "consumer":  # KIP-848: the coordinator assigns with --assignor
             return ModernGroupConsumer(node_id, s.broker_ids, replace(config, assignors=("range",),
-                                                                       server_assignor=o.assignor))
+                                                                       server_assignor=o.assignor),
+                                       member_id=f"processor-{node_id}")  # its own (KIP-1082)
         return GroupConsumer(node_id, s.broker_ids, config)
 
     def members(self, clients: list[int]) -> list[int]:

@@ -81,7 +81,9 @@ class GroupMemberClient(ClientBase):
         instance = f"member-{self.index}" if self.static else None
         config = replace(self.config, group_id=GROUP, group_instance_id=instance)
         if self.protocol == "consumer":
-            c: GroupConsumer | ModernGroupConsumer = ModernGroupConsumer(self.node_id, self.bootstrap, config)
+            # its own member id, as Kafka 4.0's clients make (KIP-1082): a new one a process
+            c: GroupConsumer | ModernGroupConsumer = ModernGroupConsumer(
+                self.node_id, self.bootstrap, config, member_id=f"member-{self.index}.{self.incarnation}")
         else:
             # a JoinGroup waits for its answer as kafka-python's does in the conformance workload
             # (max.poll.interval.ms, Kafka's default, + 5 s), ended early only by a broken connection
