@@ -35,7 +35,7 @@ from reference.broker_state import TIMER_FIELDS, BrokerConfig, BrokerState
 from reference.coordinator import partition_for
 from reference.errors import Errors, UnexpectedInput
 from reference.group_coordinator import GroupCoordinator
-from reference.log import PartitionLog
+from reference.log import ROLL_FLUSH_MS, PartitionLog
 from reference.messages import (
     COORDINATOR_TRANSACTION,
     AddOffsetsToTxnRequest,
@@ -112,6 +112,7 @@ class Broker(BrokerState):
         self.share_state = ShareCoordinator(host, config.share_state_partitions)
         self.share = ShareFetcher(host, config)
         self.coordinators = {TXN_TOPIC: self.txn, OFFSETS_TOPIC: self.groups, SHARE_STATE_TOPIC: self.share_state}
+        self._rolled: list[str] = []  # the segments that rolled since the last drain (see drain)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -124,6 +125,7 @@ class Broker(BrokerState):
                 continue
             tp = TopicPartition(topic, int(part))
             log = PartitionLog.open(self.storage, d, self.config.log_config())
+            log.roll_flush = self._rolled.append
             self.partitions[tp] = Partition(tp, log, self.node_id, self.bugs,
                                             min_insync_replicas=self.config.min_insync_replicas)
             self.event("recover", key=tp.key, log_end_offset=log.log_end_offset,
@@ -222,6 +224,7 @@ class Broker(BrokerState):
             d = f"{state.tp.topic}-{state.tp.partition}"
             log = PartitionLog.open(self.storage, d, self.log_config(state.tp.topic))
             log.bugs = self.bugs
+            log.roll_flush = self._rolled.append
             p = self.partitions[state.tp] = Partition(
                 state.tp, log, self.node_id, self.bugs, min_insync_replicas=self.min_insync_replicas(state.tp.topic))
         before_leo = p.log.log_end_offset
@@ -343,6 +346,17 @@ class Broker(BrokerState):
                 continue
         self.set_timer(self.config.high_watermark_checkpoint_interval_ms, "checkpoint")
 
+    def drain(self) -> list:
+        """Also a timer for each segment that rolled in this step: Kafka's scheduler flushes it
+        a moment later (a crash before then loses its unflushed tail). The logs append to
+        ``_rolled``, a list, not to the broker: no reference cycle keeps a crashed broker."""
+        rolled = self._rolled
+        if rolled:
+            for name in rolled:
+                self.set_timer(ROLL_FLUSH_MS, ("roll-flush", name))
+            rolled.clear()
+        return super().drain()
+
     def _flush(self) -> None:
         for p in self.partitions.values():
             p.log.flush()
@@ -416,6 +430,7 @@ TIMERS: dict[str, Callable[..., None]] = {
     "isr-check": _every(lambda b: b.config.replica_lag_time_max_ms / 2, leader.check_isr, "isr-check"),
     "checkpoint": lambda b, now: b._checkpoint(),
     "flush": lambda b, now: b._flush(),
+    "roll-flush": lambda b, now, name: b.storage.flush(name),
     "cleaner": _every(lambda b: b.config.log_cleaner_backoff_ms, cleaner.run_cleaner, "cleaner"),
     "produce-expiry": lambda b, now, tp: b.purgatory.expire(tp, now),
     "fetch-expiry": leader.expire_fetches,

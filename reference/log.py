@@ -16,6 +16,12 @@ asked, the offset where the next epoch starts (or the LEO for the latest epoch).
 Truncation is at batch granularity, as Kafka's: every batch whose last offset is at or
 above the target is removed, so the resulting LEO may be lower than the target.
 
+Durability: a segment that rolls is flushed a moment later, as Kafka's UnifiedLog.roll
+schedules its ``flush-log`` task on the broker's scheduler thread: through :attr:`roll_flush`
+when the host set it (the broker does, with a timer of :data:`ROLL_FLUSH_MS`; a crash before
+it fires loses the rolled segment's unflushed tail), at once otherwise. The active segment is
+flushed only by ``flush.messages``, ``flush.ms`` (the broker) or a clean shutdown.
+
 Compaction is decided by :mod:`reference.log_cleaner`, which reads the log's index and swaps
 the cleaned segments in through :meth:`PartitionLog.replace_cleaned`; offsets never change.
 """
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from reference import records as rec
@@ -34,6 +41,9 @@ from reference.storage import Storage
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
+# how long after a roll the rolled segment is flushed: Kafka's flush-log task runs on the
+# scheduler thread at once, and its fsync takes about this long
+ROLL_FLUSH_MS = 2
 
 
 @dataclass(slots=True)
@@ -116,6 +126,8 @@ class PartitionLog:
         self.clean_offset = 0  # the cleaner's checkpoint: [log start, clean_offset) is clean
         self.tombstone_horizons: dict[int, int] = {}  # batch base offset -> delete horizon (ms)
         self.bugs: frozenset[str] = frozenset()
+        # flushes a rolled segment (by name) a moment later; None: at once
+        self.roll_flush: Callable[[str], None] | None = None
 
     # ------------------------------------------------------------ recovery
 
@@ -251,7 +263,10 @@ class PartitionLog:
         segment_ms = self.config.segment_ms
         too_old = segment_ms is not None and seg.first_timestamp >= 0 and timestamp - seg.first_timestamp > segment_ms
         if seg.size > 0 and (seg.size + incoming > self.config.segment_bytes or too_old):
-            self.storage.flush(seg.name)  # Kafka flushes a segment when it rolls
+            if self.roll_flush is None:
+                self.storage.flush(seg.name)
+            else:
+                self.roll_flush(seg.name)  # Kafka flushes a segment when it rolls, asynchronously
             return self._roll()
         return seg
 

@@ -37,10 +37,12 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from fault_injection.real.processes import LocalProcess
 from kafkacheck.real.kafka_dist import KafkaDist, KafkaHome, write_log_config
+from reference.log import ROLL_FLUSH_MS
 
 READY_LINE = "Kafka Server started"
 HEAP = ["-Xms512m", "-Xmx512m"]
@@ -255,7 +257,7 @@ class KafkaCluster:
         node = next(n for n in self.nodes if n.name == name)
         if node.process is not None and node.process.alive:
             raise RuntimeError(f"{name} is running: only a stopped node's logs can be cut")
-        return cut_to_flushed(node.directory / "data")
+        return cut_to_flushed(node.directory / "data", _stopped_at(node.process))
 
     def _up(self, node: KafkaNode) -> bool:
         return node.process is not None and node.process.alive and not node.process.paused
@@ -359,39 +361,67 @@ def _log_end(segments: list[Path]) -> int:
     return int(segments[0].stem) if segments else 0
 
 
-def cut_to_flushed(log_dir: Path) -> dict[str, list[int]]:
+def _stopped_at(process) -> float | None:
+    """When a killed node last ran (wall clock): its kill, or the pause before it."""
+    history = process.history if process is not None else []
+    kills = [i for i, (_t, what) in enumerate(history) if what == "kill"]
+    if not kills:
+        return None
+    i = kills[-1]
+    return history[i - 1][0] if i > 0 and history[i - 1][1] == "pause" else history[i][0]
+
+
+def cut_to_flushed(log_dir: Path, stopped_at: float | None = None) -> dict[str, list[int]]:
     """Make a stopped Kafka node's log directory look as a power loss would leave it: every
     partition cut back to what Kafka recorded as flushed (fsync-ed), the larger of its entry
     in ``recovery-point-offset-checkpoint`` (Kafka advances the recovery point only after a
     flush returned, and writes the checkpoint every log.flush.offset.checkpoint.interval.ms:
-    every RECOVERY_CHECKPOINT_MS in runs with power losses) and the base offset of its newest
-    segment (when a segment rolls, Kafka flushes everything before it, at once but
-    asynchronously). The newest segment
-    is cut there and producer snapshots beyond it are deleted; Kafka's recovery of an
-    unclean shutdown (no clean-shutdown marker after kill -9) rescans it, rebuilding its
-    indexes, and finds the records beyond the cut simply absent. The KRaft metadata
-    log is left alone: Raft flushes it before acknowledging. Returns ``{"topic-p": [cut
-    from, log end before]}`` for every partition that lost records."""
+    every RECOVERY_CHECKPOINT_MS in runs with power losses) and the base offset of the newest
+    segment whose predecessor rolled at least ROLL_FLUSH_MS before the node stopped
+    (``stopped_at``, wall clock; None: long before): when a segment rolls, Kafka's scheduler
+    flushes everything before it a moment later, as the reference broker does
+    (:data:`reference.log.ROLL_FLUSH_MS`); a segment's last write, its modification time, is
+    its roll. The segment holding the cut is cut there, later segments (and their indexes)
+    and producer snapshots beyond it are deleted; Kafka's recovery of an unclean shutdown (no
+    clean-shutdown marker after kill -9) rescans the log, rebuilding its indexes, and finds
+    the records beyond the cut simply absent. The KRaft metadata log is left alone: Raft
+    flushes it before acknowledging. Returns ``{"topic-p": [cut from, log end before]}`` for
+    every partition that lost records."""
     points = _read_checkpoint(log_dir / RECOVERY_POINTS)
     lost: dict[str, list[int]] = {}
     for part in sorted(p for p in log_dir.iterdir() if p.is_dir() and "-" in p.name):
         if part.name.startswith("__cluster_metadata"):
             continue
-        segments = sorted(part.glob("*.log"), key=lambda p: int(p.stem) if p.stem.isdigit() else -1)
-        segments = [s for s in segments if s.stem.isdigit()]
+        segments = sorted((s for s in part.glob("*.log") if s.stem.isdigit()), key=lambda p: int(p.stem))
         if not segments:
             continue
-        cut = max(points.get(part.name, 0), int(segments[-1].stem))
+        cut = max(points.get(part.name, 0), _rolled_and_flushed(segments, stopped_at))
         end = _log_end(segments)
         if end <= cut:
             continue
-        newest = segments[-1]
-        os.truncate(newest, _batches_end(newest.read_bytes(), cut))
-        for snap in part.glob("*.snapshot"):
-            if snap.stem.isdigit() and int(snap.stem) > cut:
-                snap.unlink()
+        _cut_segments(part, segments, cut)
         lost[part.name] = [cut, end]
     return lost
+
+
+def _rolled_and_flushed(segments: list[Path], stopped_at: float | None) -> int:
+    """The base offset of the newest segment everything below which was flushed on a roll."""
+    flushed = int(segments[0].stem)
+    for older, newer in pairwise(segments):
+        if stopped_at is None or older.stat().st_mtime + ROLL_FLUSH_MS / 1000 <= stopped_at:
+            flushed = int(newer.stem)
+    return flushed
+
+
+def _cut_segments(part: Path, segments: list[Path], cut: int) -> None:
+    holder = max((i for i, s in enumerate(segments) if int(s.stem) <= cut), default=0)
+    for seg in segments[holder + 1:]:
+        for f in part.glob(seg.stem + ".*"):
+            f.unlink()
+    os.truncate(segments[holder], _batches_end(segments[holder].read_bytes(), cut))
+    for snap in part.glob("*.snapshot"):
+        if snap.stem.isdigit() and int(snap.stem) > cut:
+            snap.unlink()
 
 
 def metadata_brokers(host: str, port: int, timeout_s: float) -> list[int]:

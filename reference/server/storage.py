@@ -12,8 +12,11 @@ or corrupt tail; the controller drops a torn last metadata record. Temporary fil
 interrupted ``replace`` are removed when the storage opens.
 
 What has been flushed is written down (``track_flushes``, a broker's storage): ``FLUSHED``
-(a JSON map, in the root) holds, for every file appended to, its size at its latest
-``fsync`` (0 before the first), kept across restarts. :func:`lose_unflushed` uses it to make
+(a journal in the root, one line ``SIZE<TAB>NAME`` a change, appended and never rewritten
+while the node runs, so that a flush costs one small write however many files there are;
+SIZE -1: the file is gone) gives, for every file appended to, its size at its latest
+``fsync`` (0 before the first), kept across restarts: the last line of a name wins
+(:func:`flushed_sizes`). A storage that opens compacts it to one line a file. :func:`lose_unflushed` uses it to make
 a stopped node's directory look as a power loss would leave it: every appended file cut back
 to its flushed size (``replace``-d files are durable and stay), and ``POWER_LOSS`` written,
 which the node reads when it starts again: its storage did not keep every write (KIP-966's
@@ -25,14 +28,13 @@ says so at its next start.
 from __future__ import annotations
 
 import errno
-import json
 import os
 from pathlib import Path
 
 from reference.storage import StorageError
 
 _TMP = ".tmp"
-FLUSHED = ".flushed.json"  # appended file -> its size at its latest flush
+FLUSHED = ".flushed.log"  # the journal of each appended file's size at its latest flush
 POWER_LOSS = ".power-loss"  # written by lose_unflushed, read and removed by the next start
 
 
@@ -44,7 +46,8 @@ class FileStorage:
         self._fds: dict[str, int] = {}
         for leftover in self.root.rglob("*" + _TMP):
             leftover.unlink()
-        self._flushed: dict[str, int] = _read_flushed(self.root) if track_flushes else {}
+        self._flushed: dict[str, int] = flushed_sizes(self.root) if track_flushes else {}
+        self._journal = _open_journal(self.root, self._flushed) if track_flushes else -1
         # a node starting after lose_unflushed (and no clean shutdown since): it may have
         # lost acknowledged records
         self.lost_power = (self.root / POWER_LOSS).exists()
@@ -82,9 +85,7 @@ class FileStorage:
             return
         else:
             self._flushed[name] = size
-        tmp = self.root / (FLUSHED + _TMP)
-        tmp.write_text(json.dumps(self._flushed, sort_keys=True))
-        os.replace(tmp, self.root / FLUSHED)
+        os.write(self._journal, _line(name, -1 if size is None else size))
 
     def append(self, name: str, data: bytes) -> None:
         try:
@@ -189,15 +190,41 @@ class FileStorage:
     def close(self) -> None:
         for name in list(self._fds):
             self._forget(name)
+        if self._journal >= 0:
+            os.close(self._journal)
+            self._journal = -1
 
 
-def _read_flushed(root: Path) -> dict[str, int]:
+def _line(name: str, size: int) -> bytes:
+    return f"{size}\t{name}\n".encode()
+
+
+def flushed_sizes(root: str | os.PathLike) -> dict[str, int]:
+    """What ``FLUSHED`` says: each appended file's size at its latest flush (the last line of
+    a name wins; a line cut short by a kill mid-write is skipped)."""
     try:
-        data = json.loads((root / FLUSHED).read_text())
-    except (OSError, ValueError):
+        text = (Path(root) / FLUSHED).read_text()
+    except OSError:
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, int) and v >= 0} \
-        if isinstance(data, dict) else {}
+    sizes: dict[str, int] = {}
+    for line in text.splitlines(keepends=True):
+        size, tab, name = line.rstrip("\n").partition("\t")
+        if not line.endswith("\n") or not tab or not name or not size.lstrip("-").isdigit():
+            continue
+        if int(size) < 0:
+            sizes.pop(name, None)
+        else:
+            sizes[name] = int(size)
+    return sizes
+
+
+def _open_journal(root: Path, sizes: dict[str, int]) -> int:
+    """``FLUSHED`` compacted to one line a file (written whole, then renamed over the old one),
+    opened for appending."""
+    tmp = root / (FLUSHED + _TMP)
+    tmp.write_bytes(b"".join(_line(name, size) for name, size in sorted(sizes.items())))
+    os.replace(tmp, root / FLUSHED)
+    return os.open(root / FLUSHED, os.O_WRONLY | os.O_APPEND)
 
 
 def lose_unflushed(root: str | os.PathLike) -> dict[str, int]:
@@ -207,7 +234,7 @@ def lose_unflushed(root: str | os.PathLike) -> dict[str, int]:
     bytes cut per file (only files that lost something)."""
     root = Path(root)
     cut: dict[str, int] = {}
-    for name, flushed in sorted(_read_flushed(root).items()):
+    for name, flushed in sorted(flushed_sizes(root).items()):
         path = root / name
         if ".." in name.split("/") or not path.is_file():
             continue

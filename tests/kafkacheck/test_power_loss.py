@@ -1,6 +1,7 @@
 """A power loss of an Apache Kafka node, on disk: cut_to_flushed keeps what Kafka had certainly
-flushed (the recovery point checkpoint, or the base of the newest segment: a rolled segment is
-flushed) and cuts the rest at a batch boundary, leaving the KRaft metadata log alone. The real
+flushed (the recovery point checkpoint, or the base of the newest segment whose predecessor
+rolled ROLL_FLUSH_MS before the node stopped: a rolled segment is flushed a moment later) and
+cuts the rest at a batch boundary, leaving the KRaft metadata log alone. The real
 thing (Kafka recovering such a directory, and the election that follows) is the slow calibration
 of tests/kafkacheck/test_real_bugs.py."""
 
@@ -65,3 +66,30 @@ def test_a_zeroed_or_torn_tail_ends_the_log_where_its_last_whole_batch_ends(tmp_
     _segment(seg, range(0, 4))
     seg.write_bytes(seg.read_bytes()[:-10])  # the last batch torn: offset 3 was never whole
     assert cut_to_flushed(tmp_path) == {"q-0": [2, 3]}
+
+
+def test_a_segment_that_rolled_just_before_the_node_stopped_was_not_yet_flushed(tmp_path):
+    """Kafka flushes a rolled segment a moment after the roll (its scheduler's flush-log task):
+    a node stopped within ROLL_FLUSH_MS of a roll loses the rolled segment's unflushed tail and
+    every later segment, index files included; stopped later, only the newest segment's."""
+    import os
+
+    from reference.log import ROLL_FLUSH_MS
+
+    (tmp_path / RECOVERY_POINTS).write_text("0\n1\nq 0 2\n")
+    q0 = tmp_path / "q-0"
+    q0.mkdir()
+    _segment(q0 / f"{0:020d}.log", range(0, 5))
+    _segment(q0 / f"{5:020d}.log", range(5, 8))
+    (q0 / f"{5:020d}.index").write_bytes(bytes(8))
+    rolled_at = 1_000_000.0
+    os.utime(q0 / f"{0:020d}.log", (rolled_at, rolled_at))
+    before = {p.name: p.read_bytes() for p in q0.iterdir()}
+    assert cut_to_flushed(tmp_path, stopped_at=rolled_at + ROLL_FLUSH_MS / 2000) == {"q-0": [2, 8]}
+    assert sorted(p.name for p in q0.iterdir()) == [f"{0:020d}.log"]
+    for name, data in before.items():  # as before the power loss
+        (q0 / name).write_bytes(data)
+    os.utime(q0 / f"{0:020d}.log", (rolled_at, rolled_at))
+    assert cut_to_flushed(tmp_path, stopped_at=rolled_at + ROLL_FLUSH_MS / 1000) == {"q-0": [5, 8]}
+    assert (q0 / f"{0:020d}.log").read_bytes() == before[f"{0:020d}.log"]
+    assert (q0 / f"{5:020d}.log").read_bytes() == b"" and (q0 / f"{5:020d}.index").exists()

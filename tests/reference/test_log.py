@@ -159,3 +159,30 @@ def test_without_segment_ms_only_size_rolls_segments():
         log.append_as_leader(stamped(b"%d" % i, ts), 0)
     assert len(log._segments) == 1
     assert LogConfig.from_topic(LogConfig(), {"segment.ms": "100"}).segment_ms == 100
+
+
+def test_a_rolled_segment_is_flushed_only_when_its_roll_flush_runs():
+    """Kafka flushes a rolled segment on its scheduler thread, a moment after the roll: a power
+    loss before then loses the segment's unflushed tail, and recovery cuts the log there (the
+    newer segment no longer continues it); once the flush ran, only the active segment's
+    unflushed records are lost."""
+    import random
+
+    from fault_injection.disk import SimDisk
+
+    for flushed in (False, True):
+        disk = SimDisk(1)
+        log = PartitionLog(disk, "t-0", LogConfig(segment_bytes=150))
+        rolled: list[str] = []
+        log.roll_flush = rolled.append
+        for i in range(4):
+            log.append_as_leader(batch(b"v%d" % i), 0)
+        assert rolled == [n for n in disk.list("t-0/") if n.endswith(".log")][:-1] != []
+        active = int(max(n for n in disk.list("t-0/") if n.endswith(".log")).rsplit("/", 1)[1][:-4])
+        if flushed:
+            for name in rolled:
+                disk.flush(name)
+        disk.crash(random.Random(0))
+        kept = values(PartitionLog.open(disk, "t-0", LogConfig(segment_bytes=150)))
+        assert kept == [b"v%d" % i for i in range(active if flushed else 0)]
+        assert (len(kept) > 0) is flushed

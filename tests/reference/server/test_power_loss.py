@@ -4,11 +4,9 @@ tells the controller: KIP-966's unclean shutdown)."""
 
 from __future__ import annotations
 
-import json
-
 from reference import records as rec
 from reference.log import LogConfig, PartitionLog
-from reference.server.storage import FLUSHED, POWER_LOSS, FileStorage, lose_unflushed
+from reference.server.storage import FLUSHED, POWER_LOSS, FileStorage, flushed_sizes, lose_unflushed
 
 
 def test_flushed_sizes_are_written_down_and_kept_across_restarts(tmp_path):
@@ -18,13 +16,13 @@ def test_flushed_sizes_are_written_down_and_kept_across_restarts(tmp_path):
     s.append("t-0/0.log", b"bbb")  # not flushed
     s.append("t-0/7.log", b"cc")  # never flushed
     s.replace("t-0/meta", b"{}")  # durable by itself: not tracked
-    assert json.loads((tmp_path / FLUSHED).read_text()) == {"t-0/0.log": 4, "t-0/7.log": 0}
+    assert flushed_sizes(tmp_path) == {"t-0/0.log": 4, "t-0/7.log": 0}
     s.close()
     again = FileStorage(tmp_path)
     assert not again.lost_power
     again.truncate("t-0/0.log", 2)  # a truncation below the flushed size lowers it
     again.delete("t-0/7.log")
-    assert json.loads((tmp_path / FLUSHED).read_text()) == {"t-0/0.log": 2}
+    assert flushed_sizes(tmp_path) == {"t-0/0.log": 2}
     assert again.list("") == ["t-0/0.log", "t-0/meta"]  # its own files are not the engine's
     again.close()
 
@@ -68,6 +66,26 @@ def test_what_a_file_held_before_its_first_append_is_durable(tmp_path):
     s.replace("t-0/meta.log", b"durable")
     s.append("t-0/meta.log", b"+tail")
     s.close()
-    assert json.loads((tmp_path / FLUSHED).read_text()) == {"t-0/meta.log": 7}
+    assert flushed_sizes(tmp_path) == {"t-0/meta.log": 7}
     assert lose_unflushed(tmp_path) == {"t-0/meta.log": 5}
     assert (tmp_path / "t-0/meta.log").read_bytes() == b"durable"
+
+
+def test_a_flush_appends_one_line_to_the_journal_and_never_rewrites_it(tmp_path):
+    """With flush.messages=1 every append flushes: each costs one line, whatever the number of
+    files; the journal is compacted only when a storage opens."""
+    s = FileStorage(tmp_path)
+    journal = tmp_path / FLUSHED
+    inode = journal.stat().st_ino
+    for i in range(50):
+        s.append(f"t-{i % 5}/0.log", b"x")
+        s.flush(f"t-{i % 5}/0.log")
+    assert journal.stat().st_ino == inode  # appended to, not replaced
+    assert len(journal.read_text().splitlines()) == 5 + 50  # each file's first size, then a line a flush
+    assert flushed_sizes(tmp_path) == {f"t-{i}/0.log": 10 for i in range(5)}
+    s.close()
+    FileStorage(tmp_path).close()
+    assert len(journal.read_text().splitlines()) == 5  # compacted on opening
+    with open(journal, "a") as f:
+        f.write("7\tt-0/0.l")  # a line cut short by a kill mid-write
+    assert flushed_sizes(tmp_path) == {f"t-{i}/0.log": 10 for i in range(5)}
