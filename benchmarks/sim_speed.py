@@ -1,47 +1,104 @@
-"""Simulator speed on the default scenario: simulated seconds and messages per wall second.
+"""Simulator speed on the default scenario: messages and client ops per wall second.
 
-    python benchmarks/sim_speed.py [--ops N] [--seeds K]
+    python benchmarks/sim_speed.py [--ops N] [--seeds K] [--against REF]
 
-Prints, for each seed and overall, the wall time of the default ``kafkacheck run`` scenario
-(3 brokers, RF 3, min.insync.replicas 2, acks=all, faults partition,kill,pause,disk), the
-ratio of virtual to wall time ("x real time"), and messages delivered per wall second. The
-targets of the foundation issue: the default run (10,000 ops) under 30 s, at least 50x
-real time.
+Runs the default ``kafkacheck run`` scenario (the queue workload, 3 brokers, RF 3,
+min.insync.replicas 2, acks=all, faults partition,kill,pause,disk) for each seed and prints
+its wall time, how much faster than real time it ran, and the messages delivered and client
+ops completed per wall second. With ``--against REF`` each seed runs, in fresh interpreters
+and alternately (so that a busy moment hurts both alike), with the code of commit REF (checked
+out into a temporary git worktree, removed at the end) and with this checkout, and the table
+puts the two side by side with their ratios: issue 45 asks for three times the messages per
+wall second of its starting commit, ``d63a49c``. Measure with nothing else running.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import tempfile
-import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+
+# one default run in a fresh interpreter of the given tree: its wall time and counts
+ONE_RUN = r"""
+import json, sys, time
+# an editable install redirects imports of kafkacheck to its own checkout: use the tree given
+sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+sys.path.insert(0, sys.argv[1])
 from kafkacheck.runner import RunOptions, simulate
+import kafkacheck.runner
+t = time.perf_counter()
+outcome = simulate(RunOptions(seed=int(sys.argv[2]), ops=int(sys.argv[3])), None)
+wall = time.perf_counter() - t
+s = outcome.stats
+print(json.dumps({"wall": wall, "virtual": s["virtual_seconds"], "messages": s["messages_delivered"],
+                  "ops": s["ops_completed"], "code": kafkacheck.runner.__file__}))
+"""
 
 
-def main() -> None:
+def one(tree: Path, seed: int, ops: int) -> dict:
+    r = subprocess.run([sys.executable, "-c", ONE_RUN, str(tree), str(seed), str(ops)], cwd=tree,
+                       env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"a run in {tree} failed:\n{r.stderr[-2000:]}")
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    if not Path(out["code"]).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"the run meant for {tree} imported {out['code']}: not a fair comparison")
+    return out
+
+
+def _row(label: str, runs: list[dict]) -> str:
+    wall = sum(r["wall"] for r in runs)
+    return (f"{label:>10} {wall:>8.2f} {sum(r['virtual'] for r in runs) / wall:>7.0f}x "
+            f"{sum(r['messages'] for r in runs) / wall:>10.0f} {sum(r['ops'] for r in runs) / wall:>9.0f}")
+
+
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=10_000)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--against", metavar="REF", help="a commit to run side by side with this checkout")
     args = ap.parse_args()
-    total_wall = total_virtual = total_messages = 0.0
-    print(f"{'seed':>4} {'wall s':>8} {'virtual s':>10} {'x real time':>12} {'msgs/wall s':>12}")
+    print(f"the default run, {args.ops} ops, seeds 0-{args.seeds - 1}; per seed and over all:")
+    print(f"{'':>10} {'wall s':>8} {'x real':>8} {'msgs/s':>10} {'ops/s':>9}")
     with tempfile.TemporaryDirectory() as tmp:
-        for seed in range(args.seeds):
-            t0 = time.perf_counter()
-            outcome = simulate(RunOptions(seed=seed, ops=args.ops), Path(tmp) / str(seed))
-            wall = time.perf_counter() - t0
-            virtual = outcome.stats["virtual_seconds"]
-            msgs = outcome.stats["messages_delivered"]
-            total_wall += wall
-            total_virtual += virtual
-            total_messages += msgs
-            print(f"{seed:>4} {wall:>8.2f} {virtual:>10.1f} {virtual / wall:>12.1f} {msgs / wall:>12.0f}")
-    print(f"{'all':>4} {total_wall:>8.2f} {total_virtual:>10.1f} "
-          f"{total_virtual / total_wall:>12.1f} {total_messages / total_wall:>12.0f}")
-    print(f"mean wall time per {args.ops}-op run: {total_wall / args.seeds:.2f} s (target < 30 s); "
-          f"speed {total_virtual / total_wall:.0f}x real time (target >= 50x)")
+        trees = {"now": ROOT}
+        if args.against:
+            ref = Path(tmp) / "ref"
+            r = subprocess.run(["git", "worktree", "add", "--detach", str(ref), args.against], cwd=ROOT,
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"cannot check out {args.against}: {r.stderr.strip()}", file=sys.stderr)
+                return 3
+            trees = {args.against: ref, "now": ROOT}
+        try:
+            runs: dict[str, list[dict]] = {name: [] for name in trees}
+            for seed in range(args.seeds):
+                for name, tree in trees.items():
+                    runs[name].append(one(tree, seed, args.ops))
+                    print(_row(f"{seed} {name}", runs[name][-1:]), flush=True)
+            for name in trees:
+                print(_row(f"all {name}", runs[name]))
+            if args.against:
+                before, now = (_rates(runs[n]) for n in (args.against, "now"))
+                print(f"now / {args.against}: messages per wall second {now[0] / before[0]:.2f}x, "
+                      f"client ops per wall second {now[1] / before[1]:.2f}x")
+        finally:
+            if args.against:
+                subprocess.run(["git", "worktree", "remove", "--force", str(trees[args.against])], cwd=ROOT,
+                               capture_output=True)
+    return 0
+
+
+def _rates(runs: list[dict]) -> tuple[float, float]:
+    wall = sum(r["wall"] for r in runs)
+    return sum(r["messages"] for r in runs) / wall, sum(r["ops"] for r in runs) / wall
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
