@@ -222,6 +222,12 @@ def _config(run: RealRun, rf: int, seconds: float, final_read: dict) -> dict:
         **({"broker_config": dict(target.broker_config)} if target.broker_config else {}),
         "features": dict(target.features), "bugs": list(target.bugs),
         "final_read": final_read,
+        # a real network keeps TCP's promise: the fault proxies and the namespaces cut, reset
+        # or stall whole connections, and a straggled request reaches the broker on its old
+        # connection after the client's was reset (its answer is the nemesis op's), so the
+        # checker judges idempotence-error under every real fault
+        # (properties.config_checks.tcp_breaking)
+        "network": "connections",
     }
     config.update(w.real_config(run))
     return config
