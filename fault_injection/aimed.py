@@ -44,13 +44,37 @@ within milliseconds of the moment a fault is most likely to expose a mistake:
   partition of one replica on another broker than its coordinator's: that broker is paused
   past its session, so that the partition has no leader while the coordinator sends its
   markers, for as long as an offline-partition fault lasts (KAFKA-20734). Only in runs whose
-  workload topics are placed for ``offline-partition`` (one replica a partition).
+  workload topics are placed for ``offline-partition`` (one replica a partition);
+* ``leader-after-marker``: a partition's leader has just appended a transaction marker
+  (WriteTxnMarkers' COMMIT or ABORT control batch, the broker's ``txn-marker`` event): it is
+  cut off from every node at that instant, so that the answers to its followers' waiting
+  fetches, which carry the marker, are lost with their connections, and within 0-3 ms it is
+  killed (its unflushed marker lost with it), paused or left isolated. A follower that lacks
+  the marker is elected; the coordinator, unanswered, must send the marker again to the new
+  leader, and the old one, back, must truncate its marker and take the transaction for open
+  again until the new marker reaches it (KIP-98's markers; with unclean elections the
+  window of KAFKA-7408 and KAFKA-20716: a transaction left without its marker);
+* ``isr-shrink-then-crash``: the edges of eligible leader replicas (KIP-966). A partition's
+  followers are paused or cut off from its leader (neither loses a record) until the ISR
+  shrinks below min.insync.replicas (its followers become eligible leader replicas, ELR) or,
+  a quarter of the time with three replicas, to exactly min.insync.replicas; within 0-3 ms
+  the leader, the last member of the ISR, is killed (a power loss: its unflushed records
+  lost). Then either the followers come back first (a third of the time 0-20 ms after the
+  crash: an eligible replica back just as the leader dies) and the crashed leader later, or
+  the crashed leader restarts first (an unclean shutdown: it must leave the ISR and the ELR
+  and must not lead, KAFKA-15586, KAFKA-18635) and the followers later. Several nodes are
+  faulty at once, but only the leader loses records: KIP-966's promise (min.insync.replicas
+  - 1 unclean shutdowns lose nothing committed) covers it.
 
-Every choice (whether to strike, when, how, how long) comes from the strategy's own seeded
-RNG, so a run stays deterministic. One aimed fault at a time, only while the cluster is
+Every choice (whether to strike, when, how, how long) comes from the aimed nemesis's seeded
+RNG, so a run stays deterministic (``leader-after-marker`` and ``isr-shrink-then-crash`` draw
+from RNGs of their own, seeded from its state without taking from it, so that adding them
+changes no draw of the others). One aimed fault at a time, only while the cluster is
 otherwise healthy and no scheduled fault is due before it heals: at most one node is faulty
 at once, the failure model under which Kafka promises durability (two replicas crashing
-together may lose unflushed acknowledged records, and that is not a bug).
+together may lose unflushed acknowledged records, and that is not a bug). The exception is
+``isr-shrink-then-crash``, whose followers are taken away without losing anything before
+its leader crashes: KIP-966 promises that too.
 """
 
 from __future__ import annotations
@@ -81,12 +105,24 @@ AIMED: dict[str, str] = {
     "revocation-slow-across-rebalance": "slow a consumer-group member's revocation callback 0.5-6 s as its "
                                         "group's target takes partitions from it",
     "leave-lost": "lose consumer-group members' leave heartbeats with their connections",
+    "leader-after-marker": "cut off a partition's leader as it appends a transaction marker, then kill, pause "
+                           "or isolate it within 0-3 ms",
+    "isr-shrink-then-crash": "pause or cut off a partition's followers until its ISR shrinks below (or to) "
+                             "min.insync.replicas, then kill the leader",
 }
 HELD_REQUESTS = (["EndTxnRequest"], ["ProduceRequest"], ["AddPartitionsToTxnRequest"],
                  ["EndTxnRequest", "ProduceRequest"])
 
 # a target change comes at a member's join, leave or expiry only: few chances a run
-_RATES = {"heartbeat-held-across-rebalance": (0.3, 0.6, 1.0), "revocation-slow-across-rebalance": (0.3, 0.6, 1.0)}
+_RATES = {"heartbeat-held-across-rebalance": (0.3, 0.6, 1.0), "revocation-slow-across-rebalance": (0.3, 0.6, 1.0),
+          # one marker a partition a transaction: far fewer chances than appends
+          "leader-after-marker": (0.2, 0.5, 1.0)}
+# the strategies that take nothing from the shared RNG (so that the others' draws are what
+# they are without them): leave-lost draws nothing; the others draw from RNGs of their own
+_APART = frozenset({"leave-lost", "leader-after-marker", "isr-shrink-then-crash"})
+# which event each of those watches
+_OWN_TRIGGERS = {"txn-marker": ("leader-after-marker",), "log-append": ("isr-shrink-then-crash",),
+                 "partition-change": ("isr-shrink-then-crash",)}
 # which event each event-triggered strategy watches
 _TRIGGERS = {
     "log-append": ("leader-after-write", "crash-after-append"),
@@ -117,8 +153,13 @@ class AimedNemesis:
         # how eager each strategy is: some runs strike at almost every chance, some rarely
         # (leave-lost strikes at every chance it has: it draws nothing, so that the others'
         # draws are what they are without it)
-        self.rate = {s: rng.choice(_RATES.get(s, (0.01, 0.05, 0.2, 0.5)))
-                     for s in sorted(self.strategies - {"leave-lost"})}
+        # (the strategies drawn apart draw from RNGs of their own, seeded from this one's state
+        # without taking from it: their eagerness first)
+        self.own = {s: _own_rng(rng, s) for s in sorted(self.strategies & _APART - {"leave-lost"})}
+        self.rate = {s: self.own[s].choice(_RATES.get(s, (0.01, 0.05, 0.2, 0.5))) for s in self.own}
+        self.rate |= {s: rng.choice(_RATES.get(s, (0.01, 0.05, 0.2, 0.5)))
+                      for s in sorted(self.strategies - _APART)}
+        self.elr: dict | None = None  # isr-shrink-then-crash under way: its partition, leader, steps
         self.busy_until_ms = 0
         self.struck = 0
         self.targets: dict[str, dict] = {}  # group -> its last target assignment (consumer groups)
@@ -131,7 +172,8 @@ class AimedNemesis:
             else:
                 self.windows.append((begin, step["at_ms"]))
                 begin = None
-        if any(kind in self.strategies for kinds in _TRIGGERS.values() for kind in kinds):
+        if any(kind in self.strategies for kinds in (*_TRIGGERS.values(), *_OWN_TRIGGERS.values())
+               for kind in kinds):
             sim.observers.append(self._observe)
         if "clock-jump-at-boundary" in self.strategies:
             self._plan_clock_jumps()
@@ -160,16 +202,32 @@ class AimedNemesis:
         margin = 2 * self.timings["session_timeout_ms"]
         return not any(b < end_ms + margin and start_ms < e + margin for b, e in self.windows)
 
+    def _room(self, start_ms: int) -> int | None:
+        """The latest ``end_ms`` for which :meth:`_free` (``start_ms``, ``end_ms``) holds
+        (None: not free now)."""
+        if not self._free(start_ms, start_ms):
+            return None
+        margin = 2 * self.timings["session_timeout_ms"]
+        return min([self.end_ms, *(b - margin for b, e in self.windows if start_ms < e + margin)])
+
     def _observe(self, node: int, kind: str, fields: dict) -> None:
         strategies = _TRIGGERS.get(kind)
-        if strategies is None:
-            return
-        for s in strategies:
-            if s in self.strategies and self._applies(s, node, fields) and self.rng.random() < self.rate[s]:
-                self._strike(s, node, fields)
-                break
-        if kind == "consumer-group-target":
-            self.targets[fields["group"]] = fields["target"]
+        if strategies is not None:
+            for s in strategies:
+                if s in self.strategies and self._applies(s, node, fields) and self.rng.random() < self.rate[s]:
+                    self._strike(s, node, fields)
+                    break
+            if kind == "consumer-group-target":
+                self.targets[fields["group"]] = fields["target"]
+        for s in _OWN_TRIGGERS.get(kind, ()):
+            if s not in self.strategies:
+                continue
+            if s == "leader-after-marker":
+                self._after_marker(node, fields)
+            elif kind == "log-append":
+                self._shrink_isr(node, fields)
+            else:
+                self._isr_changed(fields)
 
     def _applies(self, strategy: str, node: int, fields: dict) -> bool:
         """Whether the event is one the strategy strikes at (drawing nothing when it is not,
@@ -259,6 +317,128 @@ class AimedNemesis:
         self.struck += 1
         self.sim.call_at(at * MS, lambda: self._apply(begin))
         self.sim.call_at((at + lasts) * MS, lambda: self._apply(heal))
+
+    def _partition(self, key: Any):
+        """The controller's state of the partition ``key`` (None if unknown or no controller)."""
+        controller = self.sim.controller()
+        if controller is None or not isinstance(key, str):
+            return None
+        return controller.partitions.get(TopicPartition.parse(key))
+
+    def _after_marker(self, node: int, fields: dict) -> None:
+        """leader-after-marker: the leader ``node`` has just appended a transaction marker.
+        It is cut off at once, in the step that appended it: the answers to its followers'
+        waiting fetches, routed after this event, are lost with their connections, so no
+        follower holds the marker. Then, 0-3 ms later, the cut is healed as the leader is
+        killed or paused, or it stays isolated."""
+        s = self._partition(fields.get("key"))
+        if s is None or len(s.replicas) < 2 or s.leader != node:
+            return  # no follower to fail over to (drawing nothing)
+        rng = self.own["leader-after-marker"]
+        if rng.random() >= self.rate["leader-after-marker"]:
+            return
+        now_ms = self.sim.now_ns // MS
+        how = rng.choice(["kill", "pause", "isolate"])
+        at = now_ms + rng.randint(0, 3)
+        lasts = rng.randint(*self.fault_ms)
+        if not self._free(now_ms, at + lasts):
+            return
+        self.busy_until_ms = at + lasts + 2 * self.timings["session_timeout_ms"]
+        self.struck += 1
+        cut, heal = self._down("isolate", node)
+        self._apply(cut)
+        if how == "isolate":
+            self.sim.call_at((at + lasts) * MS, lambda: self._apply(heal))
+            return
+        begin, end = self._down(how, node)
+        self.sim.call_at(at * MS, lambda: (self._apply(heal), self._apply(begin)))
+        self.sim.call_at((at + lasts) * MS, lambda: self._apply(end))
+
+    def _shrink_isr(self, node: int, fields: dict) -> None:
+        """isr-shrink-then-crash, first step: at an append by the leader ``node`` of a
+        partition of two replicas or more whose min.insync.replicas is 2 or more, its
+        followers are paused or cut off from it (the leader shrinks them out of the ISR when
+        they lag, the controller when their session expires): as many as take the ISR below
+        min.insync.replicas or, with three replicas a quarter of the time, to it exactly. The
+        crash comes when the controller's ISR gets there (:meth:`_isr_changed`)."""
+        if self.elr is not None:
+            return
+        s = self._partition(fields.get("key"))
+        controller = self.sim.controller()
+        if s is None or controller is None or s.leader != node or len(s.replicas) < 2:
+            return
+        min_isr = controller.effective_min_isr(s)
+        if min_isr < 2 or len(s.isr) != len(s.replicas):
+            return  # no replica can be eligible (or the ISR is not full: the cluster is not healthy)
+        rng = self.own["isr-shrink-then-crash"]
+        if rng.random() >= self.rate["isr-shrink-then-crash"]:
+            return
+        t = self.timings
+        now_ms = self.sim.now_ns // MS
+        exactly = len(s.isr) > min_isr and rng.random() < 0.25
+        target = min_isr if exactly else min_isr - 1  # the ISR's size when the leader dies
+        followers = [r for r in s.replicas if r != node]
+        out = sorted(rng.sample(followers, len(s.isr) - target))
+        how = rng.choice(["pause", "cut"])
+        eligible_first = rng.random() < 0.5
+        soon = rng.random() < 1 / 3
+        at = now_ms + rng.randint(0, 10)
+        # the shrink comes by the leader's lag check or (paused followers) the controller's
+        # fence, whichever first; the followers come back if it has not come by then
+        lag = t["replica_lag_time_max_ms"]
+        deadline = at + (min(lag, t["session_timeout_ms"]) if how == "pause" else lag) + 2_000
+        # how long after the crash the first comes back: 0-20 ms when soon (an eligible
+        # replica back just as the leader dies, or the leader's restart before its session
+        # ran out), else as long as a fault; the second, up to a session later; both within
+        # the time the cluster is free (drawn within it rather than checked after: checked,
+        # the short draws would strike more often than the long ones)
+        room = self._room(now_ms)
+        left = -1 if room is None else room - deadline - 3
+        if left < (20 if soon else self.fault_ms[0]):
+            return
+        first = rng.randint(0, 20) if soon else rng.randint(self.fault_ms[0], min(self.fault_ms[1], left))
+        second = rng.randint(0, min(t["session_timeout_ms"], self.fault_ms[1], left - first))
+        until = deadline + 3 + first + second
+        self.busy_until_ms = until + 2 * t["session_timeout_ms"]
+        self.struck += 1
+        if how == "pause":
+            away = {"f": "pause", "value": {"nodes": out}}
+            back = {"f": "resume", "value": {"nodes": out}}
+        else:
+            grudge = {str(node): out, **{str(f): [node] for f in out}}
+            away = {"f": "partition", "value": {"kind": "cut-from-leader", "grudge": grudge}}
+            back = {"f": "heal", "value": None}
+        self.elr = {"key": fields["key"], "leader": node, "target": target, "back": back,
+                    "eligible_first": eligible_first, "first": first, "second": second, "crashed": False}
+        self.sim.call_at(at * MS, lambda: self._apply(away))
+        self.sim.call_at(deadline * MS, self._elr_deadline)
+
+    def _isr_changed(self, fields: dict) -> None:
+        """isr-shrink-then-crash, second step: the controller changed a partition. When the
+        watched one's ISR is down to its target with the same leader, that leader, the last
+        member of the ISR (or one of min.insync.replicas members), is killed 0-3 ms later;
+        then the followers and the leader come back in the order drawn."""
+        e = self.elr
+        if e is None or e["crashed"] or fields.get("key") != e["key"]:
+            return
+        if fields.get("leader") != e["leader"] or len(fields.get("isr", ())) > e["target"]:
+            return
+        e["crashed"] = True
+        rng = self.own["isr-shrink-then-crash"]
+        leader = e["leader"]
+        at = self.sim.now_ns // MS + rng.randint(0, 3)
+        restart = {"f": "restart", "value": {"nodes": [leader]}}
+        first, second = (e["back"], restart) if e["eligible_first"] else (restart, e["back"])
+        self._later(at, {"f": "kill", "value": {"nodes": [leader]}})
+        self._later(at + e["first"], first)
+        self._later(at + e["first"] + e["second"], second)
+
+    def _elr_deadline(self) -> None:
+        """The ISR did not shrink in time (or the leader moved): the followers come back."""
+        e = self.elr
+        self.elr = None
+        if e is not None and not e["crashed"]:
+            self._apply(e["back"])
 
     def _slow_revocations(self, fields: dict) -> None:
         """Every member the new target takes partitions from revokes slowly, each for its own
@@ -359,3 +539,11 @@ class AimedNemesis:
         self.busy_until_ms = now_ms + step["value"]["ms"]
         self.struck += 1
         self._apply(step)
+
+
+def _own_rng(rng: random.Random, name: str) -> random.Random:
+    """An RNG for the strategy ``name``, seeded from ``rng``'s state without taking anything
+    from it (a copy draws the seed)."""
+    copy = random.Random()
+    copy.setstate(rng.getstate())
+    return random.Random(f"{name}-{copy.getrandbits(64)}")

@@ -14,7 +14,9 @@ flight (1-5 with idempotence), batch size and linger; the consumers' and followe
 sizes down to one byte and max.poll.records; the compacted topic's segment size, dirty ratio
 and delete.retention.ms (0 to past the run's end); the flush policy (never, every message,
 every N messages, every T ms). Then the aimed nemesis strategies
-(:mod:`fault_injection.aimed`) or a model template (the shape of one of the z3
+(:mod:`fault_injection.aimed`; some drawn apart from RNGs of their own, so that adding them
+changed no other choice of a seed: the consumer-protocol ones, ``offline-around-commit``,
+``leader-after-marker``, ``isr-shrink-then-crash``) or a model template (the shape of one of the z3
 counterexamples, :mod:`kafkacheck.replay`, with random parameters). The run's own seed is the
 swarm seed, so ``kafkacheck run --swarm SEED`` reproduces the run from the seed alone.
 
@@ -59,7 +61,9 @@ _AIMED_FOR = {"coordinator-failover-after-endtxn": TXN_WORKLOADS,
               "coordinator-paused-during-rebalance": ("groups",),
               "restart-during-cleaning": ("compaction",),
               "offline-around-commit": (), "heartbeat-held-across-rebalance": (),
-              "revocation-slow-across-rebalance": (), "leave-lost": ()}
+              "revocation-slow-across-rebalance": (), "leave-lost": (),
+              # drawn apart, by _marker_failover and _elr_edge
+              "leader-after-marker": (), "isr-shrink-then-crash": ()}
 OFFLINE_P = 0.4  # transactional seeds that take a partition offline
 OFFLINE_AIMED_P = 0.5  # of those, the ones that also aim it at commits
 CONSUMER_PROTOCOL_P = 0.5  # groups seeds that speak KIP-848's consumer protocol
@@ -69,9 +73,12 @@ SLOW_REVOCATION_P = 0.75  # and, drawn apart, the ones whose members' revocation
 LEAVE_LOST_P = 0.5  # and the ones that lose members' leave heartbeats
 EPOCH_END_P = 0.25  # transactional seeds whose producer ids start near the end of their epochs
 SHARE_P = 0.5  # queue seeds (without a model template) that become share-group (KIP-932) runs
+MARKER_FAILOVER_P = 0.3  # transactional seeds that fail a partition's leader over as it writes a marker
+ELR_EDGE_P = 0.2  # acks=all seeds that drive a partition to the edges of its eligible leader replicas
 # the aimed strategies that may crash a broker (a power loss): not with offline-partition
 AIMED_CRASHING = frozenset({"leader-after-write", "crash-after-append", "election-during-truncation",
-                            "coordinator-failover-after-endtxn", "restart-during-cleaning"})
+                            "coordinator-failover-after-endtxn", "restart-during-cleaning",
+                            "leader-after-marker", "isr-shrink-then-crash"})
 DEFAULT_OPS = 2_000
 # the kinds of link a network fault may hit: all at once, or one kind (fault_injection.network)
 LINKS = ("all", "client", "replication", "controller")
@@ -216,6 +223,8 @@ def draw(seed: int, ops: int = DEFAULT_OPS, share: bool = True) -> RunOptions:
     options = _offline(seed, options)
     options = _group_protocol(seed, options)
     options = _epoch_end(seed, options)
+    options = _marker_failover(seed, options)
+    options = _elr_edge(seed, options)
     t = {**CLUSTER_TIMINGS, **(options.timings or {})}
     if WORKLOADS[options.workload].subscribe or options.eos_subscribe:
         # a member that crashed stays in its group, owning partitions, until its session
@@ -278,6 +287,37 @@ def _epoch_end(seed: int, options: RunOptions) -> RunOptions:
     if rng.random() >= EPOCH_END_P:
         return options
     return replace(options, producer_epoch_start=32_766 - rng.randint(0, 40))
+
+
+def _marker_failover(seed: int, options: RunOptions) -> RunOptions:
+    """Some transactional seeds fail a partition's leader over just as it appends a
+    transaction marker (``leader-after-marker``), drawn from an RNG of its own, so that every
+    other choice of a seed is what it was before. Not with ``offline-partition`` (its
+    partitions have one replica: nothing to fail over to, and a crash may lose acknowledged
+    writes); min.insync.replicas 2, as for every crashing strategy."""
+    if options.workload not in TXN_WORKLOADS or options.schedule is not None or OFFLINE in options.faults:
+        return options
+    rng = random.Random(f"kafkacheck-swarm-marker-failover-{seed}")
+    if rng.random() >= MARKER_FAILOVER_P:
+        return options
+    return replace(options, aimed=sorted([*options.aimed, "leader-after-marker"]), min_insync_replicas=2)
+
+
+def _elr_edge(seed: int, options: RunOptions) -> RunOptions:
+    """Some seeds whose producers ask acks=all drive a partition to the edges of its eligible
+    leader replicas (``isr-shrink-then-crash``, KIP-966: an ISR below or at
+    min.insync.replicas and its last member crashing), drawn from an RNG of its own, so that
+    every other choice of a seed is what it was before. min.insync.replicas 2: with 1 no
+    replica is ever eligible, and a crash of the last in-sync copy may lose acknowledged
+    writes. Not the model templates (their schedules are the model's) nor ``offline-partition``
+    (one replica a partition), nor acks=1 (a write the leader alone acknowledged is not the
+    ELR's to keep)."""
+    if options.schedule is not None or OFFLINE in options.faults or options.acks != "all":
+        return options
+    rng = random.Random(f"kafkacheck-swarm-elr-edge-{seed}")
+    if rng.random() >= ELR_EDGE_P:
+        return options
+    return replace(options, aimed=sorted([*options.aimed, "isr-shrink-then-crash"]), min_insync_replicas=2)
 
 
 def _group_protocol(seed: int, options: RunOptions) -> RunOptions:

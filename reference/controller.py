@@ -302,6 +302,8 @@ class Controller(Node):
     def _remove_from_isrs(self, broker_id: int, reelect_if_leader: bool, unclean: bool = False) -> None:
         for tp in sorted(self.partitions):
             s = self.partitions[tp]
+            if unclean and s.isr == (broker_id,):
+                mark("controller-last-isr-member-unclean")
             if unclean and broker_id in s.elr:
                 s = replace(s, elr=tuple(r for r in s.elr if r != broker_id),
                             partition_epoch=s.partition_epoch + 1)
@@ -345,6 +347,8 @@ class Controller(Node):
             # PartitionChangeBuilder keeps them: dropped, a partition whose new leader then
             # crashes would stay offline although a replica with every record comes back
             mark("controller-elect-from-elr")
+            if unclean:
+                mark("controller-elect-from-elr-after-unclean")
             candidates = live_elr
             isr = (live_elr[0],)
             elr = tuple(r for r in self._elr_after(s, isr) if not (unclean and r == exclude))

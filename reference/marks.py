@@ -45,6 +45,10 @@ MARKS: dict[str, str] = {
     # controller
     "controller-broker-fenced": "the controller fenced a broker whose session expired",
     "controller-elect-from-elr": "a leader elected from the eligible leader replicas (KIP-966)",
+    "controller-elect-from-elr-after-unclean": "a leader elected from the eligible leader replicas as the "
+                                               "last leader came back from an unclean shutdown (KIP-966)",
+    "controller-last-isr-member-unclean": "a partition's last ISR member came back from an unclean "
+                                          "shutdown (KIP-966: it leaves the ISR, eligible no more)",
     "controller-unclean-election": "a leader elected from outside the ISR (unclean election enabled)",
     "controller-partition-offline": "a partition left without a leader: no eligible live replica",
     "controller-alter-partition-refused": "an ISR change refused (stale epochs or ineligible replica)",

@@ -197,6 +197,7 @@ def test_runs_collect_marks_and_the_same_seed_gives_the_same_marks(tmp_path):
     ("leader-after-write", "queue"), ("crash-after-append", "queue"),
     ("coordinator-failover-after-endtxn", "txn"), ("member-paused-across-rebalance", "groups"),
     ("coordinator-paused-during-rebalance", "groups"), ("clock-jump-at-boundary", "queue"),
+    ("leader-after-marker", "txn"), ("isr-shrink-then-crash", "queue"),
 ])
 def test_each_aimed_strategy_strikes_and_the_run_stays_valid_on_the_correct_engine(tmp_path, strategy, workload):
     from kafkacheck.judge import judge_record as judge
@@ -213,8 +214,11 @@ def test_each_aimed_strategy_strikes_and_the_run_stays_valid_on_the_correct_engi
 
 
 def test_aimed_faults_never_overlap_each_other(tmp_path):
+    # (isr-shrink-then-crash takes several nodes away on purpose, only its leader's crash losing
+    # records: its own test below checks its shape)
     simulate(RunOptions(seed=2, ops=1500, faults=[], aimed=sorted(set(AIMED) - {
-        "coordinator-failover-after-endtxn", "member-paused-across-rebalance", "restart-during-cleaning"})),
+        "coordinator-failover-after-endtxn", "member-paused-across-rebalance", "restart-during-cleaning",
+        "isr-shrink-then-crash"})),
         tmp_path)
     down = 0
     for o in _history(tmp_path):
@@ -401,3 +405,130 @@ def test_a_member_paused_mid_op_after_the_ops_are_spent_is_no_stall():
     from kafkacheck.judge import judge_record as judge
 
     assert judge(simulate(draw(459), None).record())["valid"] is True
+
+
+def _nemesis_invokes(path: Path) -> list[dict]:
+    return [o for o in _history(path) if o["process"] == "nemesis" and o["type"] == "invoke"]
+
+
+def _events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in (path / "events.jsonl").read_text().splitlines()]
+
+
+NEW_APART = {"leader-after-marker": "kafkacheck-swarm-marker-failover", "isr-shrink-then-crash": "kafkacheck-swarm-elr-edge"}
+
+
+@pytest.mark.parametrize("strategy", sorted(NEW_APART))
+def test_the_strategies_drawn_apart_change_only_the_seeds_that_draw_them(monkeypatch, strategy):
+    """leader-after-marker (transactional seeds) and isr-shrink-then-crash (acks=all seeds)
+    are drawn from RNGs of their own: a seed that does not draw one is drawn as before it
+    existed, and a seed that does differs only by it and min.insync.replicas 2."""
+    from kafkacheck import swarm
+    from kafkacheck.workloads import TXN_WORKLOADS
+
+    drawn = {s: draw(s) for s in range(400)}
+    monkeypatch.setattr(swarm, "_marker_failover" if strategy == "leader-after-marker" else "_elr_edge",
+                        lambda _seed, options: options)
+    before = {s: draw(s) for s in range(400)}
+    chosen = [s for s, o in drawn.items() if strategy in o.aimed]
+    assert 10 <= len(chosen) <= 120
+    for s, o in drawn.items():
+        if s not in chosen:
+            assert describe(o) == describe(before[s])
+            continue
+        assert describe(replace(o, aimed=[a for a in o.aimed if a != strategy],
+                                min_insync_replicas=before[s].min_insync_replicas)) == describe(before[s])
+        assert o.min_insync_replicas == 2 and o.schedule is None and "offline-partition" not in o.faults
+        if strategy == "leader-after-marker":
+            assert o.workload in TXN_WORKLOADS
+        else:
+            assert o.acks == "all"
+    # and no seed of another workload (or acks=1) draws it
+    if strategy == "leader-after-marker":
+        assert {drawn[s].workload for s in chosen} == {"txn", "eos"}
+    else:
+        assert len({drawn[s].workload for s in chosen}) >= 6
+        assert any(o.acks == "1" for o in drawn.values())
+
+
+def test_the_strategies_drawn_apart_take_nothing_from_the_shared_aimed_rng():
+    """With leader-after-marker and isr-shrink-then-crash among a run's strategies, the others
+    draw from the aimed RNG what they drew without them (their eagerness here)."""
+    import random
+    from types import SimpleNamespace
+
+    from fault_injection.aimed import AimedNemesis
+
+    def made(strategies: list[str]) -> tuple[dict, tuple]:
+        rng = random.Random(7)
+        sim = SimpleNamespace(observers=[], call_at=lambda *_a: None)
+        a = AimedNemesis(sim, SimpleNamespace(enabled=True, nodes=[0, 1, 2, 3]), strategies, rng, [1, 2, 3], [],
+                         dict(CLUSTER_TIMINGS), [], 60_000, (1_000, 6_000))
+        return a.rate, rng.getstate()
+
+    old = ["crash-after-append", "election-during-truncation", "leader-after-write"]
+    rate, state = made(old)
+    rate_new, state_new = made([*old, *NEW_APART])
+    assert state_new == state and {s: rate_new[s] for s in old} == rate
+    assert set(rate_new) == {*old, *NEW_APART}
+
+
+@pytest.mark.parametrize("bugs", [[], ["unclean-election"]])
+def test_the_last_isr_member_crashes_with_eligible_leader_replicas_and_nothing_committed_is_lost(tmp_path, bugs):
+    """isr-shrink-then-crash (KIP-966's edges): followers paused or cut off from the leader (no
+    record lost) until the ISR is below min.insync.replicas, then the leader, the last ISR
+    member, killed (a power loss) and the two brought back in a drawn order. The correct engine
+    elects an eligible replica and loses nothing; an engine that elects a replica outside the
+    ISR (the unclean-election switch, as a controller that missed the leader's unclean shutdown
+    would, KAFKA-15586) loses acknowledged records."""
+    from kafkacheck.judge import judge_record as judge
+    from traces.parquet import load_run_dir
+
+    out = simulate(RunOptions(seed=3, ops=800, workload="queue", faults=[], aimed=["isr-shrink-then-crash"],
+                              liveness_ms=20_000, bugs=bugs), tmp_path)
+    steps = _nemesis_invokes(tmp_path)
+    killed = [n for o in steps if o["f"] == "kill" for n in o["value"]["nodes"]]
+    assert killed, "no leader was killed"
+    away = {n for o in steps if o["f"] == "pause" for n in o["value"]["nodes"]}
+    away |= {int(n) for o in steps if o["f"] == "partition" for n, srcs in o["value"]["grudge"].items()
+             if o["value"]["kind"] == "cut-from-leader"}
+    assert away and all(o["f"] in ("pause", "resume", "partition", "heal", "kill", "restart") for o in steps)
+    # each crash is of the leader of a partition whose ISR the controller had taken to its target
+    events = _events(tmp_path)
+    for o in steps:
+        if o["f"] != "kill":
+            continue
+        (node,) = o["value"]["nodes"]
+        assert any(e["kind"] == "partition-change" and e["leader"] == node and len(e["isr"]) <= 2
+                   and 0 <= o["time"] - e["time"] <= 4_000_000 for e in events), o
+    result = judge(load_run_dir(tmp_path))
+    if bugs:
+        assert result["valid"] is False and "invariant-violation" in result["anomaly_types"]
+    else:
+        assert result["valid"] is True, result["anomaly_types"]
+        assert out.stats["marks"].get("controller-elect-from-elr")
+
+
+def test_a_leader_failed_over_as_it_appends_a_marker_leaves_a_follower_without_it(tmp_path):
+    """leader-after-marker: the leader is cut off in the step that appended a transaction
+    marker (its followers' fetch answers lost), then killed, paused or left isolated: the
+    new leader lacks the marker, and the coordinator writes it there again (the same producer
+    id and epoch, at the offset the old leader had written it). The correct engine stays valid."""
+    from kafkacheck.judge import judge_record as judge
+    from traces.parquet import load_run_dir
+
+    out = simulate(RunOptions(seed=1, ops=300, workload="txn", faults=[], aimed=["leader-after-marker"],
+                              liveness_ms=20_000), tmp_path)
+    steps = _nemesis_invokes(tmp_path)
+    assert steps and steps[0]["f"] == "partition" and steps[0]["value"]["kind"] == "isolate"
+    events = _events(tmp_path)
+    cut_at = steps[0]["time"]
+    (leader,) = [int(n) for n, srcs in steps[0]["value"]["grudge"].items() if len(srcs) > 1]
+    marker = next(e for e in events if e["kind"] == "txn-marker" and e["node"] == leader
+                  and e["time"] // 1_000_000 == cut_at // 1_000_000)
+    again = [e for e in events if e["kind"] == "txn-marker" and e["node"] != leader and e["key"] == marker["key"]
+             and (e["producer_id"], e["producer_epoch"]) == (marker["producer_id"], marker["producer_epoch"])]
+    assert again and again[0]["offset"] == marker["offset"], "the new leader had the marker already"
+    assert out.stats["marks"].get("txn-marker-to-moved-leader")
+    result = judge(load_run_dir(tmp_path))
+    assert result["valid"] is True, result["anomaly_types"]
