@@ -90,9 +90,10 @@ def swarm(tree: Path, runs: int) -> float:
     return float(line[-1].split()[1])
 
 
-def one(tree: Path, workload: str, seed: int, ops: int, judged: bool) -> dict:
-    r = subprocess.run([sys.executable, "-c", ONE_RUN, workload, str(seed), str(ops), str(tree),
-                        "1" if judged else "0"], cwd=tree,
+def in_tree(tree: Path, script: str, *args: str) -> dict:
+    """Run ``script`` in a fresh interpreter with the code of ``tree``; the JSON object its last
+    line prints, which names the module file it imported (``code``) to prove the tree."""
+    r = subprocess.run([sys.executable, "-c", script, *args], cwd=tree,
                        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -103,11 +104,16 @@ def one(tree: Path, workload: str, seed: int, ops: int, judged: bool) -> dict:
     return out
 
 
+def one(tree: Path, workload: str, seed: int, ops: int, judged: bool) -> dict:
+    return in_tree(tree, ONE_RUN, workload, str(seed), str(ops), str(tree), "1" if judged else "0")
+
+
 def worktree(ref: str, path: Path) -> Path:
     r = subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT,
                        capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"cannot check out {ref}: {r.stderr.strip().splitlines()[-1]}")
+    if r.returncode != 0:  # a bad REF: one line, exit 3
+        print(f"cannot check out {ref}: {r.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+        raise SystemExit(3)
     return path
 
 

@@ -15,13 +15,12 @@ wall second of its starting commit, ``d63a49c``. Measure with nothing else runni
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from hunt_speed import ROOT, in_tree, worktree
 
 # one default run in a fresh interpreter of the given tree: its wall time and counts
 ONE_RUN = r"""
@@ -41,15 +40,7 @@ print(json.dumps({"wall": wall, "virtual": s["virtual_seconds"], "messages": s["
 
 
 def one(tree: Path, seed: int, ops: int) -> dict:
-    r = subprocess.run([sys.executable, "-c", ONE_RUN, str(tree), str(seed), str(ops)], cwd=tree,
-                       env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"a run in {tree} failed:\n{r.stderr[-2000:]}")
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    if not Path(out["code"]).resolve().is_relative_to(tree.resolve()):
-        raise SystemExit(f"the run meant for {tree} imported {out['code']}: not a fair comparison")
-    return out
+    return in_tree(tree, ONE_RUN, str(tree), str(seed), str(ops))
 
 
 def _row(label: str, runs: list[dict]) -> str:
@@ -69,13 +60,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"now": ROOT}
         if args.against:
-            ref = Path(tmp) / "ref"
-            r = subprocess.run(["git", "worktree", "add", "--detach", str(ref), args.against], cwd=ROOT,
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                print(f"cannot check out {args.against}: {r.stderr.strip()}", file=sys.stderr)
-                return 3
-            trees = {args.against: ref, "now": ROOT}
+            trees = {args.against: worktree(args.against, Path(tmp) / "ref"), "now": ROOT}
         try:
             runs: dict[str, list[dict]] = {name: [] for name in trees}
             for seed in range(args.seeds):
