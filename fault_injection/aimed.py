@@ -491,10 +491,7 @@ class AimedNemesis:
                 {"f": "heal", "value": None})
 
     def _leader_of(self, key: Any) -> int | None:
-        controller = self.sim.controller()
-        if controller is None or not isinstance(key, str):
-            return None
-        s = controller.partitions.get(TopicPartition.parse(key))
+        s = self._partition(key)
         return s.leader if s is not None and s.leader >= 0 else None
 
     def _plan_clock_jumps(self) -> None:

@@ -297,10 +297,7 @@ def _marker_failover(seed: int, options: RunOptions) -> RunOptions:
     writes); min.insync.replicas 2, as for every crashing strategy."""
     if options.workload not in TXN_WORKLOADS or options.schedule is not None or OFFLINE in options.faults:
         return options
-    rng = random.Random(f"kafkacheck-swarm-marker-failover-{seed}")
-    if rng.random() >= MARKER_FAILOVER_P:
-        return options
-    return replace(options, aimed=sorted([*options.aimed, "leader-after-marker"]), min_insync_replicas=2)
+    return _crashing_strategy(seed, options, "marker-failover", MARKER_FAILOVER_P, "leader-after-marker")
 
 
 def _elr_edge(seed: int, options: RunOptions) -> RunOptions:
@@ -314,10 +311,15 @@ def _elr_edge(seed: int, options: RunOptions) -> RunOptions:
     ELR's to keep)."""
     if options.schedule is not None or OFFLINE in options.faults or options.acks != "all":
         return options
-    rng = random.Random(f"kafkacheck-swarm-elr-edge-{seed}")
-    if rng.random() >= ELR_EDGE_P:
+    return _crashing_strategy(seed, options, "elr-edge", ELR_EDGE_P, "isr-shrink-then-crash")
+
+
+def _crashing_strategy(seed: int, options: RunOptions, name: str, p: float, strategy: str) -> RunOptions:
+    """``strategy`` added with probability ``p``, drawn from the RNG
+    ``kafkacheck-swarm-NAME-SEED`` of its own, with min.insync.replicas 2."""
+    if random.Random(f"kafkacheck-swarm-{name}-{seed}").random() >= p:
         return options
-    return replace(options, aimed=sorted([*options.aimed, "isr-shrink-then-crash"]), min_insync_replicas=2)
+    return replace(options, aimed=sorted([*options.aimed, strategy]), min_insync_replicas=2)
 
 
 def _group_protocol(seed: int, options: RunOptions) -> RunOptions:
