@@ -21,6 +21,7 @@ A coordinator acts for the partitions of one internal topic that its broker lead
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, ClassVar, Protocol
 
 from reference.errors import Errors
@@ -191,8 +192,10 @@ def coordinator_error(error: Errors) -> Errors:
     return error if error is Errors.NONE else _TO_COORDINATOR.get(error, Errors.COORDINATOR_NOT_AVAILABLE)
 
 
+@lru_cache(maxsize=1 << 12)
 def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units), as a signed 32-bit int."""
+    """Java's ``String.hashCode`` (UTF-16 code units), as a signed 32-bit int (remembered: a
+    coordinator hashes the same group and transactional ids again and again)."""
     data = s.encode("utf-16-be")
     h = 0
     for i in range(0, len(data), 2):

@@ -60,30 +60,38 @@ def clean(log: PartitionLog, now_ms: int, upper: int) -> CleanResult | None:
 
 
 def _cleanable(log: PartitionLog, now_ms: int, upper: int) -> tuple[int, list[IndexEntry]]:
-    """Rule 1: the number of leading segments that may be cleaned, and their batches."""
+    """Rule 1: the number of leading segments that may be cleaned, and their batches (the
+    index lists them in offset order, so each segment's batches follow one another)."""
     segments, all_entries = log.cleanable()
     if len(segments) < 2:
         return 0, []
+    lag_bound = now_ms - log.config.min_compaction_lag_ms
     end_segment = 0
-    by_segment: dict[int, list[IndexEntry]] = {}
-    for e in all_entries:
-        by_segment.setdefault(e.segment, []).append(e)
+    taken = 0  # all_entries[:taken] are the batches of segments [0, end_segment)
+    count = len(all_entries)
     for i in range(len(segments) - 1):
-        seg_end = segments[i + 1].base_offset
-        newest = max((rec.parse_header(e.data).max_timestamp for e in by_segment.get(i, [])), default=-1)
-        if seg_end > upper or newest > now_ms - log.config.min_compaction_lag_ms:
+        j = taken
+        while j < count and all_entries[j].segment == i:
+            j += 1
+        newest = max((rec.parse_header(e.data).max_timestamp for e in all_entries[taken:j]), default=-1)
+        if segments[i + 1].base_offset > upper or newest > lag_bound:
             break
-        end_segment = i + 1
-    return end_segment, [e for e in all_entries if e.segment < end_segment]
+        end_segment, taken = i + 1, j
+    return end_segment, all_entries[:taken]
 
 
 def _due(log: PartitionLog, entries: list[IndexEntry], end: int, now_ms: int) -> bool:
     """Rule 2."""
     cfg = log.config
-    dirty = sum(len(e.data) for e in entries if e.last_offset >= log.clean_offset)
-    total = sum(len(e.data) for e in entries)
+    clean = log.clean_offset
+    dirty = total = 0
+    for e in entries:
+        size = len(e.data)
+        total += size
+        if e.last_offset >= clean:
+            dirty += size
     overdue = cfg.max_compaction_lag_ms is not None and any(
-        e.last_offset >= log.clean_offset
+        e.last_offset >= clean
         and rec.parse_header(e.data).base_timestamp < now_ms - cfg.max_compaction_lag_ms
         for e in entries)
     expired = any(h <= now_ms for b, h in log.tombstone_horizons.items() if b < end)
