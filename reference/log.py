@@ -32,6 +32,7 @@ import bisect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from reference import records as rec
 from reference.frozen import frozen
@@ -54,6 +55,9 @@ class IndexEntry:
     data: bytes
     segment: int  # index into PartitionLog._segments
     position: int  # byte position in that segment file
+
+
+SEGMENT_OF = attrgetter("segment")
 
 
 @dataclass(slots=True)
@@ -128,6 +132,9 @@ class PartitionLog:
         self.bugs: frozenset[str] = frozenset()
         # flushes a rolled segment (by name) a moment later; None: at once
         self.roll_flush: Callable[[str], None] | None = None
+        # each closed segment's newest batch timestamp, as far as asked (Kafka's maxTimestampSoFar;
+        # appends never change a closed segment, and what does forgets them: _segments_changed)
+        self._closed_newest: list[int] = []
 
     # ------------------------------------------------------------ recovery
 
@@ -388,6 +395,7 @@ class PartitionLog:
             self.storage.truncate(seg.name, seg.size)
             del self._entries[keep:]
             del self._bases[keep:]
+            self._segments_changed()
             self.producer_state = ProducerStateManager.rebuild(self.batches())
         self.log_end_offset = self._entries[-1].last_offset + 1 if self._entries else (
             self.log_start_offset
@@ -407,6 +415,7 @@ class PartitionLog:
         self._segments.clear()
         self._entries.clear()
         self._bases.clear()
+        self._segments_changed()
         self.producer_state = ProducerStateManager()
         self.epochs = []
         self._write_epochs()
@@ -453,6 +462,7 @@ class PartitionLog:
                 e.segment -= drop
             self._entries = keep
             self._bases = [e.base_offset for e in keep]
+            self._segments_changed()
         # leader epochs: the first kept entry now starts at the log start (truncateFromStart)
         while len(self.epochs) > 1 and self.epochs[1][1] <= offset:
             self.epochs.pop(0)
@@ -534,10 +544,23 @@ class PartitionLog:
     # ------------------------------------------------------------ the cleaner's access
 
     def cleanable(self) -> tuple[list[Segment], list[IndexEntry]]:
-        """The segments (the last one active) and every batch's index entry, in offset order,
-        for the cleaner (:mod:`reference.log_cleaner`) to read; it changes them only through
-        :meth:`replace_cleaned`."""
+        """The segments (the last one active) and every batch's index entry, in offset order
+        (so in segment order), for the cleaner (:mod:`reference.log_cleaner`) to read; it
+        changes them only through :meth:`replace_cleaned`."""
         return self._segments, self._entries
+
+    def closed_newest_timestamps(self) -> list[int]:
+        """The newest (largest) batch timestamp of each closed segment, every one but the
+        active; -1 for a segment the cleaner emptied."""
+        known, entries = self._closed_newest, self._entries
+        for k in range(len(known), len(self._segments) - 1):
+            first = bisect.bisect_left(entries, k, key=SEGMENT_OF)
+            end = bisect.bisect_left(entries, k + 1, lo=first, key=SEGMENT_OF)
+            known.append(max((rec.parse_header(e.data).max_timestamp for e in entries[first:end]), default=-1))
+        return known
+
+    def _segments_changed(self) -> None:
+        self._closed_newest = []
 
     def replace_cleaned(self, end_offset: int, end_segment: int, new_segments: dict[int, list[bytes]]) -> None:
         """Swap in the cleaned batches of segments ``[0, end_segment)``, which hold the
@@ -560,6 +583,7 @@ class PartitionLog:
         """Rebuild the in-memory index from the segment files (after the cleaner)."""
         self._entries = []
         self._bases = []
+        self._segments_changed()
         end = self.log_end_offset
         for i, seg in enumerate(self._segments):
             batches, _span = rec.split_batches(self.storage.read(seg.name))

@@ -19,10 +19,12 @@ Rules, in the order :func:`clean` applies them:
 
 from __future__ import annotations
 
+import bisect
+
 from reference import records as rec
 from reference.bugs import Bug
 from reference.frozen import frozen
-from reference.log import IndexEntry, PartitionLog
+from reference.log import SEGMENT_OF, IndexEntry, PartitionLog
 from reference.marks import mark
 
 
@@ -60,24 +62,18 @@ def clean(log: PartitionLog, now_ms: int, upper: int) -> CleanResult | None:
 
 
 def _cleanable(log: PartitionLog, now_ms: int, upper: int) -> tuple[int, list[IndexEntry]]:
-    """Rule 1: the number of leading segments that may be cleaned, and their batches (the
-    index lists them in offset order, so each segment's batches follow one another)."""
-    segments, all_entries = log.cleanable()
+    """Rule 1: the number of leading segments that may be cleaned, and their batches."""
+    segments, entries = log.cleanable()
     if len(segments) < 2:
         return 0, []
+    newest = log.closed_newest_timestamps()
     lag_bound = now_ms - log.config.min_compaction_lag_ms
     end_segment = 0
-    taken = 0  # all_entries[:taken] are the batches of segments [0, end_segment)
-    count = len(all_entries)
     for i in range(len(segments) - 1):
-        j = taken
-        while j < count and all_entries[j].segment == i:
-            j += 1
-        newest = max((rec.parse_header(e.data).max_timestamp for e in all_entries[taken:j]), default=-1)
-        if segments[i + 1].base_offset > upper or newest > lag_bound:
+        if segments[i + 1].base_offset > upper or newest[i] > lag_bound:
             break
-        end_segment, taken = i + 1, j
-    return end_segment, all_entries[:taken]
+        end_segment = i + 1
+    return end_segment, entries[:bisect.bisect_left(entries, end_segment, key=SEGMENT_OF)]
 
 
 def _due(log: PartitionLog, entries: list[IndexEntry], end: int, now_ms: int) -> bool:

@@ -187,3 +187,38 @@ def test_delete_records_and_compacted_topic_rules_on_brokers():
         r.tick(300)
     for b in (2, 3):  # followers follow the leader's log start
         assert r.nodes[b].partitions[tp].log.log_start_offset == 3
+
+
+def _newest_by_scan(log: PartitionLog) -> list[int]:
+    segments, entries = log.cleanable()
+    return [max((rec.parse_header(e.data).max_timestamp for e in entries if e.segment == i), default=-1)
+            for i in range(len(segments) - 1)]
+
+
+def test_closed_segments_newest_timestamps_follow_rolls_cleaning_truncation_and_the_log_start():
+    """The cleaner's lag rule reads each closed segment's newest timestamp, remembered: what
+    it remembers is what a scan of the index gives after every change of the segments."""
+    log = PartitionLog(MemoryStorage(), "t-0", COMPACT)
+    ts = 0
+
+    def grow(n: int) -> None:
+        nonlocal ts
+        for i in range(n):
+            ts += 7 if i % 3 else -3  # not in order: the newest is not always the last batch
+            write(log, b"k%d" % (i % 4), b"v" * (i % 5 + 1), max(ts, 0))
+        log.update_high_watermark(log.log_end_offset)
+        assert log.closed_newest_timestamps() == _newest_by_scan(log)
+
+    grow(40)
+    assert len(log.cleanable()[0]) > 3
+    assert clean(log, 10_000, log.high_watermark) is not None  # the cleaner swaps in new segments
+    assert log.closed_newest_timestamps() == _newest_by_scan(log)
+    grow(10)
+    log.truncate_to(log.log_end_offset - 12)  # later segments deleted, an older one active again
+    assert log.closed_newest_timestamps() == _newest_by_scan(log)
+    grow(15)
+    assert log.increment_log_start_offset(log.cleanable()[0][2].base_offset)  # leading segments go
+    assert log.closed_newest_timestamps() == _newest_by_scan(log)
+    grow(5)
+    log.truncate_fully_and_start_at(log.log_end_offset)  # a follower behind the leader's log start
+    grow(20)
