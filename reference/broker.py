@@ -113,6 +113,9 @@ class Broker(BrokerState):
         self.share = ShareFetcher(host, config)
         self.coordinators = {TXN_TOPIC: self.txn, OFFSETS_TOPIC: self.groups, SHARE_STATE_TOPIC: self.share_state}
         self._rolled: list[str] = []  # the segments that rolled since the last drain (see drain)
+        # bumped by its logs and partitions at every change of what the invariants read (a
+        # list they share, as _rolled: no reference cycle); see PartitionLog.changes
+        self.changes: list[int] = [0]
 
     # ------------------------------------------------------------ lifecycle
 
@@ -126,6 +129,7 @@ class Broker(BrokerState):
             tp = TopicPartition(topic, int(part))
             log = PartitionLog.open(self.storage, d, self.config.log_config())
             log.roll_flush = self._rolled.append
+            log.changes = self.changes
             self.partitions[tp] = Partition(tp, log, self.node_id, self.bugs,
                                             min_insync_replicas=self.config.min_insync_replicas)
             self.event("recover", key=tp.key, log_end_offset=log.log_end_offset,
@@ -225,6 +229,8 @@ class Broker(BrokerState):
             log = PartitionLog.open(self.storage, d, self.log_config(state.tp.topic))
             log.bugs = self.bugs
             log.roll_flush = self._rolled.append
+            log.changes = self.changes
+            self.changes[0] += 1
             p = self.partitions[state.tp] = Partition(
                 state.tp, log, self.node_id, self.bugs, min_insync_replicas=self.min_insync_replicas(state.tp.topic))
         before_leo = p.log.log_end_offset

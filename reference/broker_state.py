@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from reference.coordinator import Coordinator
 from reference.errors import Errors
 from reference.frozen import frozen
-from reference.log import LogConfig
+from reference.log_config import LogConfig
 from reference.messages import FetchRequest, MetadataImage, TopicPartition
 from reference.node import Node
 from reference.partition import Partition

@@ -3,7 +3,10 @@
 :class:`InvariantChecker` remembers what it must (the committed batch at every offset below
 any replica's high watermark, the leader of each partition epoch, the epochs each node has
 reached, the acknowledged acks=all records) and is told after every simulated step which
-node just acted. The checks are incremental so they can run after every step:
+node just acted. The checks are incremental so they can run after every step: a broker's
+partitions are looked at again only after a change that the broker counts (``Broker.changes``:
+its logs and partitions bump it at every change of a LEO, an HW, the log start, the batches,
+the producers' state or an epoch), and then only those whose state moved:
 
 * ``hw-within-leo``: HW <= LEO on every replica;
 * ``log-matching``: a batch below a replica's HW equals the batch any other replica held at
@@ -67,6 +70,8 @@ class InvariantChecker:
         # node -> partition -> what the checks saw last: leader epoch, partition epoch, HW, LEO,
         # leading (a replica whose five are unchanged needs no check)
         self.seen: dict[int, dict[TopicPartition, tuple[int, int, int, int, bool]]] = {}
+        # node -> its broker's count of changes (Broker.changes) and its value at the last scan
+        self.scanned: dict[int, tuple[list[int], int]] = {}
         self.controller_epochs: dict[TopicPartition, tuple[int, int]] = {}
         self.acked: dict[TopicPartition, dict[int, tuple[int, int, bytes] | None]] = {}
         self.latest_acked: dict[TopicPartition, int] = {}
@@ -86,6 +91,7 @@ class InvariantChecker:
 
     def node_restarted(self, node_id: int) -> None:
         self.seen.pop(node_id, None)
+        self.scanned.pop(node_id, None)
         self.txn_changes.pop(node_id, None)
         self.txn_seen.pop(node_id, None)
         for k in [k for k in self.checked_hw if k[0] == node_id]:
@@ -163,10 +169,15 @@ class InvariantChecker:
         """Per-replica checks for partitions whose state changed; returns those whose log
         got shorter (the only way this broker can lose an acknowledged record)."""
         n = b.node_id
-        shrunk = []
+        shrunk: list[TopicPartition] = []
         seen = self.seen.get(n)
         if seen is None:
             seen = self.seen[n] = {}
+        changes = b.changes
+        last = self.scanned.get(n)
+        if last is not None and last[0] is changes and last[1] == changes[0]:
+            return shrunk  # none of its logs or partitions changed since the last scan
+        self.scanned[n] = (changes, changes[0])
         for tp, p in b.partitions.items():
             log = p.log
             prev = seen.get(tp)

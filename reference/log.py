@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from reference import records as rec
-from reference.frozen import frozen
+from reference.log_config import LogConfig
 from reference.marks import mark
 from reference.producer_state import ProducerStateManager
 from reference.storage import Storage
@@ -68,48 +68,6 @@ class Segment:
     first_timestamp: int = -1  # the first batch's max timestamp: segment.ms counts from it
 
 
-@frozen
-class LogConfig:
-    segment_bytes: int = 1 << 20
-    segment_ms: int | None = None  # roll a segment this long after its first batch's timestamp
-    flush_messages: int | None = None  # Kafka's flush.messages; None = never (the default)
-    cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
-    retention_ms: int | None = None  # None: keep forever
-    retention_bytes: int | None = None
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int | None = None
-    delete_retention_ms: int = 86_400_000  # how long tombstones survive cleaning
-
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.cleanup_policy
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.cleanup_policy
-
-    @classmethod
-    def from_topic(cls, base: LogConfig, configs: dict[str, str]) -> LogConfig:
-        """Apply a topic's configs (Kafka's names) over the broker's defaults."""
-        def opt(name: str, cur):
-            v = configs.get(name)
-            return cur if v is None else (None if v in ("-1", "") else type(cur or 0)(v))
-        return cls(
-            segment_bytes=int(configs.get("segment.bytes", base.segment_bytes)),
-            segment_ms=opt("segment.ms", base.segment_ms),
-            flush_messages=base.flush_messages,
-            cleanup_policy=configs.get("cleanup.policy", base.cleanup_policy),
-            retention_ms=opt("retention.ms", base.retention_ms),
-            retention_bytes=opt("retention.bytes", base.retention_bytes),
-            min_cleanable_dirty_ratio=float(configs.get("min.cleanable.dirty.ratio",
-                                                        base.min_cleanable_dirty_ratio)),
-            min_compaction_lag_ms=int(configs.get("min.compaction.lag.ms", base.min_compaction_lag_ms)),
-            max_compaction_lag_ms=opt("max.compaction.lag.ms", base.max_compaction_lag_ms),
-            delete_retention_ms=int(configs.get("delete.retention.ms", base.delete_retention_ms)),
-        )
-
-
 class PartitionLog:
     """One replica's log of one partition."""
 
@@ -135,6 +93,10 @@ class PartitionLog:
         # each closed segment's newest batch timestamp, as far as asked (Kafka's maxTimestampSoFar;
         # appends never change a closed segment, and what does forgets them: _segments_changed)
         self._closed_newest: list[int] = []
+        # one more at every change of the LEO, the HW, the log start, the batches or the
+        # producers' state: the invariant checker looks again only after one (a broker shares
+        # one count among its logs and partitions)
+        self.changes: list[int] = [0]
 
     # ------------------------------------------------------------ recovery
 
@@ -241,6 +203,7 @@ class PartitionLog:
         self._entries.append(IndexEntry(base, last, epoch, batch, len(self._segments) - 1, seg.size))
         self._bases.append(base)
         self.log_end_offset = last + 1
+        self.changes[0] += 1
         if producer_id >= 0:
             self.producer_state.update(rec.parse_header(batch), batch)
         if seg.size == 0:
@@ -406,6 +369,7 @@ class PartitionLog:
         self.epochs = [(e, o) for e, o in self.epochs if o < self.log_end_offset]
         self._write_epochs()
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.changes[0] += 1
         return self.log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -420,6 +384,7 @@ class PartitionLog:
         self.epochs = []
         self._write_epochs()
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+        self.changes[0] += 1
         self.checkpoint()
 
     def update_high_watermark(self, hw: int) -> bool:
@@ -428,6 +393,7 @@ class PartitionLog:
         if hw == self.high_watermark:
             return False
         self.high_watermark = hw
+        self.changes[0] += 1
         return True
 
     def checkpoint(self) -> None:
@@ -450,6 +416,7 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             return False
         self.log_start_offset = offset
+        self.changes[0] += 1
         drop = 0
         while drop + 1 < len(self._segments) and self._segments[drop + 1].base_offset <= offset:
             drop += 1
@@ -568,6 +535,7 @@ class PartitionLog:
         only below it), then each segment whose bytes changed (atomically, as Kafka swaps in
         .cleaned files), then the index, and the checkpoint again (the tombstone horizons)."""
         self.clean_offset = end_offset
+        self.changes[0] += 1
         self.checkpoint()
         for i in range(end_segment):
             seg = self._segments[i]

@@ -75,6 +75,7 @@ class Partition:
             state.leader_epoch == self.leader_epoch and state.partition_epoch <= self.partition_epoch
         ):
             return None  # stale or already applied: epochs never go backwards
+        self.log.changes[0] += 1
         new_epoch = state.leader_epoch > self.leader_epoch or self.role is Role.NONE
         self.replicas = state.replicas
         self.isr = frozenset(state.isr)

@@ -19,7 +19,7 @@ from typing import Any
 
 from reference import records as rec
 from reference.errors import Errors
-from reference.log import LogConfig
+from reference.log_config import LogConfig
 from reference.messages import (
     CreateTopicsRequest,
     DeleteRecordsRequest,

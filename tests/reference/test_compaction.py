@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from reference import records as rec
 from reference.errors import Errors
-from reference.log import LogConfig, PartitionLog
+from reference.log import PartitionLog
 from reference.log_cleaner import clean
+from reference.log_config import LogConfig
 from reference.messages import (
     CreateTopicsRequest,
     DeleteRecordsRequest,

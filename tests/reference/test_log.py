@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from reference import records as rec
-from reference.log import LogConfig, PartitionLog
+from reference.log import PartitionLog
+from reference.log_config import LogConfig
 from reference.storage import MemoryStorage
 
 

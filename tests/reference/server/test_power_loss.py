@@ -5,7 +5,8 @@ tells the controller: KIP-966's unclean shutdown)."""
 from __future__ import annotations
 
 from reference import records as rec
-from reference.log import LogConfig, PartitionLog
+from reference.log import PartitionLog
+from reference.log_config import LogConfig
 from reference.server.storage import FLUSHED, POWER_LOSS, FileStorage, flushed_sizes, lose_unflushed
 
 
