@@ -97,6 +97,7 @@ class PartitionLog:
         # producers' state: the invariant checker looks again only after one (a broker shares
         # one count among its logs and partitions)
         self.changes: list[int] = [0]
+        self._checkpointed: tuple | None = None  # what checkpoint() last wrote
 
     # ------------------------------------------------------------ recovery
 
@@ -397,15 +398,19 @@ class PartitionLog:
         return True
 
     def checkpoint(self) -> None:
-        """Persist HW and log start offset (Kafka's replication-offset-checkpoint)."""
+        """Persist HW and log start offset (Kafka's replication-offset-checkpoint); not again
+        when nothing in it changed since this log last wrote it."""
+        state = (self.high_watermark, self.log_start_offset, self.clean_offset, sorted(self.tombstone_horizons.items()))
+        if state == self._checkpointed:
+            return
         self.storage.replace(
             f"{self.directory}/meta",
             json.dumps(
-                {"high_watermark": self.high_watermark, "log_start_offset": self.log_start_offset,
-                 "clean_offset": self.clean_offset,
-                 "tombstone_horizons": {str(k): v for k, v in sorted(self.tombstone_horizons.items())}}
+                {"high_watermark": state[0], "log_start_offset": state[1], "clean_offset": state[2],
+                 "tombstone_horizons": {str(k): v for k, v in state[3]}}
             ).encode(),
         )
+        self._checkpointed = state
 
     # ------------------------------------------------------------ log start, retention
 

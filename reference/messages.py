@@ -20,13 +20,22 @@ class TopicPartition(NamedTuple):
 
     @property
     def key(self) -> str:
-        """The history key of docs/reference/trace-format.md: ``"<topic>:<partition>"``."""
-        return f"{self.topic}:{self.partition}"
+        """The history key of docs/reference/trace-format.md: ``"<topic>:<partition>"``
+        (remembered: a run asks for the same few keys again and again)."""
+        key = _KEYS.get(self)
+        if key is None:
+            if len(_KEYS) >= 1 << 16:
+                _KEYS.clear()
+            key = _KEYS[self] = f"{self.topic}:{self.partition}"
+        return key
 
     @classmethod
     def parse(cls, key: str) -> TopicPartition:
         topic, _, partition = key.rpartition(":")
         return cls(topic, int(partition))
+
+
+_KEYS: dict[TopicPartition, str] = {}
 
 
 # ---------------------------------------------------------------- metadata

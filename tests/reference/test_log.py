@@ -187,3 +187,30 @@ def test_a_rolled_segment_is_flushed_only_when_its_roll_flush_runs():
         kept = values(PartitionLog.open(disk, "t-0", LogConfig(segment_bytes=150)))
         assert kept == [b"v%d" % i for i in range(active if flushed else 0)]
         assert (len(kept) > 0) is flushed
+
+
+def test_a_checkpoint_is_written_again_only_when_what_it_holds_changed():
+    class Counting(MemoryStorage):
+        def __init__(self) -> None:
+            super().__init__()
+            self.replaced: list[str] = []
+
+        def replace(self, name: str, data: bytes) -> None:
+            self.replaced.append(name)
+            super().replace(name, data)
+
+    storage = Counting()
+    log = PartitionLog(storage, "t-0")
+    log.append_as_leader(batch(b"a", b"b"), 0)
+    log.checkpoint()
+    log.checkpoint()
+    assert storage.replaced.count("t-0/meta") == 1
+    log.update_high_watermark(2)
+    log.checkpoint()
+    log.checkpoint()
+    assert storage.replaced.count("t-0/meta") == 2
+    log.tombstone_horizons[0] = 99
+    log.checkpoint()
+    assert storage.replaced.count("t-0/meta") == 3
+    reopened = PartitionLog.open(storage, "t-0")
+    assert (reopened.high_watermark, reopened.tombstone_horizons) == (2, {0: 99})
