@@ -119,6 +119,10 @@ def worktree(ref: str, path: Path) -> Path:
     return path
 
 
+def drop_worktree(path: Path) -> None:
+    subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, capture_output=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", default="0943f12", help="the commit to compare speed with (default 0943f12)")
@@ -188,8 +192,7 @@ def main() -> int:
                 print(f"{'runs/min':<12} {rb:>10.1f} {rn:>10.1f}  {rn / rb:.2f}x", flush=True)
         finally:
             for t in trees.values():
-                subprocess.run(["git", "worktree", "remove", "--force", str(t)], cwd=ROOT,
-                               capture_output=True)
+                drop_worktree(t)
     return 0
 
 

@@ -18,12 +18,11 @@ with nothing else running.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from hunt_speed import ROOT, in_tree, worktree
+from hunt_speed import ROOT, drop_worktree, in_tree, worktree
 
 # one default run in a fresh interpreter of the given tree: its wall time and counts
 ONE_RUN = r"""
@@ -46,10 +45,15 @@ def one(tree: Path, seed: int, ops: int) -> dict:
     return in_tree(tree, ONE_RUN, str(tree), str(seed), str(ops))
 
 
-def _row(label: str, runs: list[dict]) -> str:
+def _rates(runs: list[dict]) -> tuple[float, ...]:
+    """Virtual seconds, messages and client ops, each per wall second of ``runs`` together."""
     wall = sum(r["wall"] for r in runs)
-    return (f"{label:>10} {wall:>8.2f} {sum(r['virtual'] for r in runs) / wall:>7.0f}x "
-            f"{sum(r['messages'] for r in runs) / wall:>10.0f} {sum(r['ops'] for r in runs) / wall:>9.0f}")
+    return tuple(sum(r[k] for r in runs) / wall for k in ("virtual", "messages", "ops"))
+
+
+def _row(label: str, runs: list[dict]) -> str:
+    speed, messages, ops = _rates(runs)
+    return f"{label:>10} {sum(r['wall'] for r in runs):>8.2f} {speed:>7.0f}x {messages:>10.0f} {ops:>9.0f}"
 
 
 def main() -> int:
@@ -84,18 +88,12 @@ def main() -> int:
                 print(_row(f"all {name}", runs[name]))
             if args.against:
                 before, now = (_rates(runs[n]) for n in (args.against, "now"))
-                print(f"now / {args.against}: messages per wall second {now[0] / before[0]:.2f}x, "
-                      f"client ops per wall second {now[1] / before[1]:.2f}x")
+                print(f"now / {args.against}: messages per wall second {now[1] / before[1]:.2f}x, "
+                      f"client ops per wall second {now[2] / before[2]:.2f}x")
         finally:
             if args.against:
-                subprocess.run(["git", "worktree", "remove", "--force", str(trees[args.against])], cwd=ROOT,
-                               capture_output=True)
+                drop_worktree(trees[args.against])
     return 0
-
-
-def _rates(runs: list[dict]) -> tuple[float, float]:
-    wall = sum(r["wall"] for r in runs)
-    return sum(r["messages"] for r in runs) / wall, sum(r["ops"] for r in runs) / wall
 
 
 if __name__ == "__main__":
