@@ -17,8 +17,10 @@ and events.jsonl (and, for the Hypothesis machines' saved programs, of the ops t
 * each model template (``--template``), with and without the bug switch it shows;
 * every program in ``tests/properties/programs/``, replayed with and without its switch.
 
-Prints one line per run and exits 1 if any differs (``--quick``: fewer runs). REF is checked
-out into a temporary git worktree, removed at the end.
+Prints one line per run and exits 1 if any differs (``--quick``: fewer runs). With
+``--ignore-event KIND`` (repeatable) the events of that kind are left out of both sides before
+hashing: a change that only drops events of one kind (no-op fsyncs) shows that nothing else
+moved. REF is checked out into a temporary git worktree, removed at the end.
 """
 
 from __future__ import annotations
@@ -83,6 +85,12 @@ except ImportError:  # before the machines moved to kafkacheck/workloads
     from properties.machines import machine
 assert Path(kafkacheck.cli.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), kafkacheck.cli.__file__
 programs = Path(sys.argv[2])
+ignored = set(filter(None, sys.argv[3].split(",")))
+
+def kept(events: bytes) -> bytes:
+    names = [k.encode() for k in ignored]
+    return b"".join(line for line in events.splitlines(keepends=True)
+                    if not any(n in line for n in names) or json.loads(line).get("kind") not in ignored)
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
@@ -93,7 +101,8 @@ for line in sys.stdin:
         d = Path(tempfile.mkdtemp())
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             code = main(["run", *item["argv"], "--out", str(d / "r"), "--no-progress"])
-        h = {f: sha((d / "r" / f).read_bytes()) for f in ("history.jsonl", "events.jsonl")}
+        h = {"history.jsonl": sha((d / "r" / "history.jsonl").read_bytes()),
+             "events.jsonl": sha(kept((d / "r" / "events.jsonl").read_bytes()))}
     else:  # as kafkacheck.explore.replay, keeping the machine to read what it recorded
         data = json.loads((programs / item["program"]).read_text())
         m = machine(data["machine"], item["bugs"])()
@@ -108,7 +117,8 @@ for line in sys.stdin:
         except AssertionError as e:
             code = str(e).splitlines()[0][:100]
         h = {"ops": sha(json.dumps(m.sim.recorder.ops, sort_keys=True).encode()),
-             "events": sha(json.dumps(m.sim.recorder.events, sort_keys=True).encode())}
+             "events": sha(json.dumps([e for e in m.sim.recorder.events if e["kind"] not in ignored],
+                                      sort_keys=True).encode())}
     print(json.dumps({"code": code, "hashes": h}), flush=True)
 """
 
@@ -117,6 +127,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--against", default="HEAD", help="the commit to compare with (default HEAD)")
     ap.add_argument("--quick", action="store_true", help="fewer runs (one seed a workload, 3 swarm seeds)")
+    ap.add_argument("--ignore-event", action="append", default=[], metavar="KIND",
+                    help="leave events of this kind out of both sides (repeatable)")
     args = ap.parse_args()
     items = plan(args.quick)
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,13 +139,14 @@ def main() -> int:
             print(f"cannot check out {args.against}: {r.stderr.strip().splitlines()[-1]}", file=sys.stderr)
             return 3
         try:
-            return compare(items, ref, args.against)
+            return compare(items, ref, args.against, ",".join(args.ignore_event))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, capture_output=True)
 
 
-def start(tree: Path, items: list[dict]) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", RUNNER, str(tree), str(ROOT / "tests" / "properties" / "programs")],
+def start(tree: Path, items: list[dict], ignored: str) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", RUNNER, str(tree), str(ROOT / "tests" / "properties" / "programs"),
+                          ignored],
                          cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                          env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"})
     assert p.stdin is not None
@@ -142,9 +155,9 @@ def start(tree: Path, items: list[dict]) -> subprocess.Popen:
     return p
 
 
-def compare(items: list[dict], ref: Path, name: str) -> int:
+def compare(items: list[dict], ref: Path, name: str, ignored: str = "") -> int:
     t0 = time.monotonic()
-    a, b = start(ref, items), start(ROOT, items)
+    a, b = start(ref, items, ignored), start(ROOT, items, ignored)
     assert a.stdout is not None and b.stdout is not None
     differ = 0
     for item in items:

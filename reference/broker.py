@@ -365,8 +365,8 @@ class Broker(BrokerState):
 
     def _flush(self) -> None:
         for p in self.partitions.values():
-            p.log.flush()
-            self.event("fsync", key=p.tp.key, log_end_offset=p.log.log_end_offset)
+            if p.log.flush():  # a log with nothing new is not fsynced, as in Kafka
+                self.event("fsync", key=p.tp.key, log_end_offset=p.log.log_end_offset)
         self.set_timer(self.config.flush_ms, "flush")
 
 

@@ -83,6 +83,9 @@ class PartitionLog:
         self.high_watermark = 0
         self.epochs: list[tuple[int, int]] = []  # (leader_epoch, start_offset), ascending
         self._unflushed_messages = 0
+        # Kafka's recovery point: every offset below it is flushed (-1: nothing known to be,
+        # as after a restart); a flush with the LEO at it has nothing to do and does nothing
+        self.recovery_point = -1
         self.recovered_bytes_cut = 0
         self.producer_state = ProducerStateManager()
         self.clean_offset = 0  # the cleaner's checkpoint: [log start, clean_offset) is clean
@@ -246,10 +249,16 @@ class PartitionLog:
         self._segments.append(seg)
         return seg
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
+        """Flush the segments, unless nothing was appended since the last flush (Kafka's
+        ``UnifiedLog.flush``: only past the recovery point). True when it flushed."""
+        self._unflushed_messages = 0
+        if self.log_end_offset <= self.recovery_point:
+            return False
         for seg in self._segments:
             self.storage.flush(seg.name)
-        self._unflushed_messages = 0
+        self.recovery_point = self.log_end_offset
+        return True
 
     # ------------------------------------------------------------ epochs
 
@@ -370,6 +379,7 @@ class PartitionLog:
         self.epochs = [(e, o) for e, o in self.epochs if o < self.log_end_offset]
         self._write_epochs()
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.changes[0] += 1
         return self.log_end_offset
 
@@ -385,6 +395,7 @@ class PartitionLog:
         self.epochs = []
         self._write_epochs()
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+        self.recovery_point = min(self.recovery_point, offset)
         self.changes[0] += 1
         self.checkpoint()
 

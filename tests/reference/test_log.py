@@ -214,3 +214,45 @@ def test_a_checkpoint_is_written_again_only_when_what_it_holds_changed():
     assert storage.replaced.count("t-0/meta") == 3
     reopened = PartitionLog.open(storage, "t-0")
     assert (reopened.high_watermark, reopened.tombstone_horizons) == (2, {0: 99})
+
+
+def test_a_flush_with_nothing_new_does_not_fsync_and_every_change_flushes_again():
+    """Kafka's flush does nothing unless the log end is past the recovery point (what the last
+    flush covered): no fsync, no event. Truncation moves the recovery point back, so bytes
+    written again at the same offsets are flushed, and survive a power loss, like any others."""
+    import random
+
+    from fault_injection.disk import SimDisk
+
+    disk = SimDisk(1)
+    log = PartitionLog(disk, "t-0")
+    log.append_as_leader(batch(b"a"), 0)
+    log.append_as_leader(batch(b"b"), 0)
+    assert log.flush() is True
+    fsyncs = disk.flushes
+    assert log.flush() is False and disk.flushes == fsyncs  # nothing new: no fsync
+    log.truncate_to(1)
+    log.append_as_leader(batch(b"c"), 1)  # the LEO is back where the last flush left it
+    assert log.flush() is True and disk.flushes > fsyncs
+    log.truncate_fully_and_start_at(1)  # below the recovery point (2)
+    log.append_as_leader(batch(b"d"), 2)
+    assert log.flush() is True
+    assert log.flush() is False
+    disk.crash(random.Random(0))
+    assert values(PartitionLog.open(disk, "t-0")) == [b"d"]
+
+
+def test_a_reopened_log_flushes_at_its_first_flush():
+    """After a restart nothing is known to be flushed (the page cache may hold what the old
+    process wrote): the first flush fsyncs whatever the log holds."""
+    import random
+
+    from fault_injection.disk import SimDisk
+
+    disk = SimDisk(1)
+    log = PartitionLog(disk, "t-0")
+    log.append_as_leader(batch(b"a"), 0)
+    reopened = PartitionLog.open(disk, "t-0")  # a process restart: the bytes are not durable yet
+    assert reopened.flush() is True
+    disk.crash(random.Random(0))
+    assert values(PartitionLog.open(disk, "t-0")) == [b"a"]
