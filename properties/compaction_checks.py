@@ -31,6 +31,7 @@ nobody read because a newer write of the same record key replaced them are count
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from typing import Any
 
@@ -39,6 +40,32 @@ INF = float("inf")
 
 def _hashable(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
+
+
+class _Replacements:
+    """Whether a send of a record key could have replaced the record at an offset by a time:
+    one begun before then that landed at a later offset, or whose offset is unknown. Per
+    (partition, record key), its sends sorted by when they began and the highest offset
+    (unknown counting as highest) among the first n of them: a bisection, not a scan."""
+
+    def __init__(self, sends: dict[tuple[str, str], list[tuple[float, int | None]]]) -> None:
+        self._began: dict[tuple[str, str], list[float]] = {}
+        self._highest: dict[tuple[str, str], list[float]] = {}
+        for k, items in sends.items():
+            items = sorted(items, key=lambda x: x[0])
+            self._began[k] = [t for t, _off in items]
+            highest, top = [], -INF
+            for _t, off in items:
+                top = max(top, INF if off is None else off)
+                highest.append(top)
+            self._highest[k] = highest
+
+    def by(self, key: str, rk: str, offset: int, before: float) -> bool:
+        began = self._began.get((key, rk))
+        if not began:
+            return False
+        n = bisect.bisect_left(began, before)  # the sends begun before ``before``
+        return n > 0 and self._highest[(key, rk)][n - 1] > offset
 
 
 def _sent(o: dict):
@@ -138,41 +165,18 @@ class Compaction:
             return  # an acknowledged record may be lost and its offset reused
         retention_ms = int((config.get("topic_configs") or {}).get("delete.retention.ms", 86_400_000))
         skewed = any(o["process"] == "nemesis" and o["f"] == "clock-skew" for o in self.ops)
-        invoked: dict[int, float] = {}  # op -> the time it was invoked
-        open_invoke: dict[Any, dict] = {}
-        # (partition, record key) -> its records sent: (invoked, offset or None when unknown, (op, position))
-        sends: dict[tuple[str, str], list[tuple[float, int | None, tuple[int, int]]]] = defaultdict(list)
-        record: dict[tuple[str, int], tuple[Any, str, int, float]] = {}  # (partition, offset) -> (value, rk, op, acked)
-        for o in self.ops:
-            if o["process"] == "nemesis":
-                continue
-            if o["type"] == "invoke":
-                open_invoke[o["process"]] = o
-                continue
-            inv = open_invoke.pop(o["process"], o)
-            invoked[o["index"]] = inv["time"]
-            if o["f"] != "send" or o["type"] == "fail" or not isinstance(o.get("value"), list):
-                continue
-            for i, key, v, off, rk in _sent(o):
-                off = off if o["type"] == "ok" else None
-                sends[(key, rk)].append((inv["time"], off, (o["index"], i)))
-                if off is not None:
-                    record[(key, off)] = (_hashable(v), rk, o["index"], o["time"])
-        for o in open_invoke.values():  # never completed: unknown
-            if o["f"] == "send" and isinstance(o.get("value"), list):
-                for i, key, _v, _off, rk in _sent(o):
-                    sends[(key, rk)].append((o["time"], None, (o["index"], i)))
+        invoked, sends, records = self._sends_and_records()
+        replaced = _Replacements(sends)
         for scan in self.scans():
-            for key, records in scan.items():
-                returned = {r[0] for r in records}
+            for key, read in scan.items():
+                returned = {r[0] for r in read}
                 top = max(returned, default=-1)
-                for (k, off), (v, rk, op, acked) in record.items():
-                    if k != key or off >= top or off in returned:
+                for off, v, rk, op, acked in records.get(key, ()):
+                    if off >= top or off in returned:
                         continue
-                    by = next(o for roff, _v, _rk, o in records if roff > off)
+                    by = next(o for roff, _v, _rk, o in read if roff > off)
                     began, ended = invoked.get(by["index"], by["time"]), by["time"]
-                    if acked >= began or any(t < ended and (s_off is None or s_off > off)
-                                             for t, s_off, _rec in sends[(key, rk)] if s_off != off):
+                    if acked >= began or replaced.by(key, rk, off, ended):
                         continue  # not yet acknowledged, or maybe replaced, when that poll read
                     if v is not None:
                         add("scan-missed-latest", key=key, record_key=rk, value=v, offset=off,
@@ -190,6 +194,38 @@ class Compaction:
                                     f"the delete marker of key {rk} there (op {op}; nothing of {rk} sent by then "
                                     f"could have replaced it), {age_ms:.0f} ms after it was sent, within "
                                     f"delete.retention.ms ({retention_ms} ms)")
+
+    def _sends_and_records(self) -> tuple[dict[int, float], dict, dict[str, list]]:
+        """When each op was invoked; each (partition, record key)'s sends as (invoked, offset
+        or None when unknown); each partition's acknowledged records in the order sent, as
+        (offset, value, record key, op, acknowledged), the last at an offset standing."""
+        invoked: dict[int, float] = {}  # op -> the time it was invoked
+        open_invoke: dict[Any, dict] = {}
+        sends: dict[tuple[str, str], list[tuple[float, int | None]]] = defaultdict(list)
+        record: dict[tuple[str, int], tuple[Any, str, int, float]] = {}  # (partition, offset) -> (value, rk, op, acked)
+        for o in self.ops:
+            if o["process"] == "nemesis":
+                continue
+            if o["type"] == "invoke":
+                open_invoke[o["process"]] = o
+                continue
+            inv = open_invoke.pop(o["process"], o)
+            invoked[o["index"]] = inv["time"]
+            if o["f"] != "send" or o["type"] == "fail" or not isinstance(o.get("value"), list):
+                continue
+            for _i, key, v, off, rk in _sent(o):
+                off = off if o["type"] == "ok" else None
+                sends[(key, rk)].append((inv["time"], off))
+                if off is not None:
+                    record[(key, off)] = (_hashable(v), rk, o["index"], o["time"])
+        for o in open_invoke.values():  # never completed: unknown
+            if o["f"] == "send" and isinstance(o.get("value"), list):
+                for _i, key, _v, _off, rk in _sent(o):
+                    sends[(key, rk)].append((o["time"], None))
+        records: dict[str, list] = defaultdict(list)
+        for (key, off), (v, rk, op, acked) in record.items():
+            records[key].append((off, v, rk, op, acked))
+        return invoked, sends, records
 
     def check(self, config: dict, add, allowed) -> None:
         for key, off, v, _rk, o in self.reads:
