@@ -143,6 +143,20 @@ class Simulation:
         """A generator seeded from the run's RNG, for a component that needs its own."""
         return random.Random(self.rng.getrandbits(64))
 
+    def release(self) -> None:
+        """Drop the cluster and everything queued, once the run is over. The harness's
+        callbacks (node factories, nemesis and workload timers, observers) refer back to the
+        simulation, a cycle that only a full garbage collection frees, and it holds every node
+        and log of the run: without this, each finished run stays in memory until one, which
+        then walks all of it. What was recorded (``recorder``) stays."""
+        self.processes.clear()
+        self._heap.clear()
+        self.observers.clear()
+        self.event_hooks.clear()
+        self.holds.clear()
+        self._brokers = self._controller = None
+        self.checker = None
+
     # ------------------------------------------------------------ scheduling
 
     def _push(self, at_ns: int, kind: int, args: tuple) -> None:

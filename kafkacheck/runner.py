@@ -189,6 +189,10 @@ def _simulate(options: RunOptions, out_dir: Path | None,
         "ops_completed": run.budget.completed,
         "faults_applied": len([s for s in schedule if s["at_ms"] * MS <= sim.now_ns]),
     }
+    # the run is over: break the cycles (the harness's callbacks, the nemesis's own) that would
+    # keep the cluster and the history alive until a full collection walked them
+    sim.release()
+    run.nemesis = None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "run.json").write_text(json.dumps(run_meta, indent=2, sort_keys=True) + "\n")
