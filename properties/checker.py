@@ -119,18 +119,18 @@ def _fast_unfit(rc: RunConfig, linearizable: bool) -> str | None:
     return None
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps's, made once
+
+
 def _jsonl(ops: list | tuple) -> str | None:
     """The ops as history.jsonl text, or None when JSON would change them (tuples, keys that are
     not strings, values JSON does not have): the compiled engine must see what Python sees."""
-    lines = []
-    for op in ops:
-        try:
-            line = json.dumps(op, separators=(",", ":"))
-        except (TypeError, ValueError):
-            return None
-        if json.loads(line) != op:
-            return None
-        lines.append(line)
+    try:
+        lines = [_COMPACT.encode(op) for op in ops]
+    except (TypeError, ValueError):
+        return None
+    if json.loads("[" + ",".join(lines) + "]") != list(ops):  # one decoding, one comparison
+        return None
     return "\n".join(lines) + "\n"
 
 
