@@ -553,10 +553,14 @@ class PartitionLog:
         self.clean_offset = end_offset
         self.changes[0] += 1
         self.checkpoint()
+        held: dict[int, list[bytes]] = {}  # segment -> its batches now
+        for e in self._entries:
+            if e.segment < end_segment:
+                held.setdefault(e.segment, []).append(e.data)
         for i in range(end_segment):
             seg = self._segments[i]
             data = b"".join(new_segments.get(i, []))
-            if data == b"".join(e.data for e in self._entries if e.segment == i):
+            if data == b"".join(held.get(i, [])):
                 continue
             self.storage.replace(seg.name, data)
             seg.size = len(data)
