@@ -113,9 +113,6 @@ class Broker(BrokerState):
         self.share = ShareFetcher(host, config)
         self.coordinators = {TXN_TOPIC: self.txn, OFFSETS_TOPIC: self.groups, SHARE_STATE_TOPIC: self.share_state}
         self._rolled: list[str] = []  # the segments that rolled since the last drain (see drain)
-        # bumped by its logs and partitions at every change of what the invariants read (a
-        # list they share, as _rolled: no reference cycle); see PartitionLog.changes
-        self.changes: list[int] = [0]
 
     # ------------------------------------------------------------ lifecycle
 
@@ -256,6 +253,7 @@ class Broker(BrokerState):
     def _delete_partition(self, tp: TopicPartition) -> None:
         """The topic was deleted: drop the replica and its files."""
         p = self.partitions.pop(tp)
+        self.changes[0] += 1
         self.purgatory.cancel(tp, Errors.UNKNOWN_TOPIC_OR_PARTITION)
         for name in self.storage.list(p.log.directory + "/"):
             self.storage.delete(name)

@@ -22,7 +22,7 @@ from reference.coordinator import Coordinator
 from reference.errors import Errors
 from reference.frozen import frozen
 from reference.log_config import LogConfig
-from reference.messages import FetchRequest, MetadataImage, TopicPartition
+from reference.messages import FetchedPartition, FetchRequest, MetadataImage, TopicPartition
 from reference.node import Node
 from reference.partition import Partition
 from reference.purgatory import Purgatory
@@ -108,6 +108,11 @@ class DelayedFetch:
     request: FetchRequest
     deadline_ms: int
     tps: frozenset[TopicPartition]  # the partitions it asks for
+    # what reading it found when it arrived, and the broker's (changes, epoch) then: while
+    # they are the same, reading it again would find the same (None: something changed
+    # during that read, read again)
+    read: tuple[FetchedPartition, ...] | None = None
+    read_at: tuple[int, int] = (-1, -1)
 
 
 @dataclass(slots=True)
@@ -142,6 +147,10 @@ class BrokerState(Node):
         self.lease_until_ms = -1
         self.metadata = MetadataImage(-1, (), ())
         self.partitions: dict[TopicPartition, Partition] = {}
+        # bumped by its logs and partitions at every change of what the invariants and the
+        # fetches read (a list they share, as Broker._rolled: no reference cycle); see
+        # PartitionLog.changes
+        self.changes: list[int] = [0]
         self.next_correlation_id = 0
         # leader side: acks=all produces and markers waiting for the high watermark, fetches
         # waiting for data, ISR changes asked of the controller

@@ -68,12 +68,17 @@ def complete_produces(b: BrokerState, p: Partition) -> None:
 
 
 def on_fetch(b: BrokerState, now_ms: int, src: int, req: FetchRequest) -> None:
+    before = b.changes[0]
     results, has_data = _read_fetch(b, now_ms, req)
     if has_data or req.max_wait_ms <= 0:
         b.send(src, FetchResponse(req.correlation_id, tuple(results)))
         return
+    # what it read is what reading again finds until the broker counts a change (a log's
+    # batches, ends, HW or epochs, a partition's state), unless one came during this read
+    read = tuple(results) if b.changes[0] == before else None
     b.delayed_fetch.append(DelayedFetch(src, req, now_ms + req.max_wait_ms,
-                                        frozenset(fp.tp for fp in req.partitions)))
+                                        frozenset(fp.tp for fp in req.partitions),
+                                        read, (b.changes[0], b.broker_epoch)))
     b.set_timer(req.max_wait_ms, "fetch-expiry")
 
 
@@ -169,8 +174,11 @@ def expire_fetches(b: BrokerState, now_ms: int) -> None:
     waiting = []
     for d in b.delayed_fetch:
         if d.deadline_ms <= now_ms:
-            results, _ = _read_fetch(b, now_ms, d.request, arrived=False)
-            b.send(d.src, FetchResponse(d.request.correlation_id, tuple(results)))
+            if d.read is not None and d.read_at == (b.changes[0], b.broker_epoch):
+                read = d.read  # nothing changed since it arrived: the same answer
+            else:
+                read = tuple(_read_fetch(b, now_ms, d.request, arrived=False)[0])
+            b.send(d.src, FetchResponse(d.request.correlation_id, read))
         else:
             waiting.append(d)
     b.delayed_fetch = waiting

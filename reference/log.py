@@ -351,6 +351,7 @@ class PartitionLog:
             if any(o >= offset for _e, o in self.epochs):
                 self.epochs = [(e, o) for e, o in self.epochs if o < offset]
                 self._write_epochs()
+                self.changes[0] += 1  # what a fetch's divergence check reads
             return self.log_end_offset
         i = bisect.bisect_right(self._bases, offset - 1) - 1 if offset > 0 else -1
         # keep entries[0..i] only if entry i ends below offset

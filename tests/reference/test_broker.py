@@ -447,3 +447,29 @@ def test_a_message_or_timer_no_handler_takes_is_an_error_not_dropped():
     finally:
         logging.getLogger("kafkacheck.server").removeHandler(handler)
     assert host.errors == 0 and "DeleteTopicsResponse" in warnings[0].getMessage()
+
+
+def test_a_waiting_fetch_answered_at_its_max_wait_reports_the_log_as_it_is_then():
+    """A fetch with nothing to return waits up to its max wait. What it read on arrival is
+    answered again at the deadline only while the broker counted no change since; a change
+    that wakes no waiting fetch (here the log start moved) is in the answer."""
+    r = Router()
+    for value in (b"a", b"b"):
+        r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(value)))
+        for _ in range(3):
+            r.tick(10)
+    r.replies(ProduceResponse)
+    log = r.nodes[1].partitions[TP].log
+    assert log.high_watermark == 2
+    r.request(1, FetchRequest(20, -1, -1, 500, 0, (FetchPartition(TP, -1, 2, -1),)))
+    assert r.replies(FetchResponse) == []  # waiting: nothing at offset 2 yet
+    assert log.increment_log_start_offset(1)
+    for _ in range(6):
+        r.tick(100)
+    [resp] = [m for m in r.replies(FetchResponse) if m.correlation_id == 20]
+    assert resp.partitions[0].log_start_offset == 1 and resp.partitions[0].records == ()
+    r.request(1, FetchRequest(21, -1, -1, 500, 0, (FetchPartition(TP, -1, 2, -1),)))
+    for _ in range(6):
+        r.tick(100)
+    [resp] = [m for m in r.replies(FetchResponse) if m.correlation_id == 21]
+    assert resp.partitions[0].log_start_offset == 1  # nothing changed: the same answer

@@ -256,3 +256,14 @@ def test_a_reopened_log_flushes_at_its_first_flush():
     assert reopened.flush() is True
     disk.crash(random.Random(0))
     assert values(PartitionLog.open(disk, "t-0")) == [b"a"]
+
+
+def test_an_empty_truncation_that_drops_an_epoch_counts_a_change():
+    """The epochs are what a follower's fetch is checked against (divergence): dropping one
+    is a change the broker counts, even when no batch goes (a waiting fetch is read again)."""
+    log = PartitionLog(MemoryStorage(), "t-0")
+    log.append_as_leader(batch(b"a"), 0)
+    log.assign_epoch(3, 1)  # a leader's epoch begun at its LEO, with no record in it
+    before = log.changes[0]
+    assert log.truncate_to(1) == 1
+    assert log.epochs == [(0, 0)] and log.changes[0] > before
