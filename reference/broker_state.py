@@ -22,7 +22,7 @@ from reference.coordinator import Coordinator
 from reference.errors import Errors
 from reference.frozen import frozen
 from reference.log_config import LogConfig
-from reference.messages import FetchedPartition, FetchRequest, MetadataImage, TopicPartition
+from reference.messages import FetchedPartition, FetchPartition, FetchRequest, MetadataImage, TopicPartition
 from reference.node import Node
 from reference.partition import Partition
 from reference.purgatory import Purgatory
@@ -128,6 +128,9 @@ class Fetcher:
     # AbstractFetcherThread compares the fetch offset and the partition's fetch state)
     asked: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
     rounds: int = 0  # fetches sent: where the next one starts when the order rotates
+    # the partitions a fetch asks for, and the broker's (changes, epoch) when they were listed
+    parts: list[FetchPartition] = field(default_factory=list)
+    parts_at: tuple[int, int] = (-1, -1)
     backing_off: bool = False  # after errors: the timer is the backoff, not the fetch's timeout
 
 

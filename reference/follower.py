@@ -42,14 +42,13 @@ def sync_fetchers(b: BrokerState, now_ms: int) -> None:
 def send_fetch(b: BrokerState, now_ms: int, f: Fetcher) -> None:
     if b.broker_epoch < 0:
         return
-    parts = []
-    for tp in sorted(b.partitions):
-        p = b.partitions[tp]
-        if p.role is not Role.FOLLOWER or p.leader != f.leader:
-            continue
-        last_epoch = -1 if Bug.TRUNCATE_TO_HIGH_WATERMARK in b.bugs else p.log.latest_epoch
-        parts.append(FetchPartition(tp, p.leader_epoch, p.log.log_end_offset, last_epoch,
-                                    b.config.replica_fetch_max_bytes))
+    # what to ask for changes only with what the broker counts as a change (a log's end or
+    # epochs, a partition's leader or role, a partition added or deleted) or its epoch
+    at = (b.changes[0], b.broker_epoch)
+    fresh = f.parts_at != at
+    if fresh:
+        f.parts, f.parts_at = _followed(b, f.leader), at
+    parts = f.parts
     if not parts:
         f.in_flight = False
         return
@@ -63,12 +62,26 @@ def send_fetch(b: BrokerState, now_ms: int, f: Fetcher) -> None:
     f.correlation_id = b.corr()
     f.in_flight = True
     f.backing_off = False
-    f.asked = {fp.tp: (fp.current_leader_epoch, fp.fetch_offset) for fp in parts}
+    if fresh:  # else what the last request asked, which asked for the same
+        f.asked = {fp.tp: (fp.current_leader_epoch, fp.fetch_offset) for fp in parts}
     b.send(f.leader, FetchRequest(f.correlation_id, b.node_id, b.broker_epoch,
                                   b.config.replica_fetch_wait_max_ms, 0, tuple(parts),
                                   b.config.replica_fetch_response_max_bytes))
     timeout = b.config.replica_fetch_wait_max_ms + b.config.replica_fetch_timeout_ms
     b.set_timer(timeout, ("fetcher", f.leader, f.correlation_id))
+
+
+def _followed(b: BrokerState, leader: int) -> list[FetchPartition]:
+    """What a fetch from ``leader`` asks for: each partition followed from it, in order."""
+    parts = []
+    for tp in sorted(b.partitions):
+        p = b.partitions[tp]
+        if p.role is not Role.FOLLOWER or p.leader != leader:
+            continue
+        last_epoch = -1 if Bug.TRUNCATE_TO_HIGH_WATERMARK in b.bugs else p.log.latest_epoch
+        parts.append(FetchPartition(tp, p.leader_epoch, p.log.log_end_offset, last_epoch,
+                                    b.config.replica_fetch_max_bytes))
+    return parts
 
 
 def fetcher_timer(b: BrokerState, now_ms: int, leader: int, corr: int) -> None:

@@ -473,3 +473,30 @@ def test_a_waiting_fetch_answered_at_its_max_wait_reports_the_log_as_it_is_then(
         r.tick(100)
     [resp] = [m for m in r.replies(FetchResponse) if m.correlation_id == 21]
     assert resp.partitions[0].log_start_offset == 1  # nothing changed: the same answer
+
+
+def test_a_followers_fetch_asks_from_its_log_as_it_is_now():
+    """A follower lists what to fetch again only after its broker counted a change: a
+    truncation of its log is one, so the next fetch asks from the new end."""
+    r = Router()
+    r.request(1, ProduceRequest(1, -1, 5_000, TP, batch(b"a")))
+    for _ in range(3):
+        r.tick(10)
+    follower = r.nodes[2].partitions[TP]
+    assert not follower.is_leader and follower.log.log_end_offset == 1
+    asked: list[int] = []
+
+    def watch(src, dst, msg):
+        if src == 2 and isinstance(msg, FetchRequest):
+            asked.extend(fp.fetch_offset for fp in msg.partitions if fp.tp == TP)
+        return False
+
+    r.drop = watch
+    for _ in range(3):
+        r.tick(100)
+    assert asked and set(asked) == {1}
+    follower.log.truncate_to(0)
+    asked.clear()
+    for _ in range(2):
+        r.tick(100)
+    assert asked and asked[0] == 0
