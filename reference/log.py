@@ -249,11 +249,12 @@ class PartitionLog:
         self._segments.append(seg)
         return seg
 
-    def flush(self) -> bool:
+    def flush(self, force: bool = False) -> bool:
         """Flush the segments, unless nothing was appended since the last flush (Kafka's
-        ``UnifiedLog.flush``: only past the recovery point). True when it flushed."""
+        ``UnifiedLog.flush``: only past the recovery point); ``force``: flush all the same
+        (Kafka's clean shutdown, ``flush(true)``). True when it flushed."""
         self._unflushed_messages = 0
-        if self.log_end_offset <= self.recovery_point:
+        if self.log_end_offset <= self.recovery_point and not force:
             return False
         for seg in self._segments:
             self.storage.flush(seg.name)

@@ -424,7 +424,7 @@ class ServerProcess:
                     for p in node.partitions.values():
                         try:
                             p.log.checkpoint()
-                            p.log.flush()
+                            p.log.flush(force=True)  # as Kafka's clean shutdown
                         except Exception:
                             clean = False
                     if clean and isinstance(node.storage, FileStorage):

@@ -238,6 +238,7 @@ def test_a_flush_with_nothing_new_does_not_fsync_and_every_change_flushes_again(
     log.append_as_leader(batch(b"d"), 2)
     assert log.flush() is True
     assert log.flush() is False
+    assert log.flush(force=True) is True  # a clean shutdown flushes all the same
     disk.crash(random.Random(0))
     assert values(PartitionLog.open(disk, "t-0")) == [b"d"]
 
