@@ -253,7 +253,7 @@ def hunt(bug: str, runs: int, jobs: int | None, log=print, shrink: bool = True,
                 if time.monotonic() - start > time_limit:
                     out.timed_out = not out.detected
                     break
-                time.sleep(0.05)
+                pool.wait(0.05)
                 continue
             for s in sorted(done):
                 h = pending.pop(s)
@@ -304,7 +304,7 @@ def no_bug(runs: int, jobs: int | None, log=print, time_limit: float = DEFAULT_T
                 if time.monotonic() - start > time_limit:
                     out.timed_out = True
                     break
-                time.sleep(0.05)
+                pool.wait(0.05)
                 continue
             for x in done:
                 pending.remove(x)

@@ -14,6 +14,7 @@ import contextlib
 import gc
 import multiprocessing as mp
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -109,6 +110,7 @@ class Tasks:
 
     def __init__(self, jobs: int | None, spark=None) -> None:
         self.spark = spark
+        self._done = threading.Event()
         if spark is None:
             self.slots = jobs or default_jobs()
             self.pool = mp.get_context("fork").Pool(self.slots)
@@ -121,8 +123,22 @@ class Tasks:
 
     def submit(self, fn, job):
         if self.spark is None:
-            return self.pool.apply_async(_one_run, (fn, job))
+            return self.pool.apply_async(_one_run, (fn, job), callback=self._finished,
+                                         error_callback=self._finished)
         return _Checked(self.pool.apply_async(_remote, (fn, job)))
+
+    def _finished(self, _result) -> None:
+        self._done.set()  # (in the pool's result thread)
+
+    def wait(self, timeout: float) -> None:
+        """Until a run submitted here finishes (at once if one did since the last wait), or
+        ``timeout`` seconds: a hunt's loop submits the next run as soon as a worker is free,
+        not at its next look (Spark tasks: the timeout)."""
+        if self.spark is None:
+            self._done.wait(timeout)
+            self._done.clear()
+        else:
+            time.sleep(timeout)
 
     def __enter__(self) -> Tasks:
         return self

@@ -154,7 +154,7 @@ def swarm(time_limit: float, runs: int | None, jobs: int | None, with_switch: st
                         out.stopped_by = f"time limit, after {out.runs} of {runs} runs"
                         out.unfinished = True
                     break
-                time.sleep(0.05)
+                pool.wait(0.05)
                 continue
             for s in sorted(done):
                 h = pending.pop(s)

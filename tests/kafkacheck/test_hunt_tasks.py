@@ -22,3 +22,22 @@ def test_a_run_holds_full_collections_and_every_nth_run_ends_with_one(monkeypatc
     assert results == [2 * i for i in range(2 * hunt_tasks.FULL_COLLECTION_EVERY + 1)]
     assert len(collected) == 2
     assert gc.get_threshold() == before
+
+
+def _double(job):
+    return job * 2
+
+
+def _fail(job):
+    raise ValueError(job)
+
+
+def test_a_finished_run_wakes_the_hunts_wait_whether_it_succeeded_or_failed():
+    with hunt_tasks.Tasks(1) as pool:
+        for fn in (_double, _fail):
+            h = pool.submit(fn, 3)
+            h.wait(60)
+            assert pool._done.is_set()  # told before its result is ready
+            pool.wait(3600)  # a run finished since the last wait: returns at once
+            assert not pool._done.is_set()
+        assert h.ready() and not h.successful()
