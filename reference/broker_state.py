@@ -173,6 +173,11 @@ class BrokerState(Node):
         self._leaders: dict[TopicPartition, int] | None = None
         self._topic_configs: dict[str, tuple[tuple[str, str], ...]] = {}
 
+    def read_version(self) -> tuple[int, int]:
+        """The broker's count of changes and its epoch: while both are the same, reading its
+        logs and partitions (a fetch, a follower's list of what to fetch) finds the same."""
+        return self.changes[0], self.broker_epoch
+
     def corr(self) -> int:
         """A new correlation id for a request this broker sends."""
         self.next_correlation_id += 1

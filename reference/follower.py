@@ -44,7 +44,7 @@ def send_fetch(b: BrokerState, now_ms: int, f: Fetcher) -> None:
         return
     # what to ask for changes only with what the broker counts as a change (a log's end or
     # epochs, a partition's leader or role, a partition added or deleted) or its epoch
-    at = (b.changes[0], b.broker_epoch)
+    at = b.read_version()
     fresh = f.parts_at != at
     if fresh:
         f.parts, f.parts_at = _followed(b, f.leader), at

@@ -78,7 +78,7 @@ def on_fetch(b: BrokerState, now_ms: int, src: int, req: FetchRequest) -> None:
     read = tuple(results) if b.changes[0] == before else None
     b.delayed_fetch.append(DelayedFetch(src, req, now_ms + req.max_wait_ms,
                                         frozenset(fp.tp for fp in req.partitions),
-                                        read, (b.changes[0], b.broker_epoch)))
+                                        read, b.read_version()))
     b.set_timer(req.max_wait_ms, "fetch-expiry")
 
 
@@ -174,7 +174,7 @@ def expire_fetches(b: BrokerState, now_ms: int) -> None:
     waiting = []
     for d in b.delayed_fetch:
         if d.deadline_ms <= now_ms:
-            if d.read is not None and d.read_at == (b.changes[0], b.broker_epoch):
+            if d.read is not None and d.read_at == b.read_version():
                 read = d.read  # nothing changed since it arrived: the same answer
             else:
                 read = tuple(_read_fetch(b, now_ms, d.request, arrived=False)[0])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+
+from fault_injection.disk import SimDisk
 from reference import records as rec
 from reference.log import PartitionLog
 from reference.log_config import LogConfig
@@ -167,10 +170,6 @@ def test_a_rolled_segment_is_flushed_only_when_its_roll_flush_runs():
     loss before then loses the segment's unflushed tail, and recovery cuts the log there (the
     newer segment no longer continues it); once the flush ran, only the active segment's
     unflushed records are lost."""
-    import random
-
-    from fault_injection.disk import SimDisk
-
     for flushed in (False, True):
         disk = SimDisk(1)
         log = PartitionLog(disk, "t-0", LogConfig(segment_bytes=150))
@@ -220,10 +219,6 @@ def test_a_flush_with_nothing_new_does_not_fsync_and_every_change_flushes_again(
     """Kafka's flush does nothing unless the log end is past the recovery point (what the last
     flush covered): no fsync, no event. Truncation moves the recovery point back, so bytes
     written again at the same offsets are flushed, and survive a power loss, like any others."""
-    import random
-
-    from fault_injection.disk import SimDisk
-
     disk = SimDisk(1)
     log = PartitionLog(disk, "t-0")
     log.append_as_leader(batch(b"a"), 0)
@@ -246,10 +241,6 @@ def test_a_flush_with_nothing_new_does_not_fsync_and_every_change_flushes_again(
 def test_a_reopened_log_flushes_at_its_first_flush():
     """After a restart nothing is known to be flushed (the page cache may hold what the old
     process wrote): the first flush fsyncs whatever the log holds."""
-    import random
-
-    from fault_injection.disk import SimDisk
-
     disk = SimDisk(1)
     log = PartitionLog(disk, "t-0")
     log.append_as_leader(batch(b"a"), 0)
