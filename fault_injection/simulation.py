@@ -240,9 +240,15 @@ class Simulation:
             proc.backlog.append((_TIMER, (node_id, incarnation, key)))
             return
         now_ms = self.now_ns // 1_000_000 + proc.skew_ms
-        if self.skip_moot_timers and node.timer_is_moot(now_ms, key):
-            self.moot_timers += 1
-            return
+        if self.skip_moot_timers:
+            moot = node.timer_is_moot(now_ms, key)
+            if moot:
+                self.moot_timers += 1
+                if moot is not True:  # a periodic timer with nothing to do: set it again
+                    self._seq += 1
+                    heapq.heappush(self._heap, (self.now_ns + int(moot * 1_000_000), self._seq, _TIMER,
+                                                (node_id, incarnation, key)))
+                return
         node.timer(now_ms, key)
         self._after(proc, node)
 

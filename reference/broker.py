@@ -113,6 +113,9 @@ class Broker(BrokerState):
         self.share = ShareFetcher(host, config)
         self.coordinators = {TXN_TOPIC: self.txn, OFFSETS_TOPIC: self.groups, SHARE_STATE_TOPIC: self.share_state}
         self._rolled: list[str] = []  # the segments that rolled since the last drain (see drain)
+        # Broker.changes when the last flush left every log flushed: while it is the same, no
+        # log has anything to flush (its appends, truncations and new logs all move it)
+        self._flushed_at: int | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -153,8 +156,9 @@ class Broker(BrokerState):
             raise UnexpectedInput(f"broker {self.node_id}: no handler for the timer {key!r}")
         handler(self, now_ms, *args)
 
-    def timer_is_moot(self, now_ms: int, key: object) -> bool:
-        # the timeouts of requests answered in time: most timers a broker sets (see timer)
+    def timer_is_moot(self, now_ms: int, key: object) -> bool | float:
+        # the timeouts of requests answered in time: most timers a broker sets (see timer);
+        # a periodic flush with nothing to flush, which would only set itself again
         name, args = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
         moot = MOOT_TIMERS.get(name)
         return moot is not None and moot(self, now_ms, *args)
@@ -365,7 +369,13 @@ class Broker(BrokerState):
         for p in self.partitions.values():
             if p.log.flush():  # a log with nothing new is not fsynced, as in Kafka
                 self.event("fsync", key=p.tp.key, log_end_offset=p.log.log_end_offset)
+        self._flushed_at = self.changes[0]
         self.set_timer(self.config.flush_ms, "flush")
+
+    def _flush_is_moot(self) -> bool | float:
+        """The next flush's delay when this one would flush nothing (no log changed since the
+        last flush left them all flushed), else False."""
+        return self._flushed_at == self.changes[0] and self.config.flush_ms
 
 
 def _on_metadata_update(b: Broker, now_ms: int, src: int, msg: MetadataUpdate) -> None:
@@ -447,8 +457,10 @@ TIMERS: dict[str, Callable[..., None]] = {
     "alter-timeout": lambda b, now, corr: leader.alter_timed_out(b, corr),
 }
 
-# timer name -> whether firing now would do nothing (Node.timer_is_moot)
-MOOT_TIMERS: dict[str, Callable[..., bool]] = {
+# timer name -> whether firing now would do nothing, or only set the same timer again after
+# the delay it returns (Node.timer_is_moot)
+MOOT_TIMERS: dict[str, Callable[..., bool | float]] = {
+    "flush": lambda b, now: b._flush_is_moot(),
     "fetcher": lambda b, now, leader_id, corr: follower.fetcher_timer_is_moot(b, leader_id, corr),
     "fetch-expiry": lambda b, now: all(d.deadline_ms > now for d in b.delayed_fetch),
     "produce-expiry": lambda b, now, tp: not b.purgatory.due(tp, now),

@@ -15,8 +15,10 @@ and has ``connection_lost(now_ms, peer)`` called when the runtime closes one (a 
 crashed peer); a runtime without such connections ignores both. Timers
 cannot be cancelled; a node ignores a timer that no longer matters. A node may also answer
 ``timer_is_moot(now_ms, key)``: True promises that ``timer(now_ms, key)`` would change nothing
-and output nothing, so a runtime may skip the call (a speed-up only; the simulator's tests
-run with and without it and compare histories byte for byte).
+and output nothing, so a runtime may skip the call; a number ``d`` promises that it would change
+nothing and output only ``Timer(d, key)`` (a periodic timer with nothing to do this time), so a
+runtime may set that timer itself instead (a speed-up only; the simulator's tests run with and
+without it and compare histories byte for byte).
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class Node:
     def timer(self, now_ms: int, key: Any) -> None:
         raise NotImplementedError
 
-    def timer_is_moot(self, now_ms: int, key: Any) -> bool:
-        """True only if ``timer(now_ms, key)`` would do nothing at all (see the module doc)."""
+    def timer_is_moot(self, now_ms: int, key: Any) -> bool | float:
+        """True only if ``timer(now_ms, key)`` would do nothing at all; a delay if it would only
+        set the same timer again after that delay (see the module doc)."""
         return False

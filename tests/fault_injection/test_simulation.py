@@ -22,8 +22,9 @@ def _hashes(out: Path) -> tuple[str, str]:
 
 @pytest.mark.parametrize("options", [RunOptions(seed=3, ops=800, workload="txn"),
                                      RunOptions(seed=4, ops=1500, workload="groups"),
-                                     draw(5, 600)],
-                         ids=["txn", "groups", "swarm"])
+                                     draw(5, 600),
+                                     RunOptions(seed=6, ops=300, workload="txn", flush_ms=1)],
+                         ids=["txn", "groups", "swarm", "flush-every-ms"])
 def test_skipping_moot_timers_changes_no_byte_of_a_run(tmp_path, monkeypatch, options):
     simulate(options, tmp_path / "skipping")
     monkeypatch.setattr(simulation, "SKIP_MOOT_TIMERS", False)
