@@ -361,8 +361,10 @@ class Simulation:
         checker = self.checker
         assert checker is not None
         broker = node if isinstance(node, Broker) else None
-        found = checker.after_step(broker, self.controller(), self.brokers())
-        self._violate(found)
+        controller = self.controller()
+        if checker.nothing_to_check(broker, controller):
+            return
+        self._violate(checker.after_step(broker, controller, self.brokers()))
 
     def _violate(self, found: list[Violation]) -> None:
         for v in found:

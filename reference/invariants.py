@@ -111,6 +111,25 @@ class InvariantChecker:
 
     # ------------------------------------------------------------ checks
 
+    def nothing_to_check(self, broker: Broker | None, controller: Controller | None) -> bool:
+        """True when :meth:`after_step` would look at nothing: no acknowledgement waits, the
+        controller's metadata and the broker's counts of changes (its logs and partitions, its
+        transaction and consumer group coordinators) are as last checked. Three steps in four
+        of a run; answered here in one call."""
+        if self.pending_acks:
+            return False
+        if controller is not None and not (
+                controller.metadata_version == self._controller_version == self.checked_metadata_version):
+            return False
+        if broker is None:
+            return True
+        n = broker.node_id
+        last = self.scanned.get(n)
+        changes = broker.changes
+        return (last is not None and last[0] is changes and last[1] == changes[0]
+                and broker.txn.changes == self.txn_changes.get(n)
+                and broker.groups.consumer.changes == self.cgroup_changes.get(n))
+
     def after_step(self, broker: Broker | None, controller: Controller | None,
                    brokers: dict[int, Broker]) -> list[Violation]:
         """Check what the last step can have changed.

@@ -31,6 +31,7 @@ def settled_run():
 def test_a_step_that_changes_nothing_costs_no_scan():
     checker, controller, brokers, b, p = settled_run()
     assert checker.after_step(b, controller, brokers) == []
+    assert checker.nothing_to_check(b, controller)  # the simulator then skips after_step
     seen = dict(checker.seen[b.node_id])
     checker.seen[b.node_id][p.tp] = (-1, -1, -1, -1, False)  # what a scan would overwrite
     assert checker.after_step(b, controller, brokers) == []
@@ -56,5 +57,24 @@ def test_every_change_of_a_partition_is_scanned_in_its_step(change):
         assert checker.after_step(other, controller, brokers) == []
         assert p.apply_state(replace(newer, leader=b.node_id), 0) == "leader"
         expected, broker = "one-leader-per-epoch", b
+    assert not checker.nothing_to_check(broker, controller)
     found = {v.invariant for v in checker.after_step(broker, controller, brokers)}
     assert expected in found
+
+
+@pytest.mark.parametrize("change", ["acknowledgement", "metadata", "transactions", "consumer-groups"])
+def test_the_skip_of_a_quiet_step_sees_every_other_input_of_the_checks(change):
+    checker, controller, brokers, b, p = settled_run()
+    assert checker.after_step(b, controller, brokers) == []
+    assert checker.nothing_to_check(b, controller)
+    if change == "acknowledgement":
+        checker.acknowledged(p.tp, 0)
+    elif change == "metadata":
+        controller.metadata_version += 1
+    elif change == "transactions":
+        b.txn.changes += 1
+    else:
+        b.groups.consumer.changes += 1
+    assert not checker.nothing_to_check(b, controller)
+    checker.after_step(b, controller, brokers)
+    assert checker.nothing_to_check(b, controller)
