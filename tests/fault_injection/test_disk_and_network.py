@@ -80,3 +80,11 @@ def test_a_link_can_have_its_own_latency_distribution():
     assert min(slow) >= 50_000_000 and max(fast) < 50_000_000
     with pytest.raises(ValueError):
         net.set_link_latency(1, 2, 10, 0)
+
+
+def test_a_latency_is_the_base_plus_an_exponential_draw_of_the_runs_rng():
+    # the network inlines random.expovariate's arithmetic (one call less for every message):
+    # a seed must keep drawing what expovariate draws, or every recorded history changes
+    net, rng = Network(random.Random(11), base_latency_us=200, jitter_us=250), random.Random(11)
+    for now in range(0, 300_000_000_000, 100_000_000):  # one every 100 ms: none waits on another
+        assert net.deliveries(1, 2, now) == [now + (200 + int(rng.expovariate(1.0 / 250))) * 1000]
