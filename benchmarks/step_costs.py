@@ -29,16 +29,22 @@ from kafkacheck.swarm import DEFAULT_OPS, draw
 
 
 def _role(node_id: int, network) -> str:
+    """The controller, a broker, or a client (any other node: the harness's too)."""
     return ("controller" if node_id == network.controller else "broker" if node_id in network.brokers
             else "client")
 
 
 def _kind(key) -> str:
+    """A timer's kind: its key's name; a client's embedded producer's or consumer's timer (its
+    key tagged ``("p",)``, ``("c",)`` or, for a group or share member, ``("c", incarnation)``)
+    and a coordinator's named after both, as ``c/heartbeat``."""
     if not isinstance(key, tuple):
         return str(key)
-    name = str(key[0])
-    if len(key) > 1 and name in ("c", "p", "group", "txn", "share"):  # an embedded node's or a coordinator's
-        inner = key[1][0] if isinstance(key[1], tuple) else key[1]
+    name, rest = str(key[0]), key[1:]
+    if name == "c" and len(rest) > 1 and isinstance(rest[0], int):
+        rest = rest[1:]  # a member's incarnation
+    if rest and name in ("c", "p", "group", "txn", "share"):
+        inner = rest[0][0] if isinstance(rest[0], tuple) else rest[0]
         return f"{name}/{inner}"
     return name
 
@@ -70,9 +76,14 @@ def instrument() -> tuple[Counter, Counter, Counter]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=40, help="the first N seeds of a swarm hunt (default 40)")
+    ap.add_argument("--seeds", type=int, default=40,
+                    help=f"the first N seeds of a swarm hunt, the covering array's (default 40, at most "
+                         f"{len(COVERING_SEEDS)})")
     ap.add_argument("--top", type=int, default=15, help="rows shown of each table (default 15)")
     args = ap.parse_args()
+    if not 1 <= args.seeds <= len(COVERING_SEEDS):
+        print(f"step_costs: --seeds must be 1 to {len(COVERING_SEEDS)} (the covering array's seeds)", file=sys.stderr)
+        return 3
     seconds, steps, moot = instrument()
     seeds = list(COVERING_SEEDS)[:args.seeds]
     t0 = time.perf_counter()
@@ -86,10 +97,12 @@ def main() -> int:
         rows = [r for r in seconds if r[0] == kind]
         spent = sum(seconds[r] for r in rows)
         print(f"\n{kind}s: {sum(steps[r] for r in rows):,} steps, {spent:.1f} s ({spent / total:.0%} of the runs)")
-        print(f"  {'seconds':>7} {'share':>6} {'steps':>9} {'us/step':>7} {'moot':>8}  what, where")
+        moot_column = f" {'moot':>8}" if kind == "timer" else ""
+        print(f"  {'seconds':>7} {'share':>6} {'steps':>9} {'us/step':>7}{moot_column}  what, where")
         for r in sorted(rows, key=lambda r: -seconds[r])[:args.top]:
+            moot_column = f" {moot[r]:8,}" if kind == "timer" else ""
             print(f"  {seconds[r]:7.2f} {seconds[r] / total:6.1%} {steps[r]:9,} "
-                  f"{seconds[r] / steps[r] * 1e6:7.1f} {moot[r]:8,}  {r[1]}, {r[2]}")
+                  f"{seconds[r] / steps[r] * 1e6:7.1f}{moot_column}  {r[1]}, {r[2]}")
     return 0
 
 

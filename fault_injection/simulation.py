@@ -248,6 +248,11 @@ class Simulation:
                     self._seq += 1
                     heapq.heappush(self._heap, (self.now_ns + int(moot * 1_000_000), self._seq, _TIMER,
                                                 (node_id, incarnation, key)))
+                # the step's checks all the same, as _after would make them: a harness's act
+                # (an election, an acknowledgement) may have left them something to look at
+                checker = self.checker
+                if checker is not None and (proc.server or checker.pending_acks):
+                    self._check(node)
                 return
         node.timer(now_ms, key)
         self._after(proc, node)
