@@ -131,14 +131,14 @@ def cooperative_sticky_assign(subscriptions: dict[str, list[str]], partitions: d
                               ) -> dict[str, list[TopicPartition]]:
     owned = owned or {}
     target = sticky_assign(subscriptions, partitions, owned)
-    owner = {}
+    owner: dict[TopicPartition, str] = {}
     for m in sorted(owned):
         for tp in owned[m]:
             owner.setdefault(tp, m)
     out = {}
     for m, tps in target.items():
         # a partition still owned by another member waits for its revocation
-        out[m] = [tp for tp in tps if owner.get(tp, m) == m or owner.get(tp) not in subscriptions]
+        out[m] = [tp for tp in tps if owner.get(tp, m) == m or owner[tp] not in subscriptions]
     return out
 
 

@@ -148,7 +148,7 @@ class Broker(BrokerState):
             raise UnexpectedInput(f"broker {self.node_id}: no handler for {type(message).__name__} from {src}")
         handler(self, now_ms, src, message)
 
-    def timer(self, now_ms: int, key: object) -> None:
+    def timer(self, now_ms: int, key: Any) -> None:
         self.now_ms = now_ms
         name, args = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
         handler = TIMERS.get(name)
@@ -156,7 +156,7 @@ class Broker(BrokerState):
             raise UnexpectedInput(f"broker {self.node_id}: no handler for the timer {key!r}")
         handler(self, now_ms, *args)
 
-    def timer_is_moot(self, now_ms: int, key: object) -> bool | float:
+    def timer_is_moot(self, now_ms: int, key: Any) -> bool | float:
         # the timeouts of requests answered in time: most timers a broker sets (see timer);
         # a periodic flush with nothing to flush, which would only set itself again
         name, args = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
@@ -370,12 +370,15 @@ class Broker(BrokerState):
             if p.log.flush():  # a log with nothing new is not fsynced, as in Kafka
                 self.event("fsync", key=p.tp.key, log_end_offset=p.log.log_end_offset)
         self._flushed_at = self.changes[0]
-        self.set_timer(self.config.flush_ms, "flush")
+        flush_ms = self.config.flush_ms
+        assert flush_ms is not None  # the flush timer is set only with flush.ms
+        self.set_timer(flush_ms, "flush")
 
     def _flush_is_moot(self) -> bool | float:
         """The next flush's delay when this one would flush nothing (no log changed since the
         last flush left them all flushed), else False."""
-        return self._flushed_at == self.changes[0] and self.config.flush_ms
+        flush_ms = self.config.flush_ms
+        return flush_ms is not None and self._flushed_at == self.changes[0] and flush_ms
 
 
 def _on_metadata_update(b: Broker, now_ms: int, src: int, msg: MetadataUpdate) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from reference.coordinator import Coordinator
 from reference.errors import Errors
@@ -89,10 +90,11 @@ class BrokerConfig:
         ``session_timeout_ms``, and the consumer groups' session and heartbeat interval from its
         ``member_session_timeout_ms`` and ``member_heartbeat_interval_ms`` if it has them;
         ``settings`` set the other fields."""
-        groups = {f"{kind}_{k}": timings[f"member_{k}"] for k in ("session_timeout_ms", "heartbeat_interval_ms")
-                  for kind in ("consumer", "share") if f"member_{k}" in timings}
-        return cls(**{f: timings[f] for f in TIMER_FIELDS}, coordinator_lease_ms=timings["session_timeout_ms"],
-                   **groups, **settings)
+        fields: dict[str, Any] = {f: timings[f] for f in TIMER_FIELDS}
+        groups: dict[str, Any] = {f"{kind}_{k}": timings[f"member_{k}"]
+                                  for k in ("session_timeout_ms", "heartbeat_interval_ms")
+                                  for kind in ("consumer", "share") if f"member_{k}" in timings}
+        return cls(**fields, coordinator_lease_ms=timings["session_timeout_ms"], **groups, **settings)
 
 
 TIMER_FIELDS = ("replica_lag_time_max_ms", "replica_fetch_wait_max_ms", "replica_fetch_backoff_ms",

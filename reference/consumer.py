@@ -14,6 +14,7 @@ leader's high watermark because the broker never returns it.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from reference import records as rec
 from reference.client import ClientNode
@@ -392,7 +393,7 @@ class Consumer(ClientNode):
                 position = record.offset + 1
         self.positions[tp] = position
 
-    def timer(self, now_ms: int, key: object) -> None:
+    def timer(self, now_ms: int, key: Any) -> None:
         self._now_ms = now_ms
         if self._on_metadata_timer(key):
             return

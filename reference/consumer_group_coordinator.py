@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 from reference import records as rec
@@ -216,11 +217,12 @@ class ConsumerGroups:
                 return None, Errors.FENCED_INSTANCE_ID
             m = cg.members[known]
         else:
-            m = cg.members.get(req.member_id) if req.member_id else None
-            if m is None:
+            found = cg.members.get(req.member_id) if req.member_id else None
+            if found is None:
                 if req.member_epoch != JOIN_EPOCH:
                     return None, Errors.UNKNOWN_MEMBER_ID
                 return ModernMember(req.member_id or self.c._new_member_id(src, None)), Errors.NONE
+            m = found
         error = check_epoch(m, req.member_epoch, owned, self.rejoin_refused)
         return (m, Errors.NONE) if error is Errors.NONE else (None, error)
 
@@ -303,11 +305,11 @@ class ConsumerGroups:
         for key, deadline in sorted(self.sessions.items()):
             if now_ms >= deadline and self.c.partition_of(key[0]) in self.c.loaded:
                 del self.sessions[key]
-                self.busy.run(key[0], lambda k=key: self._expire(k, None, "session expired"))
+                self.busy.run(key[0], partial(self._expire, key, None, "session expired"))
         for key, (deadline, epoch) in sorted(self.rebalances.items()):
             if now_ms >= deadline and self.c.partition_of(key[0]) in self.c.loaded:
                 del self.rebalances[key]
-                self.busy.run(key[0], lambda k=key, e=epoch: self._expire(k, e, "did not revoke in time"))
+                self.busy.run(key[0], partial(self._expire, key, epoch, "did not revoke in time"))
 
     def _expire(self, key: tuple[str, str], epoch: int | None, why: str) -> None:
         group, member_id = key

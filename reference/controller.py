@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import Any
 
 from reference.bugs import Bug
 from reference.errors import Errors, UnexpectedInput
@@ -222,7 +223,7 @@ class Controller(Node):
             case _:
                 raise UnexpectedInput(f"controller: no handler for {type(message).__name__} from {src}")
 
-    def timer(self, now_ms: int, key: object) -> None:
+    def timer(self, now_ms: int, key: Any) -> None:
         if key == "liveness":
             self.set_timer(self.config.liveness_check_interval_ms, "liveness")
             try:
@@ -476,6 +477,7 @@ class Controller(Node):
     def _create_assigned(self, src: int, req: CreateTopicsRequest) -> None:
         """A topic whose replicas the request places (Kafka's ReplicationControlManager.createTopic
         with manual assignments, its checks in its order and words)."""
+        message: str | None
         if any(tp.topic == req.name for tp in self.partitions):
             error, message = Errors.TOPIC_ALREADY_EXISTS, f"Topic '{req.name}' already exists."
         else:

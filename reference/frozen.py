@@ -12,11 +12,13 @@ slot's descriptor directly, which is about twice as fast. Classes it cannot spee
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar
+from typing import TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
 
+# a type checker reads a @frozen class as the frozen dataclass it is (PEP 681)
+@dataclass_transform(frozen_default=True)
 def frozen(cls: type[T]) -> type[T]:
     cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
@@ -41,5 +43,5 @@ def frozen(cls: type[T]) -> type[T]:
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = cls.__init__.__doc__
-    cls.__init__ = init  # type: ignore[misc]
+    cls.__init__ = init  # type: ignore[method-assign]
     return cls

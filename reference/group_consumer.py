@@ -29,6 +29,7 @@ does the same on demand. Commits carry the generation, so a fenced member's are 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from reference.assignors import assign
 from reference.consumer import ConsumedRecord, Consumer, ConsumerConfig
@@ -391,7 +392,7 @@ class GroupConsumer(Consumer):
                 if self._rejoin_wanted and self.coordinator >= 0:
                     self._start_join(now_ms)
 
-    def timer(self, now_ms: int, key: object) -> None:
+    def timer(self, now_ms: int, key: Any) -> None:
         self._now_ms = now_ms
         match key:
             case ("heartbeat", generation):

@@ -267,7 +267,7 @@ class GroupCoordinator(GroupOffsets, Coordinator):
         if member_id and member_id not in g.members and member_id not in g.pending:
             answer(Errors.UNKNOWN_MEMBER_ID)
             return
-        known = member_id in g.members
+        was_member = member_id in g.members
         if member_id in g.pending or not member_id:
             g.pending.discard(member_id)
             member_id = member_id or self._new_member_id(src, req.group_instance_id)
@@ -277,7 +277,7 @@ class GroupCoordinator(GroupOffsets, Coordinator):
                 g.static[req.group_instance_id] = member_id
         m = g.members[member_id]
         m.last_heartbeat_ms = now_ms
-        if known and self._answers_current_generation(src, req, g, m):
+        if was_member and self._answers_current_generation(src, req, g, m):
             return
         m.protocols = req.protocols
         m.session_timeout_ms = req.session_timeout_ms

@@ -152,7 +152,7 @@ class InvariantChecker:
             self.checked_metadata_version = controller.metadata_version
             for tp in sorted(self.latest_acked):
                 self._check_acked(tp, [self.latest_acked[tp]], controller, brokers, out)
-        elif shrunk:
+        elif shrunk and broker is not None:  # (only a broker's step shrinks a log)
             own = {broker.node_id: broker}
             for tp in shrunk:
                 if tp in self.latest_acked:
@@ -250,9 +250,11 @@ class InvariantChecker:
                                        for tp in meta.partitions})
                 continue
             seen[txn_id] = (meta, None)
-            if prev is None or prev[1] is None or meta.state not in _COMPLETED:
+            if prev is None or meta.state not in _COMPLETED:
                 continue
             prepared, counts = prev
+            if counts is None:
+                continue
             if (prepared.producer_id, prepared.producer_epoch) != (meta.producer_id, meta.producer_epoch):
                 continue  # not the end of that transaction (seen again after an unload)
             for key, before in sorted(counts.items()):

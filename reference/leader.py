@@ -121,7 +121,9 @@ def _read_partition(b: BrokerState, now_ms: int, req: FetchRequest, fp: FetchPar
         p.update_follower(req.replica_id, req.replica_epoch, fp.fetch_offset, now_ms)
         maybe_advance_hw(b, now_ms, p)
     if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != p.leader_epoch:
-        return FetchedPartition(fp.tp, Errors[p.check_epoch(fp.current_leader_epoch)])
+        fenced = p.check_epoch(fp.current_leader_epoch)
+        assert fenced is not None  # an epoch of 0 or more that is not the leader's
+        return FetchedPartition(fp.tp, Errors[fenced])
     if follower and not p.matches_latest_epoch(fp.fetch_offset, fp.last_fetched_epoch):
         diverging = p.divergence(fp.fetch_offset, fp.last_fetched_epoch)
         if diverging is not None:

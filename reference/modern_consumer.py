@@ -53,6 +53,8 @@ out. Commits carry the member epoch and id, so a fenced member's are refused.
 
 from __future__ import annotations
 
+from typing import Any
+
 from reference.consumer import ConsumedRecord, Consumer, ConsumerConfig
 from reference.errors import Errors
 from reference.messages import (
@@ -335,7 +337,7 @@ class ModernGroupConsumer(Consumer):
 
     def _heartbeat_request(self, corr: int) -> ConsumerGroupHeartbeatRequest:
         joining = self.generation == JOIN_EPOCH
-        fields = {"rebalance_timeout_ms": self.config.max_poll_interval_ms,
+        fields: dict[str, Any] = {"rebalance_timeout_ms": self.config.max_poll_interval_ms,
                   "subscribed_topics": self.topics,
                   "server_assignor": self.config.server_assignor,
                   # a joining member owns nothing (the coordinator refuses anything else)
@@ -450,7 +452,7 @@ class ModernGroupConsumer(Consumer):
                 if self._hb_now:
                     self._send_heartbeat()  # the coordinator may be known now
 
-    def timer(self, now_ms: int, key: object) -> None:
+    def timer(self, now_ms: int, key: Any) -> None:
         self._now_ms = now_ms
         match key:
             case ("heartbeat", seq):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from reference import records as rec
 from reference.client import ClientNode
@@ -118,7 +119,8 @@ class Producer(ClientNode):
 
     # ------------------------------------------------------------ API
 
-    def send(self, now_ms: int, tp: TopicPartition, value: bytes | None,
+    # (a producer's send is KafkaProducer.send, not Node.send: its messages go by send_message)
+    def send(self, now_ms: int, tp: TopicPartition, value: bytes | None,  # type: ignore[override]
              key: bytes | None = None) -> int:
         self._now_ms = now_ms
         send_id = self._next_send_id
@@ -345,7 +347,7 @@ class Producer(ClientNode):
         for corr in sorted(c for c, (_b, leader) in self.in_flight.items() if leader == peer):
             self._complete(now_ms, corr, Errors.NETWORK_EXCEPTION, -1)
 
-    def timer(self, now_ms: int, key: object) -> None:
+    def timer(self, now_ms: int, key: Any) -> None:
         self._now_ms = now_ms
         if self._on_metadata_timer(key):
             return

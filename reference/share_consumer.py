@@ -27,6 +27,7 @@ everything the member still holds) and leaves the group.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from reference import records as rec
 from reference.client import ClientNode
@@ -360,7 +361,7 @@ class ShareConsumer(ClientNode):
     def _metadata_changed(self, image) -> None:
         self._leaders = {s.tp: s.leader for s in image.partitions}
 
-    def timer(self, now_ms: int, key: object) -> None:
+    def timer(self, now_ms: int, key: Any) -> None:
         self._now_ms = now_ms
         if self._on_metadata_timer(key):
             return

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from reference import records as rec
@@ -298,7 +299,7 @@ class ShareFetcher:
                 then(errors)
 
         for tp, batches in acks:
-            self._acknowledge(now_ms, group, member, tp, batches, lambda e, tp=tp: one(tp, e))
+            self._acknowledge(now_ms, group, member, tp, batches, partial(one, tp))
 
     def _acknowledge(self, now_ms: int, group: str, member: str, tp: TopicPartition,
                      batches: tuple[AckBatch, ...], then: Callable[[Errors], None]) -> None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 from reference import records as rec
@@ -233,7 +234,7 @@ class ShareGroups:
         for key, deadline in sorted(self.sessions.items()):
             if now_ms >= deadline and self.c.partition_of(key[0]) in self.c.loaded:
                 del self.sessions[key]
-                self.busy.run(key[0], lambda k=key: self._expire(k))
+                self.busy.run(key[0], partial(self._expire, key))
 
     def _expire(self, key: tuple[str, str]) -> None:
         group, member_id = key

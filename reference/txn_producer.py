@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from reference.errors import Errors
 from reference.messages import (
@@ -150,7 +151,7 @@ class TransactionalProducer(Producer):
         self.outcome = None
         self._txn_started = False
 
-    def send(self, now_ms: int, tp: TopicPartition, value: bytes | None,
+    def send(self, now_ms: int, tp: TopicPartition, value: bytes | None,  # type: ignore[override]
              key: bytes | None = None) -> int:
         if not self.in_transaction or self._ending is not None:
             raise RuntimeError("send outside a transaction")
@@ -270,6 +271,7 @@ class TransactionalProducer(Producer):
         self._req_corr = corr
         self._req_node = coordinator
         txn_id = self.transactional_id
+        assert txn_id is not None  # a transactional producer's requests
         pid, epoch = self.producer_id, self.producer_epoch
         match a.kind:
             case "init":
@@ -434,7 +436,7 @@ class TransactionalProducer(Producer):
                 super().receive(now_ms, src, message)
                 self._maybe_end(now_ms)
 
-    def timer(self, now_ms: int, key: object) -> None:
+    def timer(self, now_ms: int, key: Any) -> None:
         self._now_ms = now_ms
         match key:
             case ("txn-request", corr):
