@@ -7,9 +7,13 @@ methods; they use its groups, its consumer groups and its writes to ``__consumer
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from reference import records as rec
 from reference.bugs import Bug
-from reference.consumer_group_coordinator import check_commit, check_fetch
+from reference.consumer_group_coordinator import ConsumerGroups, check_commit, check_fetch
+from reference.coordinator import Coordinator
 from reference.errors import Errors
 from reference.group_state import GroupState, check_member, check_txn_member, offset_records
 from reference.messages import (
@@ -24,11 +28,19 @@ from reference.messages import (
 from reference.topics import OFFSETS_TOPIC
 
 
-class GroupOffsets:
+class GroupOffsets(Coordinator):
     """Committed offsets, as a part of the group coordinator (Kafka's OffsetMetadataManager)."""
 
     groups: dict[str, GroupState]
     pending_txn: dict[int, dict[str, dict[TopicPartition, int]]]  # producer id -> group -> offsets
+    if TYPE_CHECKING:  # what the group coordinator brings
+        consumer: ConsumerGroups
+        unfenced: bool
+
+        def _owns(self, group: str) -> Errors: ...
+
+        def _write_then(self, now_ms: int, group: str, batch: bytes, apply: Callable[[], None],
+                        on_done: Callable[[Errors], None]) -> None: ...
 
     # ------------------------------------------------------------ transactions
 

@@ -20,6 +20,8 @@ state through :func:`append_internal`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from reference import records as rec
 from reference.broker_state import BrokerState
 from reference.bugs import Bug
@@ -39,6 +41,9 @@ from reference.messages import (
 from reference.partition import Partition
 from reference.storage import StorageError
 from reference.topics import OFFSETS_TOPIC, TXN_TOPIC
+
+if TYPE_CHECKING:
+    from reference.group_offsets import GroupOffsets
 
 
 def on_produce(b: BrokerState, now_ms: int, src: int, req: ProduceRequest, verified: int = 0) -> None:
@@ -225,7 +230,8 @@ def on_write_markers(b: BrokerState, now_ms: int, src: int, req: WriteTxnMarkers
 
     def settle(tp: TopicPartition, error: Errors) -> None:
         if error is Errors.NONE and tp.topic == OFFSETS_TOPIC:
-            b.coordinators[OFFSETS_TOPIC].on_marker(tp.partition, req.producer_id, req.commit)
+            offsets = cast("GroupOffsets", b.coordinators[OFFSETS_TOPIC])
+            offsets.on_marker(tp.partition, req.producer_id, req.commit)
         errors[tp] = error
         waiting[0] -= 1
         if waiting[0] == 0:
