@@ -371,7 +371,7 @@ def read_run_json(path: str | os.PathLike) -> dict:
     if config is not None and not isinstance(config, dict):
         raise HistoryError(f"{p}: run.json's \"config\" must be a JSON object")
     for field in ("final_read", "share"):
-        if (config or {}).get(field) is not None and not isinstance(config[field], dict):
+        if config is not None and config.get(field) is not None and not isinstance(config[field], dict):
             raise HistoryError(f"{p}: run.json's config.{field} must be a JSON object")
     return meta
 

@@ -1,0 +1,21 @@
+"""The engine and the simulator's core type-check with mypy (``[tool.mypy]`` in
+pyproject.toml names what): what a compiler of Python such as mypyc would trust, and the way
+to compiling the hot path (docs/measurements/speed.md, issue 45)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_mypy_finds_nothing(tmp_path):
+    mypy = shutil.which("mypy") or str(Path(sys.executable).parent / "mypy")
+    if not Path(mypy).exists():
+        pytest.skip("mypy is not installed (pip install -e '.[test]' installs it)")
+    proc = subprocess.run([mypy, "--cache-dir", str(tmp_path / "cache")], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
