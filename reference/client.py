@@ -9,14 +9,16 @@ turns into a request storm. Subclasses learn of a newer image through
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from reference.messages import MetadataImage, MetadataRequest, MetadataResponse
 from reference.node import Node
 
 
 class ClientNode(Node):
-    CORRELATION_BASE = 0
+    CORRELATION_BASE: ClassVar[int] = 0
     coordinator = -1  # the group coordinator, for the consumers
-    AWAITING_MAX = 512  # requests remembered for connection_lost (older ones wait for their timeouts)
+    AWAITING_MAX: ClassVar[int] = 512  # requests remembered for connection_lost (older ones wait for their timeouts)
 
     def __init__(self, node_id: int, bootstrap: list[int], metadata_timeout_ms: int,
                  retry_backoff_ms: int) -> None:

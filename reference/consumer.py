@@ -14,7 +14,7 @@ leader's high watermark because the broker never returns it.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from reference import records as rec
 from reference.client import ClientNode
@@ -82,7 +82,7 @@ class ConsumedRecord:
 
 
 class Consumer(ClientNode):
-    CORRELATION_BASE = 1 << 40
+    CORRELATION_BASE: ClassVar[int] = 1 << 40
 
     def __init__(self, node_id: int, bootstrap: list[int], config: ConsumerConfig) -> None:
         super().__init__(node_id, bootstrap, config.metadata_timeout_ms, config.retry_backoff_ms)

@@ -8,7 +8,6 @@ methods; they use its groups, its consumer groups and its writes to ``__consumer
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from reference import records as rec
 from reference.bugs import Bug
@@ -33,14 +32,17 @@ class GroupOffsets(Coordinator):
 
     groups: dict[str, GroupState]
     pending_txn: dict[int, dict[str, dict[TopicPartition, int]]]  # producer id -> group -> offsets
-    if TYPE_CHECKING:  # what the group coordinator brings
-        consumer: ConsumerGroups
-        unfenced: bool
+    # what the group coordinator brings (declared here, not under TYPE_CHECKING: a class body
+    # that a compiler of Python such as mypyc can read)
+    consumer: ConsumerGroups
+    unfenced: bool
 
-        def _owns(self, group: str) -> Errors: ...
+    def _owns(self, group: str) -> Errors:
+        raise NotImplementedError  # GroupCoordinator's
 
-        def _write_then(self, now_ms: int, group: str, batch: bytes, apply: Callable[[], None],
-                        on_done: Callable[[Errors], None]) -> None: ...
+    def _write_then(self, now_ms: int, group: str, batch: bytes, apply: Callable[[], None],
+                    on_done: Callable[[Errors], None]) -> None:
+        raise NotImplementedError  # GroupCoordinator's
 
     # ------------------------------------------------------------ transactions
 

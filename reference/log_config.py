@@ -30,19 +30,23 @@ class LogConfig:
     @classmethod
     def from_topic(cls, base: LogConfig, configs: dict[str, str]) -> LogConfig:
         """Apply a topic's configs (Kafka's names) over the broker's defaults."""
-        def opt(name: str, cur):
-            v = configs.get(name)
-            return cur if v is None else (None if v in ("-1", "") else type(cur or 0)(v))
         return cls(
             segment_bytes=int(configs.get("segment.bytes", base.segment_bytes)),
-            segment_ms=opt("segment.ms", base.segment_ms),
+            segment_ms=_optional(configs, "segment.ms", base.segment_ms),
             flush_messages=base.flush_messages,
             cleanup_policy=configs.get("cleanup.policy", base.cleanup_policy),
-            retention_ms=opt("retention.ms", base.retention_ms),
-            retention_bytes=opt("retention.bytes", base.retention_bytes),
+            retention_ms=_optional(configs, "retention.ms", base.retention_ms),
+            retention_bytes=_optional(configs, "retention.bytes", base.retention_bytes),
             min_cleanable_dirty_ratio=float(configs.get("min.cleanable.dirty.ratio",
                                                         base.min_cleanable_dirty_ratio)),
             min_compaction_lag_ms=int(configs.get("min.compaction.lag.ms", base.min_compaction_lag_ms)),
-            max_compaction_lag_ms=opt("max.compaction.lag.ms", base.max_compaction_lag_ms),
+            max_compaction_lag_ms=_optional(configs, "max.compaction.lag.ms", base.max_compaction_lag_ms),
             delete_retention_ms=int(configs.get("delete.retention.ms", base.delete_retention_ms)),
         )
+
+
+def _optional(configs: dict[str, str], name: str, cur: int | None) -> int | None:
+    """A topic's optional setting: the broker's (``cur``) when the topic has none, None when it
+    says -1 or nothing."""
+    v = configs.get(name)
+    return cur if v is None else (None if v in ("-1", "") else type(cur or 0)(v))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from reference import records as rec
 from reference.client import ClientNode
@@ -93,7 +93,7 @@ class _Batch:
 
 
 class Producer(ClientNode):
-    CORRELATION_BASE = 0
+    CORRELATION_BASE: ClassVar[int] = 0
 
     def __init__(self, node_id: int, bootstrap: list[int], config: ProducerConfig) -> None:
         super().__init__(node_id, bootstrap, config.metadata_timeout_ms, config.retry_backoff_ms)

@@ -27,7 +27,7 @@ everything the member still holds) and leaves the group.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from reference import records as rec
 from reference.client import ClientNode
@@ -96,7 +96,7 @@ class _Leader:
 
 
 class ShareConsumer(ClientNode):
-    CORRELATION_BASE = 3_000_000
+    CORRELATION_BASE: ClassVar[int] = 3_000_000
 
     def __init__(self, node_id: int, bootstrap: list[int], config: ShareConsumerConfig, member_id: str) -> None:
         super().__init__(node_id, bootstrap, config.request_timeout_ms, config.retry_backoff_ms)
