@@ -25,7 +25,7 @@ from __future__ import annotations
 import gc
 import heapq
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -243,16 +243,11 @@ class Simulation:
         if self.skip_moot_timers:
             moot = node.timer_is_moot(now_ms, key)
             if moot:
+                # not called: the node is taken at its word (it would output nothing, or only
+                # this timer set again: a periodic one with nothing to do), and the step is
+                # checked as any other (a harness's act may have left the checks work)
                 self.moot_timers += 1
-                if moot is not True:  # a periodic timer with nothing to do: set it again
-                    self._seq += 1
-                    heapq.heappush(self._heap, (self.now_ns + int(moot * 1_000_000), self._seq, _TIMER,
-                                                (node_id, incarnation, key)))
-                # the step's checks all the same, as _after would make them: a harness's act
-                # (an election, an acknowledgement) may have left them something to look at
-                checker = self.checker
-                if checker is not None and (proc.server or checker.pending_acks):
-                    self._check(node)
+                self._after(proc, node, () if moot is True else (Timer(moot, key),))
                 return
         node.timer(now_ms, key)
         self._after(proc, node)
@@ -263,14 +258,15 @@ class Simulation:
         getattr(node, method)(self.now_ns // 1_000_000 + proc.skew_ms, *args)
         self._after(proc, node)
 
-    def _after(self, proc: SimProcess, node: Node) -> None:
-        """Route what a node output in a step, then check the invariants it may have broken."""
-        self._route(proc, node.drain())
+    def _after(self, proc: SimProcess, node: Node, outputs: Sequence | None = None) -> None:
+        """Route what a node output in a step (``outputs``: what it is known to have output
+        without being called), then check the invariants it may have broken."""
+        self._route(proc, node.drain() if outputs is None else outputs)
         checker = self.checker
         if checker is not None and (proc.server or checker.pending_acks):
             self._check(node)
 
-    def _route(self, proc: SimProcess, outputs: list) -> None:
+    def _route(self, proc: SimProcess, outputs: Sequence) -> None:
         now = self.now_ns
         node_id = proc.node_id
         heap = self._heap
