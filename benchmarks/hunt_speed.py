@@ -15,6 +15,10 @@ work) and with this checkout, alternating the two so that a busy moment hurts bo
    with the code of ``--same-as`` (REF predates the swarm) and of this checkout; with
    ``--swarm-repeat R``, R times in each tree, alternately, the fastest counted (a hunt's wall
    time only grows with whatever else the machine does).
+
+This checkout runs as pip installed it: with the compiled engine when pip compiled it from
+these sources (``reference/compiled.py``; the tables say which), with its Python engine
+under ``--python``. The commits compared with run their Python engines.
  "same bytes" compares the history.jsonl and events.jsonl of
 every run with those of commit ``--same-as`` (default ``7fb72e4``, the last commit before the
 speed-ups, whose engine behaves as this one does): a speed-up must not change a single byte.
@@ -35,15 +39,38 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# set for a run of this checkout as pip installed it, its compiled engine included (see
+# reference/compiled.py); unset, a script imports the code of the tree it is given
+INSTALLED = "KAFKACHECK_BENCH_INSTALLED"
+
+
+def use_tree(argv_index: int) -> str:
+    """The first lines of a script run in a tree: the tree's code, which ``sys.argv[argv_index]``
+    names, rather than the installed code (an editable install redirects imports to its own
+    checkout), unless the run is of this checkout as installed; then ``ENGINE``: which engine."""
+    return f"""
+import os, sys
+if not os.environ.get("{INSTALLED}"):
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+    sys.path.insert(0, sys.argv[{argv_index}])
+try:
+    from reference.compiled import engine
+    ENGINE = engine()[0]
+except ImportError:  # a tree before the compiled engine
+    ENGINE = "python"
+"""
+
+
+def tree_env(tree: Path, installed: bool = False) -> dict[str, str]:
+    """The environment of a script run in ``tree`` (``installed``: this checkout as installed)."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}
+    return {**env, INSTALLED: "1"} if installed else {**env, "PYTHONPATH": str(tree), "KAFKACHECK_ENGINE": "python"}
 WORKLOADS = ("queue", "idempotent", "txn", "eos", "groups", "compaction")
 OPS = {"txn": 500, "eos": 500}  # as the swarm draws them
 
 # one run in a fresh interpreter of the given tree: prints its wall time and the hashes
-ONE_RUN = r"""
-import hashlib, json, sys, tempfile, time
-# an editable install redirects imports of kafkacheck to its own checkout: use the tree given
-sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
-sys.path.insert(0, sys.argv[4])
+ONE_RUN = use_tree(4) + r"""
+import hashlib, json, tempfile, time
 from pathlib import Path
 try:
     from kafkacheck.judge import judge_record as judge
@@ -66,37 +93,45 @@ t2 = time.perf_counter()
 h = {f: hashlib.sha256((d / f).read_bytes()).hexdigest() for f in ("history.jsonl", "events.jsonl")}
 import kafkacheck.runner
 print(json.dumps({"simulate": t1 - t0, "run": t2 - t0, "virtual": outcome.stats["virtual_seconds"],
-                  "hashes": h, "code": kafkacheck.runner.__file__}))
+                  "hashes": h, "code": kafkacheck.runner.__file__, "engine": ENGINE}))
 """
 
 
 # the swarm hunt in the given tree: its seeds, one worker process running them all
-SWARM = r"""
-import sys, time
-sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
-sys.path.insert(0, sys.argv[1])
+SWARM = use_tree(1) + r"""
+import time
 from kafkacheck.cli import main
 t = time.perf_counter()
 code = main(["hunt", "--runs", sys.argv[2], "--jobs", "1", "--time-limit", "3600", "--quiet"])
-print("SECONDS", time.perf_counter() - t, code)
+print("SECONDS", time.perf_counter() - t, code, ENGINE)
 """
 
 
-def swarm(tree: Path, runs: int) -> float:
-    r = subprocess.run([sys.executable, "-c", SWARM, str(tree), str(runs)], cwd=tree,
-                       env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
+def swarm(tree: Path, runs: int, installed: bool = False) -> float:
+    r = subprocess.run([sys.executable, "-c", SWARM, str(tree), str(runs)], cwd=tree, env=tree_env(tree, installed),
                        capture_output=True, text=True)
     line = [x for x in r.stdout.splitlines() if x.startswith("SECONDS")]
     if not line:
         raise SystemExit(f"the swarm hunt in {tree} failed:\n{r.stdout[-1000:]}{r.stderr[-2000:]}")
-    return float(line[-1].split()[1])
+    _, seconds, _, engine = line[-1].split()
+    if installed:
+        print(f"(now: the {engine} engine)")
+    return float(seconds)
 
 
-def in_tree(tree: Path, script: str, *args: str) -> dict:
-    """Run ``script`` in a fresh interpreter with the code of ``tree``; the JSON object its last
-    line prints, which names the module file it imported (``code``) to prove the tree."""
-    r = subprocess.run([sys.executable, "-c", script, *args], cwd=tree,
-                       env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
+def no_compiled_engine() -> str:
+    """Why this checkout as installed has no compiled engine of its sources ('' if it has one)."""
+    check = subprocess.run([sys.executable, "-c", "from reference.compiled import available; "
+                            "ok, why = available(); print('' if ok else why)"],
+                           capture_output=True, text=True, cwd=ROOT)
+    return check.stdout.strip() if check.returncode == 0 else check.stderr.strip()[-500:]
+
+
+def in_tree(tree: Path, script: str, *args: str, installed: bool = False) -> dict:
+    """Run ``script`` in a fresh interpreter with the code of ``tree`` (``installed``: this
+    checkout as installed); the JSON object its last line prints, which names the module file
+    it imported (``code``) to prove the tree."""
+    r = subprocess.run([sys.executable, "-c", script, *args], cwd=tree, env=tree_env(tree, installed),
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"a run in {tree} failed:\n{r.stderr[-2000:]}")
@@ -106,8 +141,9 @@ def in_tree(tree: Path, script: str, *args: str) -> dict:
     return out
 
 
-def one(tree: Path, workload: str, seed: int, ops: int, judged: bool) -> dict:
-    return in_tree(tree, ONE_RUN, workload, str(seed), str(ops), str(tree), "1" if judged else "0")
+def one(tree: Path, workload: str, seed: int, ops: int, judged: bool, installed: bool = False) -> dict:
+    return in_tree(tree, ONE_RUN, workload, str(seed), str(ops), str(tree), "1" if judged else "0",
+                   installed=installed)
 
 
 def worktree(ref: str, path: Path) -> Path:
@@ -136,7 +172,11 @@ def main() -> int:
                     help="seeds of the swarm hunt to time in each tree (default 40; 0: skip)")
     ap.add_argument("--swarm-repeat", type=int, default=1, metavar="R",
                     help="swarm hunts in each tree, the fastest counted (default 1)")
+    ap.add_argument("--python", action="store_true",
+                    help="run this checkout's Python engine, not the engine pip installed (compiled, when "
+                         "pip built it from these sources: reference/compiled.py)")
     args = ap.parse_args()
+    installed = not args.python
     if args.swarm_repeat < 1 or args.seeds < 1:
         print("hunt_speed.py: --swarm-repeat and --seeds must be at least 1", file=sys.stderr)
         return 3
@@ -152,7 +192,9 @@ def main() -> int:
             tb = tn = 0.0
             for seed in range(args.seeds):
                 b = one(trees["before"], "queue", seed, args.default_ops, False)
-                n = one(ROOT, "queue", seed, args.default_ops, False)
+                n = one(ROOT, "queue", seed, args.default_ops, False, installed)
+                if seed == 0:
+                    print(f"(now: the {n['engine']} engine)")
                 s = one(trees["same"], "queue", seed, args.default_ops, False)
                 tb, tn = tb + b["simulate"], tn + n["simulate"]
                 print(f"{seed:>4} {b['simulate']:>12.2f} {n['simulate']:>8.2f} "
@@ -170,7 +212,7 @@ def main() -> int:
                 same = True
                 for seed in range(args.seeds):
                     b = one(trees["before"], w, seed, ops, True)
-                    n = one(ROOT, w, seed, ops, True)
+                    n = one(ROOT, w, seed, ops, True, installed)
                     s = one(trees["same"], w, seed, ops, False)
                     t_before += b["run"]
                     t_now += n["run"]
@@ -186,7 +228,7 @@ def main() -> int:
                 tb = tn = float("inf")
                 for _ in range(args.swarm_repeat):
                     tb = min(tb, swarm(trees["same"], args.swarm_runs))
-                    tn = min(tn, swarm(ROOT, args.swarm_runs))
+                    tn = min(tn, swarm(ROOT, args.swarm_runs, installed))
                 rb, rn = 60 * args.swarm_runs / tb, 60 * args.swarm_runs / tn
                 print(f"{'seconds':<12} {tb:>10.1f} {tn:>10.1f}")
                 print(f"{'runs/min':<12} {rb:>10.1f} {rn:>10.1f}  {rn / rb:.2f}x", flush=True)

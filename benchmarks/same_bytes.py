@@ -1,6 +1,7 @@
 """Same bytes: this checkout's histories against another commit's, run for run.
 
     python benchmarks/same_bytes.py [--against REF] [--quick]
+    python benchmarks/same_bytes.py --compiled [--quick]
 
 A change meant to keep behaviour (a refactoring, a speed-up) must not change one byte of
 any history. This runs the same set of runs with the code of commit REF (default ``HEAD``,
@@ -21,6 +22,11 @@ Prints one line per run and exits 1 if any differs (``--quick``: fewer runs). Wi
 ``--ignore-event KIND`` (repeatable) the events of that kind are left out of both sides before
 hashing: a change that only drops events of one kind (no-op fsyncs) shows that nothing else
 moved. REF is checked out into a temporary git worktree, removed at the end.
+
+With ``--compiled``, the same runs compare this checkout's Python engine with its compiled
+engine (``reference/compiled.py``: what ``pip install`` built, which must be of these
+sources; exit 3 if there is none): the Python engine is the oracle the compiled one must
+equal byte for byte.
 """
 
 from __future__ import annotations
@@ -75,8 +81,9 @@ def plan(quick: bool) -> list[dict]:
 RUNNER = r"""
 import contextlib, hashlib, io, json, sys, tempfile
 from pathlib import Path
-sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
-sys.path.insert(0, sys.argv[1])
+if sys.argv[4] == "python":  # the tree's sources, not what is installed
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+    sys.path.insert(0, sys.argv[1])
 import kafkacheck.cli
 from kafkacheck.cli import main
 try:
@@ -84,6 +91,8 @@ try:
 except ImportError:  # before the machines moved to kafkacheck/workloads
     from properties.machines import machine
 assert Path(kafkacheck.cli.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), kafkacheck.cli.__file__
+import reference.broker
+assert reference.broker.__file__.endswith(".py") == (sys.argv[4] == "python"), reference.broker.__file__
 programs = Path(sys.argv[2])
 ignored = set(filter(None, sys.argv[3].split(",")))
 
@@ -129,8 +138,12 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer runs (one seed a workload, 3 swarm seeds)")
     ap.add_argument("--ignore-event", action="append", default=[], metavar="KIND",
                     help="leave events of this kind out of both sides (repeatable)")
+    ap.add_argument("--compiled", action="store_true",
+                    help="compare this checkout's Python engine with its compiled engine instead")
     args = ap.parse_args()
     items = plan(args.quick)
+    if args.compiled:
+        return compare_compiled(items, ",".join(args.ignore_event))
     with tempfile.TemporaryDirectory() as tmp:
         ref = Path(tmp) / "ref"
         r = subprocess.run(["git", "worktree", "add", "--detach", str(ref), args.against], cwd=ROOT,
@@ -144,20 +157,34 @@ def main() -> int:
             subprocess.run(["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, capture_output=True)
 
 
-def start(tree: Path, items: list[dict], ignored: str) -> subprocess.Popen:
+def compare_compiled(items: list[dict], ignored: str) -> int:
+    from hunt_speed import no_compiled_engine
+
+    why = no_compiled_engine()
+    if why:
+        print(f"same_bytes.py: no compiled engine to compare: {why}", file=sys.stderr)
+        return 3
+    return compare(items, ROOT, "python", ignored, engines=("python", "compiled"))
+
+
+def start(tree: Path, items: list[dict], ignored: str, engine: str = "python") -> subprocess.Popen:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "KAFKACHECK_ENGINE": engine}
+    if engine == "python":
+        env["PYTHONPATH"] = str(tree)
     p = subprocess.Popen([sys.executable, "-c", RUNNER, str(tree), str(ROOT / "tests" / "properties" / "programs"),
-                          ignored],
-                         cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"})
+                          ignored, engine],
+                         cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     assert p.stdin is not None
     p.stdin.write("".join(json.dumps(i) + "\n" for i in items))
     p.stdin.close()
     return p
 
 
-def compare(items: list[dict], ref: Path, name: str, ignored: str = "") -> int:
+def compare(items: list[dict], ref: Path, name: str, ignored: str = "",
+            engines: tuple[str, str] = ("python", "python")) -> int:
+    """Runs the items in ``ref`` with the first engine and in this checkout with the second."""
     t0 = time.monotonic()
-    a, b = start(ref, items, ignored), start(ROOT, items, ignored)
+    a, b = start(ref, items, ignored, engines[0]), start(ROOT, items, ignored, engines[1])
     assert a.stdout is not None and b.stdout is not None
     differ = 0
     for item in items:

@@ -9,7 +9,9 @@ ops completed per wall second. With ``--against REF`` each seed runs, in fresh i
 and alternately (so that a busy moment hurts both alike), with the code of commit REF (checked
 out into a temporary git worktree, removed at the end) and with this checkout, and the table
 puts the two side by side with their ratios: issue 45 asks for three times the messages per
-wall second of its starting commit, ``d63a49c``. With ``--repeat R`` each seed runs R times
+wall second of its starting commit, ``d63a49c``. This checkout runs as pip installed it: with
+the compiled engine when pip compiled it from these sources (``reference/compiled.py``; the
+table says which), with its Python engine under ``--python``. With ``--repeat R`` each seed runs R times
 in each tree (alternately) and the fastest counts: a run's wall time only grows with whatever
 else the machine does, so the fastest of a few is the steadiest measure of the code. Measure
 with nothing else running.
@@ -22,14 +24,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hunt_speed import ROOT, drop_worktree, in_tree, worktree
+from hunt_speed import ROOT, drop_worktree, in_tree, use_tree, worktree
 
 # one default run in a fresh interpreter of the given tree: its wall time and counts
-ONE_RUN = r"""
-import json, sys, time
-# an editable install redirects imports of kafkacheck to its own checkout: use the tree given
-sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
-sys.path.insert(0, sys.argv[1])
+ONE_RUN = use_tree(1) + r"""
+import json, time
 from kafkacheck.runner import RunOptions, simulate
 import kafkacheck.runner
 t = time.perf_counter()
@@ -37,12 +36,12 @@ outcome = simulate(RunOptions(seed=int(sys.argv[2]), ops=int(sys.argv[3])), None
 wall = time.perf_counter() - t
 s = outcome.stats
 print(json.dumps({"wall": wall, "virtual": s["virtual_seconds"], "messages": s["messages_delivered"],
-                  "ops": s["ops_completed"], "code": kafkacheck.runner.__file__}))
+                  "ops": s["ops_completed"], "code": kafkacheck.runner.__file__, "engine": ENGINE}))
 """
 
 
-def one(tree: Path, seed: int, ops: int) -> dict:
-    return in_tree(tree, ONE_RUN, str(tree), str(seed), str(ops))
+def one(tree: Path, seed: int, ops: int, installed: bool = False) -> dict:
+    return in_tree(tree, ONE_RUN, str(tree), str(seed), str(ops), installed=installed)
 
 
 def _rates(runs: list[dict]) -> tuple[float, ...]:
@@ -63,6 +62,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, metavar="R",
                     help="runs of each seed in each tree, the fastest counted (default 1)")
     ap.add_argument("--against", metavar="REF", help="a commit to run side by side with this checkout")
+    ap.add_argument("--python", action="store_true",
+                    help="run this checkout's Python engine, not the engine pip installed (compiled, when "
+                         "pip built it from these sources: reference/compiled.py)")
     args = ap.parse_args()
     if args.repeat < 1 or args.seeds < 1 or args.ops < 1:
         print("sim_speed.py: --repeat, --seeds and --ops must be at least 1", file=sys.stderr)
@@ -80,7 +82,9 @@ def main() -> int:
                 tries: dict[str, list[dict]] = {name: [] for name in trees}
                 for _ in range(args.repeat):
                     for name, tree in trees.items():
-                        tries[name].append(one(tree, seed, args.ops))
+                        tries[name].append(one(tree, seed, args.ops, installed=name == "now" and not args.python))
+                if seed == 0:
+                    print(f"(now: the {tries['now'][0]['engine']} engine)")
                 for name in trees:
                     runs[name].append(min(tries[name], key=lambda r: r["wall"]))
                     print(_row(f"{seed} {name}", runs[name][-1:]), flush=True)

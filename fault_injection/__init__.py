@@ -21,6 +21,8 @@ The names of both, and which of them mean the same fault, are :mod:`~fault_injec
 
 import importlib
 
+import reference  # noqa: F401  (installs reference.compiled's finder: the simulator's core is compiled with the engine)
+
 # the package's names, imported when first used (PEP 562): importing one module of the package
 # (``kafkacheck check`` needs only a few) does not import all of it
 _EXPORTS = {

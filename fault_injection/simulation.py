@@ -149,6 +149,9 @@ class Simulation:
         simulation, a cycle that only a full garbage collection frees, and it holds every node
         and log of the run: without this, each finished run stays in memory until one, which
         then walks all of it. What was recorded (``recorder``) stays."""
+        for proc in self.processes.values():
+            if proc.node is not None:
+                proc.node.stop()
         self.processes.clear()
         self._heap.clear()
         self.observers.clear()
@@ -386,8 +389,9 @@ class Simulation:
 
     def kill(self, node_id: int, torn: bool = False, corrupt: bool = False) -> dict:
         proc = self.processes[node_id]
-        if not proc.alive:
+        if proc.node is None:
             return {"already": "dead"}
+        proc.node.stop()
         proc.node = None
         self._brokers = None
         self._controller = None

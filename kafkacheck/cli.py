@@ -19,7 +19,8 @@ from kafkacheck.exits import EXIT_INTERRUPTED, EXIT_USAGE, Parser, UsageError
 # cannot have been raised
 _BAD_INPUT = (("traces.history", "HistoryError"), ("traces.history", "CorpusError"),
               ("fault_injection.nemesis", "ScheduleError"), ("properties.analysis", "HistoryShapeError"),
-              ("linearizability.operations", "HistoryError"))
+              ("linearizability.operations", "HistoryError"),
+              ("reference.compiled", "EngineUnavailable"))  # a bad KAFKACHECK_ENGINE
 
 
 def _bad_input(e: BaseException) -> bool:
@@ -52,7 +53,13 @@ def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.Arg
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv), lazy=True)
+    try:  # a command's module imports the engine: a bad KAFKACHECK_ENGINE is said then
+        parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv), lazy=True)
+    except ImportError as e:
+        if not _bad_input(e):
+            raise
+        print(f"kafkacheck: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

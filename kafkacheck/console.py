@@ -101,6 +101,8 @@ def print_verdict(result: dict, run_dir: Path, meta: dict, explain: bool = False
     if sim:
         table.add_row("virtual time", f"{sim['virtual_seconds']:.1f} s, "
                       f"{sim['messages_delivered']} messages delivered")
+        if "engine" in sim:
+            table.add_row("engine", sim["engine"])
     final = cfg.get("final_read") or {}
     if final.get("performed"):
         table.add_row("final read", ("reached the end" if final.get("reached_end") else

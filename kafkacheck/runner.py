@@ -31,6 +31,7 @@ from fault_injection.simulation import Simulation, young_collections_only
 from kafkacheck.workloads import WORKLOADS, Setup
 from kafkacheck.workloads.client import Budget, FinalReader, consumer_config, producer_config
 from reference import marks
+from reference.compiled import engine
 from reference.consumer import ConsumerConfig
 from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.node import Node
@@ -188,6 +189,7 @@ def _simulate(options: RunOptions, out_dir: Path | None,
         "messages_dropped": sim.network.dropped,
         "ops_completed": run.budget.completed,
         "faults_applied": len([s for s in schedule if s["at_ms"] * MS <= sim.now_ns]),
+        "engine": "{} ({})".format(*engine()),  # compiled or python, and why (reference.compiled)
     }
     # the run is over: break the cycles (the harness's callbacks, the nemesis's own) that would
     # keep the cluster and the history alive until a full collection walked them

@@ -20,10 +20,17 @@ engine behind the Kafka wire protocol. Where to look:
   :mod:`~reference.modern_consumer` (KIP-848), :mod:`~reference.assignors`;
 * the rest: :mod:`~reference.messages`, :mod:`~reference.errors`, :mod:`~reference.node`,
   :mod:`~reference.storage`, :mod:`~reference.invariants`, :mod:`~reference.marks`,
-  :mod:`~reference.bugs`.
+  :mod:`~reference.bugs`;
+* which engine runs, compiled or the Python source: :mod:`~reference.compiled`.
 """
 
 import importlib
+
+from reference import compiled
+
+# the engine's modules come compiled (by mypyc, when pip built kafkacheck) or from their
+# Python source: reference.compiled decides, before the first of them is imported
+compiled.install()
 
 # the package's names, imported when first used (PEP 562): importing one module of the package
 # (``kafkacheck check`` needs only a few) does not import all of it

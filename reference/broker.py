@@ -26,13 +26,12 @@ and timers are dropped, never fatal.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 from reference import cleaner, follower, leader, produce
 from reference.broker_state import TIMER_FIELDS, BrokerConfig, BrokerState
-from reference.coordinator import partition_for
+from reference.coordinator import STOPPED, partition_for
 from reference.errors import Errors, UnexpectedInput
 from reference.group_coordinator import GroupCoordinator
 from reference.log import ROLL_FLUSH_MS, PartitionLog
@@ -100,9 +99,10 @@ class Broker(BrokerState):
                  controller_id: int, incarnation: int = 0,
                  bugs: frozenset[str] = frozenset(), storage_intact: bool = False) -> None:
         super().__init__(broker_id, storage, config, controller_id, incarnation, bugs, storage_intact)
-        # the broker owns its coordinators: through a weak proxy the two form no reference
-        # cycle, so a crashed broker is freed at once (the simulator avoids full collections)
-        host = weakref.proxy(self)
+        # the broker owns its coordinators and they see it as their host: a reference cycle
+        # that stop() breaks, so that a crashed broker is freed at once (the simulator avoids
+        # full collections)
+        host = self
         self.txn = TransactionCoordinator(host, config.transaction_state_partitions, config.transaction_version,
                                           config.producer_epoch_start)
         self.groups = GroupCoordinator(host, config.offsets_partitions, config.consumer_session_timeout_ms,
@@ -118,6 +118,13 @@ class Broker(BrokerState):
         self._flushed_at: int | None = None
 
     # ------------------------------------------------------------ lifecycle
+
+    def stop(self) -> None:
+        """The process is gone: the coordinators let go of their host, which they would
+        otherwise keep alive with themselves until a full garbage collection."""
+        groups = self.groups
+        for part in (self.txn, groups, groups.consumer, groups.share, self.share_state, self.share):
+            part.host = STOPPED
 
     def start(self, now_ms: int) -> None:
         self.now_ms = now_ms

@@ -83,6 +83,16 @@ class CoordinatorHost(Protocol):
         (``add``: to add it, KIP-890 part 2)."""
 
 
+class _Stopped:
+    """The host of a stopped broker's coordinators: nothing reaches them after it stops."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"the broker has stopped: its coordinators cannot use {name}")
+
+
+STOPPED: Any = _Stopped()  # what Broker.stop gives its coordinators for a host
+
+
 class Coordinator:
     topic: ClassVar[str]  # the internal topic it acts for
 

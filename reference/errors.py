@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from mypy_extensions import mypyc_attr
+
 
 class Errors(IntEnum):
     NONE = 0
@@ -124,6 +126,7 @@ MAYBE_APPENDED = frozenset(
 MAYBE_APPENDED_ACKS_ALL = MAYBE_APPENDED | {Errors.NOT_LEADER_OR_FOLLOWER}
 
 
+@mypyc_attr(native_class=False)  # an exception that subclasses a built-in one stays a Python class when compiled
 class UnexpectedInput(AssertionError):
     """A node was given a message or a timer it has no handler for: a bug in whoever sent or
     set it, raised at once (as h11 does for an event its state machine does not expect)

@@ -25,6 +25,8 @@ import json
 from dataclasses import dataclass, field
 from enum import Enum
 
+from mypy_extensions import mypyc_attr
+
 from reference import records as rec
 from reference.consumer_group import ConsumerGroup
 from reference.errors import Errors
@@ -51,6 +53,7 @@ TRANSITIONS: dict[GroupPhase, frozenset[GroupPhase]] = {
 }
 
 
+@mypyc_attr(native_class=False)  # an exception that subclasses a built-in one stays a Python class when compiled
 class IllegalTransition(AssertionError):
     """A phase change the table does not allow: a bug of the coordinator, never the client's."""
 

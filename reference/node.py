@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from mypy_extensions import mypyc_attr
+
 
 # Outputs are named tuples: immutable, and the cheapest objects Python builds (a run makes
 # a few hundred thousand of them)
@@ -51,6 +53,7 @@ class Event(NamedTuple):
     fields: dict
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled, it stays open to the workloads' clients
 class Node:
     """Base class: output buffering. Subclasses implement start/receive/timer."""
 
@@ -89,6 +92,10 @@ class Node:
 
     def timer(self, now_ms: int, key: Any) -> None:
         raise NotImplementedError
+
+    def stop(self) -> None:
+        """The process is gone (a crash, or the run's end): no input follows. A node whose
+        parts refer back to it breaks those cycles here, so that it is freed at once."""
 
     def timer_is_moot(self, now_ms: int, key: Any) -> bool | float:
         """True only if ``timer(now_ms, key)`` would do nothing at all; a delay if it would only

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
 
+
+@mypyc_attr(native_class=False)  # an exception that subclasses a built-in one stays a Python class when compiled
 class StorageError(OSError):
     """The storage could not carry out a write (disk full, I/O error)."""
 

@@ -13,6 +13,8 @@ import json
 from dataclasses import replace
 from enum import StrEnum
 
+from mypy_extensions import mypyc_attr
+
 from reference.frozen import frozen
 from reference.messages import TopicPartition
 
@@ -47,6 +49,7 @@ TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
 }
 
 
+@mypyc_attr(native_class=False)  # an exception that subclasses a built-in one stays a Python class when compiled
 class IllegalTransition(AssertionError):
     """A state change the table does not allow: a bug of the coordinator, never the client's."""
 

@@ -1,0 +1,157 @@
+"""The compiled engine (reference/compiled.py, built by compile_engine.py when pip installs
+kafkacheck) against the Python engine, its oracle: the same runs make the same bytes. Which
+engine runs, and why, and the build's fallback when it cannot compile.
+
+Without a compiled engine of these sources (built with KAFKACHECK_COMPILE=0, or an engine
+edited since pip install -e .) the comparisons skip, unless KAFKACHECK_REQUIRE_COMPILED is set
+(CI sets it): then they fail."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reference import compiled
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _need_compiled() -> None:
+    ok, why = compiled.available()
+    if not ok:
+        if os.environ.get("KAFKACHECK_REQUIRE_COMPILED"):
+            pytest.fail(f"no compiled engine: {why}")
+        pytest.skip(f"no compiled engine: {why}")
+
+
+def _python(code: str, engine: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KAFKACHECK_ENGINE": engine}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=120)
+
+
+WHERE = ("import fault_injection.simulation, reference.broker, reference.log; from reference.compiled import engine; "
+         "print(engine()[0], reference.broker.__file__, reference.log.__file__, fault_injection.simulation.__file__)")
+
+
+def test_the_python_engine_comes_from_the_sources_when_asked():
+    out = _python(WHERE, "python")
+    assert out.returncode == 0, out.stderr
+    kind, *files = out.stdout.split()
+    assert kind == "python"
+    assert all(f.endswith(".py") for f in files), files
+
+
+def test_the_compiled_engine_is_all_compiled():
+    _need_compiled()
+    out = _python(WHERE, "compiled")
+    assert out.returncode == 0, out.stderr
+    kind, *files = out.stdout.split()
+    assert kind == "compiled"
+    assert all(f.endswith(".so") for f in files), files
+
+
+def test_a_bad_engine_name_is_one_line_and_exit_3():
+    out = subprocess.run([sys.executable, "-m", "kafkacheck", "run", "--ops", "10"], capture_output=True, text=True,
+                         env={**os.environ, "KAFKACHECK_ENGINE": "fast"}, cwd=ROOT, timeout=120)
+    assert out.returncode == 3
+    assert out.stderr.strip().splitlines() == [
+        "kafkacheck: error: KAFKACHECK_ENGINE='fast': say one of auto, python, compiled"]
+
+
+def test_kafkacheck_run_says_which_engine_ran(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "kafkacheck", "run", "--ops", "50", "--out", str(tmp_path / "r")],
+                         capture_output=True, text=True, env={**os.environ, "KAFKACHECK_ENGINE": "python"}, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "│ engine       │ python (KAFKACHECK_ENGINE=python)" in out.stdout
+
+
+@pytest.mark.parametrize(("wanted", "built", "expected"), [
+    ("", (True, "built from these sources"), "compiled"),
+    ("auto", (True, "built from these sources"), "compiled"),
+    ("", (False, "the engine's sources changed"), "python"),
+    ("python", (True, "built from these sources"), "python"),
+    ("compiled", (True, "built from these sources"), "compiled"),
+])
+def test_which_engine_runs(wanted, built, expected):
+    kind, why = compiled.choose(wanted, lambda: built)
+    assert kind == expected
+    assert why  # says why, as kafkacheck run's table shows
+
+
+def test_asking_for_a_compiled_engine_that_is_not_there_says_why():
+    with pytest.raises(compiled.EngineUnavailable, match="no compiled engine: the build did not compile it"):
+        compiled.choose("compiled", lambda: (False, "the build did not compile it: KAFKACHECK_COMPILE=0"))
+
+
+def test_an_engine_edited_since_the_build_is_not_run_compiled(monkeypatch):
+    _need_compiled()
+    assert compiled.available()[0]
+    monkeypatch.setattr(compiled, "digest", lambda root: "an edit since the build")
+    ok, why = compiled.available()
+    assert not ok
+    assert "sources changed" in why
+
+
+def test_the_digest_covers_every_engine_source(tmp_path):
+    """The digest moves with a byte of any compiled module's source, and with nothing else."""
+    for package in ("reference", "fault_injection"):
+        (tmp_path / package).mkdir()
+    for module in compiled.engine_modules(ROOT):
+        compiled.source_path(tmp_path, module).write_bytes(compiled.source_path(ROOT, module).read_bytes())
+    assert compiled.digest(tmp_path) == compiled.digest(ROOT)
+    (tmp_path / "reference" / "compiled.py").write_text("# not compiled: not in the digest\n")
+    assert compiled.digest(tmp_path) == compiled.digest(ROOT)
+    log = compiled.source_path(tmp_path, "reference.log")
+    log.write_bytes(log.read_bytes() + b"\n")
+    assert compiled.digest(tmp_path) != compiled.digest(ROOT)
+
+
+def test_a_build_that_cannot_compile_still_installs_the_python_engine(tmp_path):
+    """compile_engine.py without mypyc (python -S: no site-packages) says why and exits 0:
+    the install goes on, and reference/_built.py tells reference.compiled there is none."""
+    out = subprocess.run([sys.executable, "-S", str(ROOT / "compile_engine.py"), str(tmp_path / "engine")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "kafkacheck will run the Python engine" in out.stdout
+    built: dict = {}
+    exec((tmp_path / "engine" / "reference" / "_built.py").read_text(), built)
+    assert built["DIGEST"] is None
+    assert "mypyc failed (ModuleNotFoundError" in built["WHY"]
+    assert not list((tmp_path / "engine").rglob("*.so"))
+
+
+def test_compiling_can_be_turned_off(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "compile_engine.py"), str(tmp_path / "engine")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "KAFKACHECK_COMPILE": "0"})
+    assert out.returncode == 0, out.stderr
+    built: dict = {}
+    exec((tmp_path / "engine" / "reference" / "_built.py").read_text(), built)
+    assert (built["DIGEST"], built["WHY"]) == (None, "KAFKACHECK_COMPILE=0 when it was installed")
+
+
+def _same_bytes(*flags: str) -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "same_bytes.py"), "--compiled", *flags],
+                         capture_output=True, text=True, cwd=ROOT, timeout=3000)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert " the same as python " in out.stdout.splitlines()[-1]
+
+
+def test_the_compiled_engine_makes_the_python_engines_bytes():
+    """benchmarks/same_bytes.py --compiled --quick: every workload, the swarm's first seeds,
+    the model's templates with their switches and the machines' saved programs, each history
+    and events file the same byte for byte from both engines."""
+    _need_compiled()
+    _same_bytes("--quick")
+
+
+@pytest.mark.slow
+def test_the_compiled_engine_makes_the_python_engines_bytes_on_every_run_of_same_bytes():
+    _need_compiled()
+    _same_bytes()
