@@ -80,6 +80,7 @@ its leader crashes: KIP-966 promises that too.
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import Any
 
 from fault_injection.nemesis import Nemesis, offline_ms, offline_steps
@@ -258,7 +259,9 @@ class AimedNemesis:
         now_ms = self.sim.now_ns // MS
         at = now_ms + rng.randint(0, 10)
         lasts = rng.randint(*self.fault_ms)
-        target, begin, heal = node, None, None
+        target: int | None = node
+        begin: dict | None = None
+        heal: dict | None = None
         if strategy == "leader-after-write":
             how = rng.choice(["kill", "pause", "isolate"])
             begin, heal = self._down(how, node)
@@ -302,7 +305,7 @@ class AimedNemesis:
             if self.nemesis.enabled and at >= self.busy_until_ms and at + lasts <= self.end_ms:
                 self.busy_until_ms = at + lasts
                 self.struck += 1
-                self.sim.call_at(at * MS, lambda: self._apply(begin))
+                self.sim.call_at(at * MS, partial(self._apply, begin))
             return
         elif strategy == "revocation-slow-across-rebalance":
             self._slow_revocations(fields)
@@ -351,7 +354,12 @@ class AimedNemesis:
             self.sim.call_at((at + lasts) * MS, lambda: self._apply(heal))
             return
         begin, end = self._down(how, node)
-        self.sim.call_at(at * MS, lambda: (self._apply(heal), self._apply(begin)))
+
+        def heal_then_begin() -> None:
+            self._apply(heal)
+            self._apply(begin)
+
+        self.sim.call_at(at * MS, heal_then_begin)
         self.sim.call_at((at + lasts) * MS, lambda: self._apply(end))
 
     def _shrink_isr(self, node: int, fields: dict) -> None:
@@ -401,6 +409,8 @@ class AimedNemesis:
         until = deadline + 3 + first + second
         self.busy_until_ms = until + 2 * t["session_timeout_ms"]
         self.struck += 1
+        away: dict[str, Any]
+        back: dict[str, Any]
         if how == "pause":
             away = {"f": "pause", "value": {"nodes": out}}
             back = {"f": "resume", "value": {"nodes": out}}
@@ -505,7 +515,7 @@ class AimedNemesis:
             node = rng.choice(nodes)
             skew = rng.choice([-1, 1]) * (rng.choice(boundaries) + rng.randint(-300, 300))
             lasts = rng.randint(*self.fault_ms)
-            self.sim.call_at(t * MS, lambda n=node, s=skew, e=t + lasts: self._jump(n, s, e))
+            self.sim.call_at(t * MS, partial(self._jump, node, skew, t + lasts))
             t += lasts + rng.randint(2_000, 8_000)
 
     def _jump(self, node: int, skew_ms: int, until_ms: int) -> None:
@@ -526,7 +536,7 @@ class AimedNemesis:
         while t < self.end_ms:
             step = {"f": "hold-back", "value": {"requests": rng.choice(HELD_REQUESTS),
                                                 "ms": timeout + rng.randint(100, 3_000)}}
-            self.sim.call_at(t * MS, lambda s=step: self._hold(s))
+            self.sim.call_at(t * MS, partial(self._hold, step))
             t += rng.randint(1_000, 6_000)
 
     def _hold(self, step: dict) -> None:

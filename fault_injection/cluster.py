@@ -8,7 +8,9 @@ state machines of the workloads (:mod:`kafkacheck.explore`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
+from fault_injection.disk import SimDisk
 from fault_injection.simulation import Simulation
 from reference.broker import Broker, BrokerConfig
 from reference.controller import Controller, ControllerConfig
@@ -63,12 +65,20 @@ def add_cluster(sim: Simulation, brokers: int, bconfig: BrokerConfig, cconfig: C
     sim.network.set_roles(CONTROLLER_ID, broker_ids)
     sim.add_process(CONTROLLER_ID, lambda inc, disk: Controller(CONTROLLER_ID, disk, cconfig, bugs))
     for b in broker_ids:
-        sim.add_process(b, lambda inc, disk, b=b: Broker(b, disk, bconfig, CONTROLLER_ID, inc, bugs))
+        sim.add_process(b, partial(_broker, b, bconfig, bugs))
     recorder = sim.recorder
-    sim.event_hooks["history"] = lambda node, f: recorder.op(
-        sim.now_ns, f.pop("process"), f.pop("type"), f.pop("f"), f.pop("value"), **f)
+
+    def history(node: int, f: dict) -> None:
+        recorder.op(sim.now_ns, f.pop("process"), f.pop("type"), f.pop("f"), f.pop("value"), **f)
+
+    sim.event_hooks["history"] = history
     if sim.checker is not None:
         checker = sim.checker
         sim.event_hooks["acked"] = lambda node, f: checker.acknowledged(
             TopicPartition.parse(f["key"]), f["offset"])
     return broker_ids
+
+
+def _broker(broker_id: int, bconfig: BrokerConfig, bugs: frozenset[str], incarnation: int, disk: SimDisk) -> Broker:
+    """Broker ``broker_id``'s process as (re)started (a partial of it is its factory)."""
+    return Broker(broker_id, disk, bconfig, CONTROLLER_ID, incarnation, bugs)

@@ -57,6 +57,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from fault_injection.cluster import CONTROLLER_ID
@@ -198,6 +199,8 @@ def random_schedule(rng: random.Random, faults: list[str], nodes: list[int], sta
         d = rng.randint(*fault_ms)
         n = rng.choice(nodes)
         scope = rng.choice(links) if links and f in NETWORK_FAULTS else "all"
+        begin: dict[str, Any]
+        heal: dict[str, Any]
         if scope != "all" and f == "partition":
             kind, grudge = _scoped_grudge(rng, scope, nodes[0], nodes[1:], clients or [])
             begin, heal = ({"f": "partition", "value": {"kind": kind, "grudge": {
@@ -299,7 +302,7 @@ class Nemesis:
 
     def schedule(self, steps: list[dict]) -> None:
         for step in steps:
-            self.sim.call_at(step["at_ms"] * 1_000_000, lambda s=step: self._scheduled(s))
+            self.sim.call_at(step["at_ms"] * 1_000_000, partial(self._scheduled, step))
 
     def _scheduled(self, step: dict) -> None:
         if self.enabled:
@@ -307,7 +310,8 @@ class Nemesis:
 
     def apply(self, step: dict) -> None:
         sim = self.sim
-        f, value = step["f"], step.get("value")
+        f = step["f"]
+        value: Any = step.get("value")  # the step's JSON, of f's shape (None for some)
         if f in ("pause", "resume") and self.processes_of is not None:
             processes = [p for n in value["nodes"] for p in self.processes_of(n)]
             if processes:
@@ -364,7 +368,11 @@ class Nemesis:
             return self._elect(v)
         elif f == "slow-callback":
             applied: list[bool] = []
-            sim.act(v["node"], lambda node, _now: applied.append(node.slow_callback(v["ms"])))
+
+            def slow(node: Any, _now: int) -> None:  # (a group member's client, of kafkacheck.workloads)
+                applied.append(node.slow_callback(v["ms"]))
+
+            sim.act(v["node"], slow)
             return {**v, "applied": bool(applied and applied[0])}
         elif f == "hold-back":
             kinds, src, dst, having = (frozenset(v["requests"]), v.get("src"), v.get("dst"),
@@ -381,8 +389,11 @@ class Nemesis:
     def _elect(self, v: dict) -> Any:
         outcome: dict = {**v}
         tp = TopicPartition(v["topic"], v["partition"])
-        if not self.sim.act(CONTROLLER_ID, lambda node, now_ms: outcome.update(
-                error=node.elect_leader(now_ms, tp, v["leader"]).name)):
+
+        def elect(node: Any, now_ms: int) -> None:  # (the controller: act hands it as a Node)
+            outcome.update(error=node.elect_leader(now_ms, tp, v["leader"]).name)
+
+        if not self.sim.act(CONTROLLER_ID, elect):
             outcome["error"] = "controller down"
         return outcome
 

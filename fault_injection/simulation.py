@@ -53,8 +53,10 @@ SKIP_MOOT_TIMERS = True
 def young_collections_only() -> Iterator[None]:
     """Run a simulation inside this: Python's full garbage collections walk every object a run
     holds (every log entry, every recorded op), again and again as the heap grows, a third of
-    a run's time. The engine makes no reference cycles (a crashed node is freed at once,
-    tests/fault_injection check it), so young objects are enough to collect meanwhile."""
+    a run's time. The Python engine makes no reference cycles that outlive a step (a crashed
+    node is freed at once, tests/fault_injection check it), so young objects are enough to
+    collect meanwhile; compiled, a crashed broker waits for the run's end (mypyc keeps a
+    function's nested callbacks in a cycle with its variables)."""
     young, middle, full = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTIONS_NEVER)
     try:

@@ -1,15 +1,16 @@
 """Which engine runs: the one mypyc compiled when pip built kafkacheck, or the Python source.
 
 The engine (every module of :mod:`reference` but the served broker's, this one, the package's
-``__init__`` and :mod:`reference.frozen`, with the simulator, network and disk of
-:mod:`fault_injection`) type-checks, so pip's build compiles it with mypyc into C extension
-modules that sit beside the sources (``compile_engine.py``, run by ``CMakeLists.txt``). They
-run the same code byte for byte (``tests/test_compiled.py``) about twice as fast. The Python
+``__init__`` and :mod:`reference.frozen`) with the simulator's core and the simulated harness
+(:data:`HARNESS`: the cluster, the nemeses, what the workloads' clients share) type-checks, so pip's build
+compiles it with mypyc into C extension modules that sit beside the sources
+(``compile_engine.py``, run by ``CMakeLists.txt``). They run the same code byte for byte
+(``tests/test_compiled.py``) about twice as fast. The Python
 source stays the oracle: it is what the tests exercise, what a stale build falls back to,
 and what ``KAFKACHECK_ENGINE=python`` asks for.
 
 :func:`install` puts :class:`EngineFinder` first on ``sys.meta_path`` (``reference/__init__.py``
-calls it; ``fault_injection`` imports ``reference`` first). At the first import of an engine
+calls it; ``fault_injection`` and ``kafkacheck.workloads`` import ``reference`` first). At the first import of an engine
 module it decides, once per process, between the two, for all of them together (compiled
 modules call each other directly, so the engine is never half compiled):
 
@@ -17,7 +18,7 @@ modules call each other directly, so the engine is never half compiled):
 * ``KAFKACHECK_ENGINE=compiled``: the compiled modules, or :class:`EngineUnavailable` saying
   why not;
 * unset (or ``auto``): the compiled modules if the build made them from the sources as they
-  are now (the digest of their bytes, recorded by the build in ``reference/_built.py``), else
+  are now (the digest of their bytes, recorded by the build in the module ``reference._built``), else
   the Python source: an engine edited since ``pip install -e .`` runs as edited.
 
 This module is the package's import machinery, not the sans-IO engine: it reads files.
@@ -39,7 +40,13 @@ BUILT = "reference._built"  # written by compile_engine.py into the wheel, never
 # not compiled: the package's init and this module (import machinery), the frozen-dataclass
 # decorator (mypyc reads it as a PEP 681 transform, and cannot compile it), the served broker
 NOT_COMPILED = {"__init__", "compiled", "frozen", "_built"}
-SIMULATOR = ("simulation", "network", "disk")
+# besides reference/: the simulator's core and the simulated harness (the cluster, the nemeses
+# and what the workloads' clients share), each package of which imports reference first. Not
+# the workloads' own modules: they hold their Hypothesis machines too, whose rules Hypothesis
+# cannot decorate once compiled (a compiled method has no __name__)
+HARNESS = ("fault_injection.simulation", "fault_injection.network", "fault_injection.disk",
+           "fault_injection.cluster", "fault_injection.nemesis", "fault_injection.aimed",
+           *(f"kafkacheck.workloads.{m}" for m in ("base", "client", "actors", "rules", "eos_values")))
 
 
 class EngineUnavailable(ImportError):
@@ -50,7 +57,7 @@ def engine_modules(root: Path) -> list[str]:
     """The compiled modules' names, from the sources under ``root`` (the project or the
     install's directory that holds ``reference/`` and ``fault_injection/``)."""
     names = [f"reference.{p.stem}" for p in sorted((root / "reference").glob("*.py")) if p.stem not in NOT_COMPILED]
-    return names + [f"fault_injection.{m}" for m in SIMULATOR]
+    return names + list(HARNESS)
 
 
 def source_path(root: Path, module: str) -> Path:
@@ -75,7 +82,7 @@ def available() -> tuple[bool, str]:
     try:
         built = importlib.import_module(BUILT)
     except ImportError:
-        return False, "kafkacheck was not built by pip here (no reference/_built.py)"
+        return False, "kafkacheck was not built by pip here (no module reference._built)"
     if built.DIGEST is None:
         return False, f"the build did not compile it: {built.WHY}"
     if digest(_root()) != built.DIGEST:

@@ -8,6 +8,7 @@ edited since pip install -e .) the comparisons skip, unless KAFKACHECK_REQUIRE_C
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -98,11 +99,56 @@ def test_an_engine_edited_since_the_build_is_not_run_compiled(monkeypatch):
     assert "sources changed" in why
 
 
+def test_mypy_checks_every_compiled_module():
+    """mypyc trusts the annotations of what it compiles: mypy must read every compiled module."""
+    import tomllib
+
+    files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["files"]
+    unchecked = [m for m in compiled.engine_modules(ROOT)
+                 if not any(str(compiled.source_path(Path(), m)).startswith(f) for f in files)]
+    assert unchecked == []
+
+
+def _classes_subclassed_from_outside() -> dict[tuple[str, str], list[str]]:
+    """(compiled module, class) -> the classes of the project's other modules (not the tests,
+    which run the Python engine) that subclass it, as imported by name."""
+    modules = set(compiled.engine_modules(ROOT))
+    out: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(ROOT.glob("[!.]*/**/*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if module in modules or module.startswith(("tests.", "benchmarks.")):
+            continue
+        tree = ast.parse(path.read_text())
+        imported = {a.asname or a.name: (node.module, a.name) for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module in modules for a in node.names}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    if isinstance(base, ast.Name) and base.id in imported:
+                        out.setdefault(imported[base.id], []).append(f"{module}.{node.name}")
+    return out
+
+
+def test_a_compiled_class_subclassed_outside_the_compiled_modules_allows_it():
+    """mypyc refuses an interpreted subclass of a compiled class unless the class allows it
+    (``@mypyc_attr(allow_interpreted_subclasses=True)``): a TypeError at import, compiled only."""
+    closed = []
+    for (module, name), subclasses in _classes_subclassed_from_outside().items():
+        tree = ast.parse(compiled.source_path(ROOT, module).read_text())
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+        if not any("allow_interpreted_subclasses=True" in ast.unparse(d) for d in cls.decorator_list):
+            closed.append(f"{module}.{name} (subclassed by {', '.join(subclasses)})")
+    assert closed == []
+
+
+def test_the_check_of_open_classes_sees_the_workloads():
+    assert ("kafkacheck.workloads.client", "ClientBase") in _classes_subclassed_from_outside()
+
+
 def test_the_digest_covers_every_engine_source(tmp_path):
     """The digest moves with a byte of any compiled module's source, and with nothing else."""
-    for package in ("reference", "fault_injection"):
-        (tmp_path / package).mkdir()
     for module in compiled.engine_modules(ROOT):
+        compiled.source_path(tmp_path, module).parent.mkdir(parents=True, exist_ok=True)
         compiled.source_path(tmp_path, module).write_bytes(compiled.source_path(ROOT, module).read_bytes())
     assert compiled.digest(tmp_path) == compiled.digest(ROOT)
     (tmp_path / "reference" / "compiled.py").write_text("# not compiled: not in the digest\n")
@@ -114,7 +160,7 @@ def test_the_digest_covers_every_engine_source(tmp_path):
 
 def test_a_build_that_cannot_compile_still_installs_the_python_engine(tmp_path):
     """compile_engine.py without mypyc (python -S: no site-packages) says why and exits 0:
-    the install goes on, and reference/_built.py tells reference.compiled there is none."""
+    the install goes on, and the module reference._built tells reference.compiled there is none."""
     out = subprocess.run([sys.executable, "-S", str(ROOT / "compile_engine.py"), str(tmp_path / "engine")],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -122,7 +168,8 @@ def test_a_build_that_cannot_compile_still_installs_the_python_engine(tmp_path):
     built: dict = {}
     exec((tmp_path / "engine" / "reference" / "_built.py").read_text(), built)
     assert built["DIGEST"] is None
-    assert "mypyc failed (ModuleNotFoundError" in built["WHY"]
+    assert built["WHY"] == "mypyc failed (exit 1: its errors are above)"
+    assert "ModuleNotFoundError: No module named 'mypyc'" in out.stderr
     assert not list((tmp_path / "engine").rglob("*.so"))
 
 

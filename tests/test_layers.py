@@ -38,7 +38,7 @@ ALLOWED_THIRD_PARTY = {
     "properties": {"networkx", "hypothesis", "z3"},
     "linearizability": set(),
     "spark_analysis": {"pyspark", "pyarrow", "pandas", "matplotlib"},
-    "kafkacheck": {"rich", "kafka", "confluent_kafka", "pyarrow", "hypothesis"},
+    "kafkacheck": {"rich", "kafka", "confluent_kafka", "pyarrow", "hypothesis", "mypy_extensions"},
 }
 # the sans-IO core: no I/O, clock or randomness
 FORBIDDEN_STDLIB_IN_CORE = {"os", "io", "socket", "time", "random", "datetime", "asyncio",

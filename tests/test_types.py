@@ -1,6 +1,6 @@
-"""The engine and the simulator's core type-check with mypy (``[tool.mypy]`` in
-pyproject.toml names what): what a compiler of Python such as mypyc would trust, and the way
-to compiling the hot path (docs/measurements/speed.md, issue 45)."""
+"""What pip compiles with mypyc type-checks with mypy (``[tool.mypy]`` in pyproject.toml
+names what; tests/test_compiled.py checks that it names every compiled module): mypyc trusts
+the annotations it compiles (docs/measurements/speed.md, issue 45)."""
 
 import shutil
 import subprocess

@@ -7,6 +7,7 @@ protocols and assignors that go with them (:func:`group_options_conflict`, run's
 conform's), is here too. What every client shares is in :mod:`~kafkacheck.workloads.client`.
 """
 
+import reference  # noqa: F401  (first: reference.compiled's finder; what the clients share is compiled with the engine)
 from kafkacheck.workloads.at_most_once import AtMostOnceWorkload
 from kafkacheck.workloads.base import Setup, Workload
 from kafkacheck.workloads.compaction import CompactionWorkload

@@ -15,6 +15,8 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from kafkacheck.workloads.rules import commit_completion, send_completion, txn_completion
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
@@ -36,6 +38,7 @@ def _int(raw: bytes | None) -> int | None:
         return None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled, it stays open to the share machine's Sharer
 class Actor(Node):
     """Runs queued commands on its client, records them as ops."""
 
@@ -100,8 +103,11 @@ class Actor(Node):
         while self.op is None and self.queue and self.ready():
             self.seq += 1
             self.begin(now_ms, self.queue.popleft())
-            if self.op is not None:
+            if self._busy():  # not self.op: mypy (and so mypyc) would still take it for None here
                 self.check(now_ms)
+
+    def _busy(self) -> bool:
+        return self.op is not None
 
     def ready(self) -> bool:
         return True

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from kafkacheck.real.real_run import RealMember, RealRun
 from kafkacheck.workloads.groups import GroupMemberClient, GroupsMachine, GroupsWorkload
+from kafkacheck.workloads.queue import QueueClient
 from reference.messages import TopicPartition
 
 DELIVERY = "at-most-once"
@@ -136,7 +138,7 @@ class AtMostOnceWorkload(GroupsWorkload):
     machine = AtMostOnceMachine
     variants = {}
 
-    def client(self, i: int, node_id: int, rng: random.Random):
+    def client(self, i: int, node_id: int, rng: random.Random) -> QueueClient | GroupMemberClient:
         if i == 0:
             return super().client(i, node_id, rng)  # the producer
         s = self.setup
@@ -151,7 +153,8 @@ class AtMostOnceWorkload(GroupsWorkload):
 
     @classmethod
     def real_members(cls, run: RealRun) -> list[Callable[[], None]]:
-        return [lambda i=i: real_member_loop(run, i) for i in range(3)]
+        # (partials: a class method holds no closure, which mypyc cannot compile)
+        return [partial(real_member_loop, run, i) for i in range(3)]
 
     @classmethod
     def real_config(cls, run: RealRun) -> dict:

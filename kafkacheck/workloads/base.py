@@ -18,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from mypy_extensions import mypyc_attr
+
+from fault_injection.simulation import Simulation
 from kafkacheck.workloads.client import Budget, FinalReader
 from kafkacheck.workloads.machine import ClusterMachine
 from reference.consumer import ConsumerConfig
@@ -42,6 +45,7 @@ class Setup:
     consumer: ConsumerConfig
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled, it stays open to the workloads' own modules
 class Workload:
     name: ClassVar[str]
     description: ClassVar[str]
@@ -83,7 +87,7 @@ class Workload:
         """Which of the client nodes ``clients`` the nemesis may pause too (group members)."""
         return []
 
-    def after_heal(self, sim, clients: list[Node]) -> None:
+    def after_heal(self, sim: Simulation, clients: list[Node]) -> None:
         """What the clients do once every fault is healed, before the final read."""
 
     def final_reader(self, node_id: int, process: int, deadline_ms: int) -> FinalReader:

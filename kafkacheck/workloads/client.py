@@ -14,7 +14,11 @@ staleness bound runs out. Its ops are ordinary ``assign``/``poll`` ops of its ow
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
+from mypy_extensions import mypyc_attr
+
+from reference.client import ClientNode
 from reference.consumer import FETCH_MAX_BYTES, MAX_PARTITION_FETCH_BYTES, Consumer, ConsumerConfig
 from reference.messages import (
     AddOffsetsToTxnResponse,
@@ -74,11 +78,15 @@ def decode_value(raw: bytes | None) -> int | None:
         return None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled, it stays open to the workloads' own modules
 class ClientBase(Node):
     """Routes messages and timers to an embedded producer and consumer."""
 
     _producer: Producer | None = None
-    _consumer: Consumer | None = None
+    # a plain or group consumer (reference.consumer, reference.group_consumer,
+    # reference.modern_consumer) or a share consumer (reference.share_consumer): Any, not a type
+    # variable of a generic class, which mypyc cannot compile (it crashes)
+    _consumer: Any = None
 
     # the embedded producer and consumer tag their timers' keys "p" and "c" (unless tagged
     # already), so that timer() can route them back
@@ -93,12 +101,12 @@ class ClientBase(Node):
         self._producer = p
 
     @property
-    def consumer(self) -> Consumer:
+    def consumer(self) -> Any:
         assert self._consumer is not None
         return self._consumer
 
     @consumer.setter
-    def consumer(self, c: Consumer) -> None:
+    def consumer(self, c: ClientNode) -> None:
         if not c.timer_tag:
             c.timer_tag = ("c",)
         self._consumer = c
@@ -153,7 +161,7 @@ class ClientBase(Node):
             out += consumer.drain()
         return out
 
-    def record(self, **op) -> None:
+    def record(self, **op: Any) -> None:
         self.event("history", **op)
 
 
@@ -230,7 +238,7 @@ class FinalReader(ClientBase):
     def _finish_poll(self, now_ms: int) -> None:
         got: dict[str, list] = {}
         for r in self.consumer.take_records():
-            read = [r.offset, decode_value(r.value)]
+            read: list[int | str | None] = [r.offset, decode_value(r.value)]
             if r.key is not None:
                 read.append(r.key.decode(errors="replace"))
             got.setdefault(r.tp.key, []).append(read)

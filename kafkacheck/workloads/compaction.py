@@ -16,6 +16,8 @@ the cleaner runs often during the run.
 from __future__ import annotations
 
 import random
+from functools import partial
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
@@ -50,7 +52,7 @@ class CompactionClient(QueueClient):
         if self.rng.random() < 0.5:
             self.budget.remaining -= 1
             self.op_seq += 1
-            sends = []
+            sends: list[list[Any]] = []  # ["send", key, value or None, record key]
             for _ in range(self.rng.randint(1, 3)):
                 tp = self.rng.choice(self.keys)
                 record_key = f"k{self.rng.randrange(RECORD_KEYS)}"
@@ -60,6 +62,7 @@ class CompactionClient(QueueClient):
             self.results = [None] * len(sends)
             self.pending = {}
             self.record(process=self.process, type="invoke", f="send", value=sends)
+            assert self.producer is not None  # (set in __init__, never replaced)
             for i, (_, key, value, record_key) in enumerate(sends):
                 send_id = self.producer.send(now_ms, TopicPartition.parse(key),
                                              None if value is None else encode_value(value),
@@ -81,6 +84,7 @@ class CompactionClient(QueueClient):
         self._start_poll(now_ms)
 
     def _collect_sends(self, now_ms: int) -> None:
+        assert self.producer is not None
         for r in self.producer.take_results():
             i = self.pending.pop(r.send_id, None)
             if i is not None:
@@ -113,10 +117,11 @@ class CompactionMachine(ClusterMachine):
         self._boot(seed)
 
     def make_actors(self) -> None:
-        self.add_actor(lambda node, i: Writer(node, i, BROKERS, self.producer_config()))
+        # (partials of module functions, not lambdas: mypyc cannot compile a closure in a method
+        # of the machine, a Python class; what a lambda read when called they read when called)
+        self.add_actor(partial(_writer, self))
         for _ in range(2):
-            self.add_actor(lambda node, i: Reader(node, i, BROKERS, self.consumer_config(), self.keys,
-                                                  record_keys=True))
+            self.add_actor(partial(_reader, self))
 
     def config(self) -> dict:
         return {**super().config(), "idempotence": True, "compacted": True,
@@ -154,14 +159,25 @@ class CompactionMachine(ClusterMachine):
         self.command(1 + reader, ("poll",))
 
 
+def _writer(machine: ClusterMachine, node: int, i: int) -> Writer:
+    return Writer(node, i, BROKERS, machine.producer_config())
+
+
+def _reader(machine: ClusterMachine, node: int, i: int) -> Reader:
+    return Reader(node, i, BROKERS, machine.consumer_config(), machine.keys, record_keys=True)
+
+
 class CompactionWorkload(Workload):
     name = "compaction"
     description = ("keyed updates and tombstones on a compacted topic (small segments, an eager "
                    "cleaner); readers seek back to the beginning")
     guarantee = "a compacted topic keeps the newest value of every record key"
-    idempotent = compacted = True
+    # (one assignment each: mypyc cannot compile a multiple assignment in a class body)
+    idempotent = True
+    compacted = True
     machine = CompactionMachine
-    record_keys, tombstone_p = RECORD_KEYS, TOMBSTONE_P
+    record_keys = RECORD_KEYS
+    tombstone_p = TOMBSTONE_P
     # with real clients: segments roll by time (Kafka 4.0 refuses segment.bytes below 1 MiB,
     # KIP-1030) and the cleaner runs as soon as anything is dirty; delete markers are kept 5 s,
     # so that readers going back to the beginning read both within that window (every marker
@@ -175,5 +191,5 @@ class CompactionWorkload(Workload):
                                 s.producer, s.consumer)
 
     @classmethod
-    def real_config(cls, run) -> dict:
+    def real_config(cls, run: Any) -> dict:
         return {"topic_configs": dict(cls.real_topic_configs or {})}

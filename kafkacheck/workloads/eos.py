@@ -39,8 +39,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
+from typing import Any
 
 from fault_injection.cluster import MS
+from fault_injection.simulation import Simulation
 from kafkacheck.real.final_read import final_committed
 from kafkacheck.real.kinds import CLIENTS
 from kafkacheck.real.real_run import PARTITIONS as REAL_PARTITIONS
@@ -56,6 +59,7 @@ from reference.errors import Errors
 from reference.group_consumer import GroupConsumer
 from reference.messages import TopicPartition
 from reference.modern_consumer import ModernGroupConsumer
+from reference.node import Node
 from reference.producer import ProducerConfig
 from reference.txn_producer import GroupMetadata, TransactionalProducer
 
@@ -92,7 +96,7 @@ class EosProcessor(ClientBase):
         self.done = False
 
     def start(self, now_ms: int) -> None:
-        self.producer.start(now_ms)
+        self.txp.start(now_ms)  # (its producer)
         self.consumer.start(now_ms)
         self._take_inputs(now_ms)
         self.set_timer(self.rng.randint(1, 50), "next")
@@ -349,7 +353,11 @@ class EosWorkload(Workload):
     description = ("consume-transform-produce: idempotent producers write an input topic; processors "
                    "copy it to an output topic in transactions with sendOffsetsToTransaction")
     guarantee = "consume-transform-produce copies every input record to the output exactly once"
-    idempotent = transactional = group_coordinator = has_output = True
+    # (one assignment each: mypyc cannot compile a multiple assignment in a class body)
+    idempotent = True
+    transactional = True
+    group_coordinator = True
+    has_output = True
     straggle_apis = ("EndTxn", "Produce", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit")
 
     def __init__(self, setup: Setup) -> None:
@@ -390,11 +398,11 @@ class EosWorkload(Workload):
         """With a group, the processors: paused past their session, they wake up as zombies."""
         return clients[self.producers:] if self.setup.options.eos_subscribe else []
 
-    def after_heal(self, sim, clients: list) -> None:
+    def after_heal(self, sim: Simulation, clients: list[Node]) -> None:
         """With a group, every processor polls once more: its final assignment reaches the history."""
         members = [c for c in clients if isinstance(c, EosMember)]
         for c in members:
-            sim.call_at(sim.now_ns, lambda c=c: sim.act(c.node_id, lambda node, now_ms: c.final_poll(now_ms)))
+            sim.call_at(sim.now_ns, partial(_final_poll, sim, c))
         if members:
             sim.run_until(sim.now_ns + 2_000 * MS)
 
@@ -438,8 +446,8 @@ class EosWorkload(Workload):
 
     @classmethod
     def real_config(cls, run: RealRun) -> dict:
-        config = {"eos": {"input": run.topic, "output": run.output, "group": REAL_GROUP,
-                          "source_shift": SOURCE_SHIFT}}
+        config: dict[str, Any] = {"eos": {"input": run.topic, "output": run.output, "group": REAL_GROUP,
+                                          "source_shift": SOURCE_SHIFT}}
         if run.eos_subscribe:  # the processors' group, for the consumer-group checks
             config |= {"sub_via": ["subscribe"],
                        "groups": {"group": REAL_GROUP, "assignor": "range", "static": False, "keys": run.keys(),
@@ -453,3 +461,8 @@ class EosWorkload(Workload):
         revocation, delivered late)."""
         extra = ("ConsumerGroupHeartbeat",) if run.eos_subscribe and run.group_protocol == "consumer" else ()
         return (*cls.straggle_apis, *extra)
+
+
+def _final_poll(sim: Simulation, c: EosMember) -> None:
+    """Ask a processor for its final poll through the simulation, so its outputs are routed."""
+    sim.act(c.node_id, lambda node, now_ms: c.final_poll(now_ms))

@@ -24,11 +24,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
 from fault_injection.cluster import CLUSTER_TIMINGS, MS
+from fault_injection.simulation import Simulation
 from kafkacheck.real.real_run import RealMember, RealRun
 from kafkacheck.workloads.actors import Member, Writer, member_config
 from kafkacheck.workloads.base import Workload
@@ -41,6 +43,7 @@ from reference.consumer import ConsumerConfig
 from reference.group_consumer import GroupConsumer
 from reference.messages import ConsumerGroupHeartbeatRequest
 from reference.modern_consumer import ModernGroupConsumer
+from reference.node import Node
 from reference.topics import OFFSETS_TOPIC
 
 GROUP = "workers"
@@ -286,10 +289,12 @@ class GroupsMachine(ClusterMachine):
         self._boot(seed, assignor=assignor)
 
     def make_actors(self) -> None:
-        self.add_actor(lambda node, i: Writer(node, i, BROKERS, self.producer_config()))
+        # (partials of module functions, not lambdas: mypyc cannot compile a closure in a method
+        # of the machine, a Python class; what a lambda read when called they read when called)
+        self.add_actor(partial(_writer, self))
         mc = member_config(self.consumer_config(), MACHINE_GROUP, self.options["assignor"], CLUSTER_TIMINGS)
         for _ in range(3):
-            self.add_actor(lambda node, i: Member(node, i, BROKERS, mc, TOPIC, [tp.key for tp in self.keys]))
+            self.add_actor(partial(_member, self, mc, "classic"))
 
     def config(self) -> dict:
         return {**super().config(), "idempotence": True, "sub_via": ["subscribe"],
@@ -364,12 +369,12 @@ class ConsumerGroupsMachine(GroupsMachine):
         self._boot(seed, assignor=assignor)
 
     def make_actors(self) -> None:
-        self.add_actor(lambda node, i: Writer(node, i, BROKERS, self.producer_config()))
+        # (partials of module functions, not lambdas: see GroupsMachine.make_actors)
+        self.add_actor(partial(_writer, self))
         mc = replace(member_config(self.consumer_config(), MACHINE_GROUP, "range", CLUSTER_TIMINGS),
                      server_assignor=self.options["assignor"])
         for _ in range(3):
-            self.add_actor(lambda node, i: Member(node, i, BROKERS, mc, TOPIC, [tp.key for tp in self.keys],
-                                                  protocol="consumer"))
+            self.add_actor(partial(_member, self, mc, "consumer"))
 
     def config(self) -> dict:
         config = super().config()
@@ -386,8 +391,22 @@ class ConsumerGroupsMachine(GroupsMachine):
         assert self.sim is not None
         node = self.actors[1 + member].node_id
         for _ in range(2):
-            self.sim.hold_back(lambda src, _dst, msg: src == node and isinstance(msg, ConsumerGroupHeartbeatRequest)
-                               and msg.owned is not None, ms)
+            # (a partial of a module function, not a lambda: mypyc cannot compile a closure in a
+            # method of the machine, a Python class)
+            self.sim.hold_back(partial(_owning_heartbeat, node), ms)
+
+
+def _writer(machine: ClusterMachine, node: int, i: int) -> Writer:
+    return Writer(node, i, BROKERS, machine.producer_config())
+
+
+def _member(machine: ClusterMachine, mc: ConsumerConfig, protocol: str, node: int, i: int) -> Member:
+    return Member(node, i, BROKERS, mc, TOPIC, [tp.key for tp in machine.keys], protocol=protocol)
+
+
+def _owning_heartbeat(node: int, src: int, _dst: int, msg: object) -> bool:
+    """Whether ``msg`` is a heartbeat from ``node`` that says what it owns (a hold's match)."""
+    return src == node and isinstance(msg, ConsumerGroupHeartbeatRequest) and msg.owned is not None
 
 
 # ------------------------------------------------------------ with real clients
@@ -417,7 +436,10 @@ class GroupsWorkload(Workload):
     description = ("consumer-group members (subscribe, --assignor) that poll, commit, crash and leave, "
                    "paused past their session timeouts, while a producer writes")
     guarantee = "a consumer group gives each partition to one member per generation and refuses fenced commits"
-    idempotent = group_coordinator = subscribe = True
+    # (one assignment each: mypyc cannot compile a multiple assignment in a class body)
+    idempotent = True
+    group_coordinator = True
+    subscribe = True
     machine = GroupsMachine
     variants = {"groups-consumer": ConsumerGroupsMachine}  # the same with KIP-848's protocol
 
@@ -444,11 +466,11 @@ class GroupsWorkload(Workload):
                        **({"assignors": ("range",), "server_assignor": o.assignor} if o.group_protocol == "consumer"
                           else {"assignors": (o.assignor,)}))
 
-    def after_heal(self, sim, clients: list) -> None:
+    def after_heal(self, sim: Simulation, clients: list[Node]) -> None:
         """Every member polls once more: its final assignment reaches the history."""
         for c in clients:
             if isinstance(c, GroupMemberClient):
-                sim.call_at(sim.now_ns, lambda c=c: _final_poll(sim, c))
+                sim.call_at(sim.now_ns, partial(_final_poll, sim, c))
         sim.run_until(sim.now_ns + 2_000 * MS)
 
     def config(self) -> dict:
@@ -468,7 +490,8 @@ class GroupsWorkload(Workload):
 
     @classmethod
     def real_members(cls, run: RealRun) -> list[Callable[[], None]]:
-        return [lambda i=i: real_member_loop(run, i) for i in range(3)]
+        # (partials: a class method holds no closure, which mypyc cannot compile)
+        return [partial(real_member_loop, run, i) for i in range(3)]
 
     @classmethod
     def real_config(cls, run: RealRun) -> dict:
@@ -485,6 +508,6 @@ class GroupsWorkload(Workload):
         return (*cls.straggle_apis, *extra)
 
 
-def _final_poll(sim, c: GroupMemberClient) -> None:
+def _final_poll(sim: Simulation, c: GroupMemberClient) -> None:
     """Ask a member for its final poll through the simulation, so its outputs are routed."""
     sim.act(c.node_id, lambda node, now_ms: c.final_poll(now_ms))

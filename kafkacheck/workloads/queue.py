@@ -11,6 +11,8 @@ new process (Jepsen's rule) and records a fresh ``assign``.
 from __future__ import annotations
 
 import random
+from functools import partial
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
@@ -55,6 +57,7 @@ class QueueClient(ClientBase):
         self.acks = producer_config.acks
 
     def start(self, now_ms: int) -> None:
+        assert self.producer is not None  # (set in __init__, never replaced)
         self.producer.start(now_ms)
         self.consumer.start(now_ms)
         self._assign()
@@ -80,7 +83,7 @@ class QueueClient(ClientBase):
         self.op_seq += 1
         if self.rng.random() < self.send_p:
             n = self.rng.randint(1, 3)
-            sends = []
+            sends: list[list[Any]] = []  # ["send", key, value]
             for _ in range(n):
                 tp = self.rng.choice(self.keys)
                 sends.append(["send", tp.key, self._value(tp)])
@@ -88,6 +91,7 @@ class QueueClient(ClientBase):
             self.results = [None] * n
             self.pending = {}
             self.record(process=self.process, type="invoke", f="send", value=sends)
+            assert self.producer is not None
             for i, (_, key, value) in enumerate(sends):
                 send_id = self.producer.send(now_ms, TopicPartition.parse(key), encode_value(value))
                 self.pending[send_id] = i
@@ -103,6 +107,7 @@ class QueueClient(ClientBase):
         self.set_timer(self.poll_ms, ("poll-done", self.op_seq))
 
     def _collect_sends(self, now_ms: int) -> None:
+        assert self.producer is not None
         for r in self.producer.take_results():
             i = self.pending.pop(r.send_id, None)
             if i is not None:
@@ -167,11 +172,12 @@ class QueueMachine(ClusterMachine):
 
     def make_actors(self) -> None:
         acks = -1 if self.options["acks"] == "all" else 1
+        # (partials of module functions, not lambdas: mypyc cannot compile a closure in a method
+        # of the machine, a Python class; what a lambda read when called they read when called)
         for _ in range(2):
-            self.add_actor(lambda node, i: Writer(node, i, BROKERS, self.producer_config(
-                acks, self.options["idempotent"])))
+            self.add_actor(partial(_writer, self, acks))
         for _ in range(2):
-            self.add_actor(lambda node, i: Reader(node, i, BROKERS, self.consumer_config(), self.keys))
+            self.add_actor(partial(_reader, self))
 
     def config(self) -> dict:
         return {**super().config(), "acks": self.options["acks"],
@@ -235,14 +241,13 @@ class QueueMachine(ClusterMachine):
             if leader is not None:
                 self._apply_fault("split", leader)
 
-        def watch(node: int, kind: str, fields: dict) -> None:
-            if kind == "log-append" and fields.get("key") == tp.key:
-                appended.append(node)
-
+        # (partials of module functions, not closures: mypyc cannot compile a closure in a method
+        # of the machine, a Python class)
+        watch = partial(_watch_appends, tp.key, appended)
         sim.observers.append(watch)
         try:
             self.command(writer, ("send", [(tp, self.value(tp), None)]))
-            sim.run_until(sim.now_ns + 2_000 * MS, stop=lambda: bool(appended))
+            sim.run_until(sim.now_ns + 2_000 * MS, stop=partial(bool, appended))
         finally:
             sim.observers.remove(watch)
         if not appended:
@@ -254,6 +259,20 @@ class QueueMachine(ClusterMachine):
             self.sim.run_until(self.sim.now_ns + heal_after * MS)
             self._apply_fault({"kill": "restart", "torn-write": "restart", "pause": "resume"}.get(kind, "heal"),
                               node)
+
+
+def _writer(machine: QueueMachine, acks: int, node: int, i: int) -> Writer:
+    return Writer(node, i, BROKERS, machine.producer_config(acks, machine.options["idempotent"]))
+
+
+def _reader(machine: ClusterMachine, node: int, i: int) -> Reader:
+    return Reader(node, i, BROKERS, machine.consumer_config(), machine.keys)
+
+
+def _watch_appends(key: str, appended: list[int], node: int, kind: str, fields: dict) -> None:
+    """An observer: notes in ``appended`` each node that appends to the log of partition ``key``."""
+    if kind == "log-append" and fields.get("key") == key:
+        appended.append(node)
 
 
 class IdempotentMachine(QueueMachine):

@@ -13,8 +13,10 @@ checker's ``share`` row judges them (properties/share_checks.py).
 from __future__ import annotations
 
 import random
-from typing import ClassVar
+from functools import partial
+from typing import Any, ClassVar
 
+from fault_injection.simulation import Simulation
 from kafkacheck.workloads import share_real
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value
@@ -22,6 +24,7 @@ from kafkacheck.workloads.queue import QueueClient
 from kafkacheck.workloads.share_machine import ShareMachine
 from kafkacheck.workloads.txn import TxnClient
 from reference.messages import TopicPartition
+from reference.node import Node
 from reference.share_consumer import ShareConsumer, ShareConsumerConfig, SharedRecord, nodes_of
 from reference.share_messages import ACCEPT, ACK_TYPES, RELEASE
 
@@ -105,7 +108,7 @@ class ShareMemberClient(ClientBase):
             got.setdefault(r.tp.key, []).append([r.offset, decode_value(r.value), r.delivery_count])
             self.held.append(r)
         known = nodes_of(records)  # the broker that delivered each partition's records
-        extra = {"nodes": known} if known else {}
+        extra: dict[str, Any] = {"nodes": known} if known else {}
         if fetched is not None:
             extra["fetch_time"] = fetched * 1_000_000
         extra.update(_lost(self.consumer.take_lost()))
@@ -204,14 +207,17 @@ class ShareWorkload(Workload):
                    "or reject each, sometimes after the lock expired, crash or leave, while a producer writes")
     guarantee = ("a share group hands a record to one consumer at a time while its lock holds, never delivers "
                  "an accepted record again, loses none, and delivers none more often than the limit")
-    idempotent = group_coordinator = share_coordinator = True
+    # (one assignment each: mypyc cannot compile a multiple assignment in a class body)
+    idempotent = True
+    group_coordinator = True
+    share_coordinator = True
     default_partitions = 2  # more consumers than partitions: they share each one
-    machine = ShareMachine
+    machine: ClassVar[type[ShareMachine] | None] = ShareMachine
     broker_settings: ClassVar[dict] = {"share_record_lock_duration_ms": LOCK_MS,
                                        "share_delivery_count_limit": DELIVERY_LIMIT,
                                        "share_auto_offset_reset": "earliest"}
 
-    def client(self, i: int, node_id: int, rng: random.Random) -> QueueClient | ShareMemberClient:
+    def client(self, i: int, node_id: int, rng: random.Random) -> ClientBase:
         s = self.setup
         n = s.options.clients
         if i == 0:  # the producer
@@ -223,7 +229,7 @@ class ShareWorkload(Workload):
     def members(self, clients: list[int]) -> list[int]:
         return clients[1:]
 
-    def after_heal(self, sim, clients: list) -> None:
+    def after_heal(self, sim: Simulation, clients: list[Node]) -> None:
         """Every consumer accepts whatever it gets until every lock expired and what was
         still to deliver was delivered."""
         from fault_injection.cluster import MS
@@ -253,7 +259,8 @@ class ShareWorkload(Workload):
 
     @classmethod
     def real_members(cls, run) -> list:
-        return [lambda i=i: share_real.member_loop(run.workload_state, i) for i in range(4)]
+        # (partials: a class method holds no closure, which mypyc cannot compile)
+        return [partial(_real_member_loop, run, i) for i in range(4)]
 
     @classmethod
     def real_settle(cls, run, members: list) -> bool:
@@ -262,6 +269,11 @@ class ShareWorkload(Workload):
     @classmethod
     def real_config(cls, run) -> dict:
         return share_real.config(run.workload_state)
+
+
+def _real_member_loop(run: Any, i: int) -> None:
+    """Share consumer ``i`` with real clients (``run.workload_state``: what its real_prepare made)."""
+    share_real.member_loop(run.workload_state, i)
 
 
 class ShareCommittedWorkload(ShareWorkload):
@@ -278,7 +290,7 @@ class ShareCommittedWorkload(ShareWorkload):
     machine = None
     broker_settings: ClassVar[dict] = {**ShareWorkload.broker_settings, "share_isolation_level": "read_committed"}
 
-    def client(self, i: int, node_id: int, rng: random.Random) -> TxnClient | ShareMemberClient:
+    def client(self, i: int, node_id: int, rng: random.Random) -> ClientBase:
         s = self.setup
         if i == 0:  # the producer: transactions of sends and polls (the txn workload's)
             return TxnClient(node_id, i, s.options.clients, s.keys, s.broker_ids, rng, s.budget, s.producer,

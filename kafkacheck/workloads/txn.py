@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
 from fault_injection.cluster import CLUSTER_TIMINGS, MS
+from fault_injection.simulation import Simulation
 from kafkacheck.real.handles import NotCommitted
 from kafkacheck.real.real_run import PARTITIONS as REAL_PARTITIONS
 from kafkacheck.real.real_run import RealRun
@@ -29,7 +31,6 @@ from kafkacheck.workloads.actors import Reader, TxnWriter
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value
 from kafkacheck.workloads.machine import BROKERS, PARTITIONS, ClusterMachine
-from kafkacheck.workloads.queue import QueueClient
 from kafkacheck.workloads.rules import txn_completion
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
@@ -65,13 +66,21 @@ class TxnClient(ClientBase):
         self.done = False
 
     def start(self, now_ms: int) -> None:
-        self.producer.start(now_ms)
+        self.txp.start(now_ms)  # (its producer)
         self.consumer.start(now_ms)
         self._assign()
         self.set_timer(self.rng.randint(1, 50), "next")
 
-    _assign = QueueClient._assign  # the same assign op and unique values as the queue's
-    _value = QueueClient._value
+    # the same assign op and unique values as the queue's (QueueClient's methods)
+    def _assign(self) -> None:
+        keys = [tp.key for tp in self.keys]
+        self.consumer.assign(list(self.keys))
+        self.record(process=self.process, type="invoke", f="assign", value=keys)
+        self.record(process=self.process, type="ok", f="assign", value=keys)
+
+    def _value(self, tp: TopicPartition) -> int:
+        self.counters[tp] += 1
+        return self.counters[tp] * self.n_clients + self.index
 
     # ------------------------------------------------------------ ops
 
@@ -216,9 +225,10 @@ class TxnMachine(ClusterMachine):
     """Two transactional producers and two read_committed consumers."""
 
     read_committed = True
-    focus = ("txn-coordinator-loaded-unfinished", "txn-coordinator-resumed-markers", "txn-producer-fenced",
-             "txn-concurrent-transactions", "txn-timed-out", "txn-marker-retried", "txn-marker-to-moved-leader",
-             "produce-txn-raced-marker")
+    focus: ClassVar[tuple[str, ...]] = (
+        "txn-coordinator-loaded-unfinished", "txn-coordinator-resumed-markers", "txn-producer-fenced",
+        "txn-concurrent-transactions", "txn-timed-out", "txn-marker-retried", "txn-marker-to-moved-leader",
+        "produce-txn-raced-marker")
 
     def internal_topics(self) -> list[str]:
         return [TXN_TOPIC]
@@ -233,11 +243,15 @@ class TxnMachine(ClusterMachine):
 
     def make_actors(self) -> None:
         for w in range(2):
-            self.add_actor(lambda node, i, w=w: TxnWriter(
-                node, i, BROKERS, self.producer_config(), f"machine-txn-{w}",
-                CLUSTER_TIMINGS["transaction_timeout_ms"]))
+            self.add_actor(partial(self._writer, f"machine-txn-{w}"))
         for _ in range(2):
-            self.add_actor(lambda node, i: Reader(node, i, BROKERS, self.consumer_config(True), self.keys))
+            # (a partial of a module function, not a lambda: mypyc cannot compile a closure in a
+            # method of the machine, a Python class; it reads the machine when called, as the lambda)
+            self.add_actor(partial(_reader, self))
+
+    def _writer(self, transactional_id: str, node: int, i: int) -> TxnWriter:
+        return TxnWriter(node, i, BROKERS, self.producer_config(), transactional_id,
+                         CLUSTER_TIMINGS["transaction_timeout_ms"])
 
     def config(self) -> dict:
         return {**super().config(), "idempotence": True, "txn": True, "isolation_level": "read_committed"}
@@ -267,11 +281,13 @@ class TxnMachine(ClusterMachine):
         assert self.sim is not None
         sim = self.sim
         node = self.actors[writer].node_id
-        sim.hold_back(lambda src, _dst, m: src == node and type(m).__name__ == request, ms)
+        # (partials of module functions, not lambdas: mypyc cannot compile a closure in a method
+        # of the machine, a Python class)
+        sim.hold_back(partial(_sent_by, node, request), ms)
         held = sim.holds[-1]
         # time passes until the request is sent and held (for at most 3 s): healing at the
         # program's end would release a hold still waiting
-        sim.run_until(sim.now_ns + 3_000 * MS, stop=lambda: held not in sim.holds)
+        sim.run_until(sim.now_ns + 3_000 * MS, stop=partial(_released, sim, held))
 
     @rule(partition=st.integers(0, PARTITIONS - 1), ms=st.sampled_from([3_000, 6_000, 12_000]))
     def offline_partition(self, partition: int, ms: int) -> None:
@@ -295,6 +311,20 @@ class TxnMachine(ClusterMachine):
         by ``fault(heal)``."""
         self._step("straggle", p=p, ms=ms)
         self._fault("straggle", {"p": p, "ms": ms})
+
+
+def _reader(machine: ClusterMachine, node: int, i: int) -> Reader:
+    return Reader(node, i, BROKERS, machine.consumer_config(True), machine.keys)
+
+
+def _sent_by(node: int, request: str, src: int, _dst: int, m: Any) -> bool:
+    """Whether message ``m`` is a request named ``request`` sent by ``node`` (a hold's match)."""
+    return src == node and type(m).__name__ == request
+
+
+def _released(sim: Simulation, held: tuple[Callable[[int, int, Any], bool], int]) -> bool:
+    """Whether the hold ``held`` met its message (it is no longer waiting)."""
+    return held not in sim.holds
 
 
 class TxnEpochEndMachine(TxnMachine):
@@ -361,7 +391,9 @@ class TxnWorkload(Workload):
     description = ("Jepsen-style transactions of 1-4 sends and polls (read_committed), about 15% "
                    "aborted on purpose")
     guarantee = "committed transactions are read whole, aborted ones never (read_committed)"
-    idempotent = transactional = True
+    # (one assignment each: mypyc cannot compile a multiple assignment in a class body)
+    idempotent = True
+    transactional = True
     machine = TxnMachine
     variants = {"txn-epoch-end": TxnEpochEndMachine}  # version 2 at the end of the producers' epochs
     straggle_apis = ("EndTxn", "Produce", "AddPartitionsToTxn")
@@ -378,4 +410,5 @@ class TxnWorkload(Workload):
     def real_threads(cls, run: RealRun, producers: int, consumers: int) -> list[Callable[[], None]]:
         """``producers`` transactional producers (one op: a transaction of 1-3 sends, about one in
         five aborted on purpose) and ``consumers`` read_committed consumers."""
-        return [lambda: real_txn_loop(run)] * producers + [run.consumer_loop] * consumers
+        # (a partial: a class method holds no closure, which mypyc cannot compile)
+        return [partial(real_txn_loop, run)] * producers + [run.consumer_loop] * consumers
