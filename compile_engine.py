@@ -87,6 +87,8 @@ def main() -> int:
         print(f"kafkacheck: compiling the engine ({len(modules)} modules) with mypyc...", flush=True)
         t = time.perf_counter()
         why = compile_apart(out, [str(compiled.source_path(ROOT, m)) for m in modules])
+        if not why and compiled.digest(ROOT) != digest:
+            why = "the sources changed while they were compiled"
         if why:
             digest = None
             print(f"kafkacheck: {why}; kafkacheck will run the Python engine", flush=True)

@@ -28,6 +28,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from fault_injection.disk import SimDisk
@@ -325,21 +326,24 @@ class Simulation:
         if (proc is None or proc.node is None or not hasattr(proc.node, "connection_lost")
                 or (node_id, peer) in self._unaware):
             return
-        incarnation = proc.incarnation
         self._unaware.add((node_id, peer))
-
-        def hear() -> None:
-            if proc.node is not None and proc.incarnation == incarnation:
-                self._invoke(proc, "connection_lost", (peer,))
-
-        def tell() -> None:
-            self._unaware.discard((node_id, peer))
-            if proc.paused and proc.node is not None and proc.incarnation == incarnation:
-                proc.backlog.append((_CALL, (hear,)))  # it hears of it when it runs again
-            else:
-                hear()
-
+        # partials of methods, not nested functions: compiled, those would keep the simulation
+        # in a reference cycle with their variables after the run
+        tell = partial(self._tell, proc, proc.incarnation, node_id, peer)
         self._push(self.now_ns + RECONNECT_BACKOFF_MS * 1_000_000, _CALL, (tell,))
+
+    def _tell(self, proc: SimProcess, incarnation: int, node_id: int, peer: int) -> None:
+        """The news of a closed connection reaches ``node_id`` (a backoff after the close)."""
+        self._unaware.discard((node_id, peer))
+        hear = partial(self._hear, proc, incarnation, peer)
+        if proc.paused and proc.node is not None and proc.incarnation == incarnation:
+            proc.backlog.append((_CALL, (hear,)))  # it hears of it when it runs again
+        else:
+            hear()
+
+    def _hear(self, proc: SimProcess, incarnation: int, peer: int) -> None:
+        if proc.node is not None and proc.incarnation == incarnation:
+            self._invoke(proc, "connection_lost", (peer,))
 
     def _held(self, src: int, dst: int, message: Any) -> int:
         for i, (matches, extra) in enumerate(self.holds):

@@ -54,7 +54,8 @@ def _one_run(fn, job):
     """Run ``fn(job)`` in a worker with full collections held until it returns. A run's
     simulation already holds them (:func:`young_collections_only`); without this the first
     one after it walks the whole history while the run is judged, 60 ms or more a run.
-    Runs leave only a few dozen objects in reference cycles, so one full collection every
+    Runs leave only a few dozen objects in reference cycles (the compiled engine more: its
+    callbacks' environments, docs/measurements/speed.md), so one full collection every
     :data:`FULL_COLLECTION_EVERY` runs keeps a long hunt's memory flat."""
     with young_collections_only():
         result = fn(job)

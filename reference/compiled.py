@@ -3,8 +3,9 @@
 The engine (every module of :mod:`reference` but the served broker's, this one, the package's
 ``__init__`` and :mod:`reference.frozen`) with the simulator's core and the simulated harness
 (:data:`HARNESS`: the cluster, the nemeses, what the workloads' clients share) type-checks, so pip's build
-compiles it with mypyc into C extension modules that sit beside the sources
-(``compile_engine.py``, run by ``CMakeLists.txt``). They run the same code byte for byte
+compiles it with mypyc into C extension modules installed with the sources (beside them in a
+wheel; in site-packages, where the editable install's finder prefers them, for ``pip install
+-e``) by ``compile_engine.py``, which ``CMakeLists.txt`` runs. They run the same code byte for byte
 (``tests/test_compiled.py``) about twice as fast. The Python
 source stays the oracle: it is what the tests exercise, what a stale build falls back to,
 and what ``KAFKACHECK_ENGINE=python`` asks for.
@@ -64,11 +65,17 @@ def source_path(root: Path, module: str) -> Path:
     return root.joinpath(*module.split(".")).with_suffix(".py")
 
 
+def digested_modules(root: Path) -> list[str]:
+    """The compiled modules, and the frozen-dataclass decorator whose meaning mypyc compiled
+    into them."""
+    return [*engine_modules(root), "reference.frozen"]
+
+
 def digest(root: Path) -> str:
-    """sha256 over the compiled modules' names and source bytes: what the build records, and
-    what the sources must still hash to for the compiled modules to run."""
+    """sha256 over the names and source bytes of :func:`digested_modules`: what the build
+    records, and what the sources must still hash to for the compiled modules to run."""
     h = hashlib.sha256()
-    for module in engine_modules(root):
+    for module in digested_modules(root):
         h.update(module.encode() + b"\0" + source_path(root, module).read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -108,8 +115,9 @@ def choose(wanted: str, available: Callable[[], tuple[bool, str]]) -> tuple[str,
 
 class EngineFinder:
     """First on ``sys.meta_path``: an engine module comes from its Python source when the
-    Python engine runs; otherwise the usual finders find the compiled module beside it
-    (an extension module is preferred to a source file of the same name)."""
+    Python engine runs; otherwise the usual finders find the compiled module (an extension
+    module is preferred to a source file of the same name, and the editable install's finder
+    prefers what the build installed)."""
 
     def __init__(self) -> None:
         self.root = _root()

@@ -17,11 +17,10 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The tests exercise the Python engine, the oracle (monkeypatching its modules and classes,
-# which compiled ones do not allow), in this process and in every kafkacheck process they
-# start; tests/test_compiled.py holds the compiled engine to it byte for byte.
-# KAFKACHECK_ENGINE=compiled pytest ... runs them on the compiled engine instead.
-os.environ.setdefault("KAFKACHECK_ENGINE", "python")
+# The tests exercise the Python engine, the oracle, in this process and in every kafkacheck
+# process they start: they monkeypatch its modules and classes, which compiled code would not
+# see (or refuse). tests/test_compiled.py holds the compiled engine to it byte for byte.
+os.environ["KAFKACHECK_ENGINE"] = "python"
 
 KAFKA_SKIP_HINT = "skip the Apache Kafka tests with -m 'not kafka'"
 
