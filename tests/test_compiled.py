@@ -42,21 +42,16 @@ WHERE = ("import importlib; from pathlib import Path; from reference.compiled im
          "print(engine()[0], *files)")
 
 
-def test_the_python_engine_comes_from_the_sources_when_asked():
-    out = _python(WHERE, "python")
+@pytest.mark.parametrize(("engine", "suffix"), [("python", ".py"), ("compiled", ".so")])
+def test_every_engine_module_comes_from_the_engine_asked_for(engine, suffix):
+    """Python: every module from its source; compiled: every one compiled, never a mix."""
+    if engine == "compiled":
+        _need_compiled()
+    out = _python(WHERE, engine)
     assert out.returncode == 0, out.stderr
     kind, *files = out.stdout.split()
-    assert kind == "python"
-    assert all(f.endswith(".py") for f in files), files
-
-
-def test_the_compiled_engine_is_all_compiled():
-    _need_compiled()
-    out = _python(WHERE, "compiled")
-    assert out.returncode == 0, out.stderr
-    kind, *files = out.stdout.split()
-    assert kind == "compiled"
-    assert all(f.endswith(".so") for f in files), files
+    assert kind == engine
+    assert all(f.endswith(suffix) for f in files), files
 
 
 def test_a_bad_engine_name_is_one_line_and_exit_3():

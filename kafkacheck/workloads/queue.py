@@ -31,6 +31,21 @@ from reference.messages import (
 from reference.producer import Producer, ProducerConfig
 
 
+def assign_every_key(client: ClientBase, process: int, keys: list[TopicPartition]) -> None:
+    """Assign ``client``'s consumer every partition of ``keys``, recorded as one assign op (the
+    queue's clients and the transactional ones)."""
+    names = [tp.key for tp in keys]
+    client.consumer.assign(list(keys))
+    client.record(process=process, type="invoke", f="assign", value=names)
+    client.record(process=process, type="ok", f="assign", value=names)
+
+
+def unique_value(counters: dict[TopicPartition, int], tp: TopicPartition, n_clients: int, index: int) -> int:
+    """The next value client ``index`` of ``n_clients`` writes to ``tp``: no other client writes it."""
+    counters[tp] += 1
+    return counters[tp] * n_clients + index
+
+
 class QueueClient(ClientBase):
     def __init__(self, node_id: int, index: int, n_clients: int, keys: list[TopicPartition],
                  bootstrap: list[int], rng: random.Random, budget: Budget,
@@ -64,14 +79,10 @@ class QueueClient(ClientBase):
         self.set_timer(self.rng.randint(1, 50), "next")
 
     def _assign(self) -> None:
-        keys = [tp.key for tp in self.keys]
-        self.consumer.assign(list(self.keys))
-        self.record(process=self.process, type="invoke", f="assign", value=keys)
-        self.record(process=self.process, type="ok", f="assign", value=keys)
+        assign_every_key(self, self.process, self.keys)
 
     def _value(self, tp: TopicPartition) -> int:
-        self.counters[tp] += 1
-        return self.counters[tp] * self.n_clients + self.index
+        return unique_value(self.counters, tp, self.n_clients, self.index)
 
     # ------------------------------------------------------------ ops
 

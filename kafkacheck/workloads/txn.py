@@ -31,6 +31,7 @@ from kafkacheck.workloads.actors import Reader, TxnWriter
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value
 from kafkacheck.workloads.machine import BROKERS, PARTITIONS, ClusterMachine
+from kafkacheck.workloads.queue import assign_every_key, unique_value
 from kafkacheck.workloads.rules import txn_completion
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
@@ -71,16 +72,12 @@ class TxnClient(ClientBase):
         self._assign()
         self.set_timer(self.rng.randint(1, 50), "next")
 
-    # the same assign op and unique values as the queue's (QueueClient's methods)
+    # the same assign op and unique values as the queue's
     def _assign(self) -> None:
-        keys = [tp.key for tp in self.keys]
-        self.consumer.assign(list(self.keys))
-        self.record(process=self.process, type="invoke", f="assign", value=keys)
-        self.record(process=self.process, type="ok", f="assign", value=keys)
+        assign_every_key(self, self.process, self.keys)
 
     def _value(self, tp: TopicPartition) -> int:
-        self.counters[tp] += 1
-        return self.counters[tp] * self.n_clients + self.index
+        return unique_value(self.counters, tp, self.n_clients, self.index)
 
     # ------------------------------------------------------------ ops
 
