@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hunt_speed import no_compiled_engine, tree_env, use_tree
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ("queue", "idempotent", "txn", "eos", "groups", "compaction")
 
@@ -78,12 +80,9 @@ def plan(quick: bool) -> list[dict]:
 
 # runs every item of the plan with the code of one tree, in this one process; prints a JSON
 # line of hashes per item
-RUNNER = r"""
-import contextlib, hashlib, io, json, sys, tempfile
+RUNNER = use_tree(1) + r"""
+import contextlib, hashlib, io, json, tempfile
 from pathlib import Path
-if sys.argv[4] == "python":  # the tree's sources, not what is installed
-    sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
-    sys.path.insert(0, sys.argv[1])
 import kafkacheck.cli
 from kafkacheck.cli import main
 try:
@@ -92,7 +91,8 @@ except ImportError:  # before the machines moved to kafkacheck/workloads
     from properties.machines import machine
 assert Path(kafkacheck.cli.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), kafkacheck.cli.__file__
 import reference.broker
-assert reference.broker.__file__.endswith(".py") == (sys.argv[4] == "python"), reference.broker.__file__
+assert ENGINE == sys.argv[4] and reference.broker.__file__.endswith(".py") == (ENGINE == "python"), \
+    reference.broker.__file__
 programs = Path(sys.argv[2])
 ignored = set(filter(None, sys.argv[3].split(",")))
 
@@ -158,8 +158,6 @@ def main() -> int:
 
 
 def compare_compiled(items: list[dict], ignored: str) -> int:
-    from hunt_speed import no_compiled_engine
-
     why = no_compiled_engine()
     if why:
         print(f"same_bytes.py: no compiled engine to compare: {why}", file=sys.stderr)
@@ -168,9 +166,7 @@ def compare_compiled(items: list[dict], ignored: str) -> int:
 
 
 def start(tree: Path, items: list[dict], ignored: str, engine: str = "python") -> subprocess.Popen:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "KAFKACHECK_ENGINE": engine}
-    if engine == "python":
-        env["PYTHONPATH"] = str(tree)
+    env = tree_env(tree, installed=engine == "compiled")
     p = subprocess.Popen([sys.executable, "-c", RUNNER, str(tree), str(ROOT / "tests" / "properties" / "programs"),
                           ignored, engine],
                          cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
