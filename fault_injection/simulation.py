@@ -36,7 +36,7 @@ from fault_injection.network import Network
 from reference.broker import Broker
 from reference.controller import Controller
 from reference.invariants import InvariantChecker, Violation
-from reference.node import Close, Event, Node, Send, Timer
+from reference.node import Close, Event, Node, Output, Send, Timer
 from traces.history import Recorder
 
 _DELIVER, _TIMER, _CALL = 0, 1, 2
@@ -201,17 +201,17 @@ class Simulation:
     def run_until(self, end_ns: int, stop: Callable[[], bool] | None = None) -> None:
         heap = self._heap
         pop = heapq.heappop
-        deliver, fire = self._deliver, self._fire
         while heap and not self.stopped:
             if heap[0][0] > end_ns:
                 break
             at, _seq, kind, args = pop(heap)
             self.now_ns = at
             self.steps += 1
+            # (called with their arguments spelled out: compiled, a direct call)
             if kind == _DELIVER:
-                deliver(*args)
+                self._deliver(args[0], args[1], args[2], args[3])
             elif kind == _TIMER:
-                fire(*args)
+                self._fire(args[0], args[1], args[2])
             else:
                 args[0]()
             if stop is not None and stop():
@@ -264,7 +264,7 @@ class Simulation:
         getattr(node, method)(self.now_ns // 1_000_000 + proc.skew_ms, *args)
         self._after(proc, node)
 
-    def _after(self, proc: SimProcess, node: Node, outputs: Sequence | None = None) -> None:
+    def _after(self, proc: SimProcess, node: Node, outputs: Sequence[Output] | None = None) -> None:
         """Route what a node output in a step (``outputs``: what it is known to have output
         without being called), then check the invariants it may have broken."""
         self._route(proc, node.drain() if outputs is None else outputs)
@@ -272,15 +272,14 @@ class Simulation:
         if checker is not None and (proc.server or checker.pending_acks):
             self._check(node)
 
-    def _route(self, proc: SimProcess, outputs: Sequence) -> None:
+    def _route(self, proc: SimProcess, outputs: Sequence[Output]) -> None:
         now = self.now_ns
         node_id = proc.node_id
         heap = self._heap
         push = heapq.heappush
         deliveries = self.network.deliveries
         for out in outputs:
-            kind = type(out)
-            if kind is Send:
+            if isinstance(out, Send):
                 dst = out.dst
                 if self._unaware and (node_id, dst) in self._unaware:
                     continue  # on a connection that closed before its sender heard
@@ -294,11 +293,11 @@ class Simulation:
                     push(heap, (at, self._seq, _DELIVER, (dst, node_id, out.message, now)))
                 if not ats:
                     self._closed(node_id, dst)
-            elif kind is Timer:
+            elif isinstance(out, Timer):
                 self._seq += 1
                 push(heap, (now + int(out.delay_ms * 1_000_000), self._seq, _TIMER,
                             (node_id, proc.incarnation, out.key)))
-            elif kind is Event:
+            elif isinstance(out, Event):
                 for observe in self.observers:
                     observe(node_id, out.kind, out.fields)
                 hook = self.event_hooks.get(out.kind)
@@ -306,7 +305,7 @@ class Simulation:
                     hook(node_id, out.fields)
                 else:
                     self.recorder.event(now, node_id, out.kind, out.fields)
-            elif kind is Close:
+            elif isinstance(out, Close):
                 self._closed(out.peer, node_id, closer=node_id)
 
     def _closed(self, a: int, b: int, closer: int | None = None) -> None:

@@ -47,7 +47,7 @@ NOT_COMPILED = {"__init__", "compiled", "frozen", "_built"}
 # cannot decorate once compiled (a compiled method has no __name__)
 HARNESS = ("fault_injection.simulation", "fault_injection.network", "fault_injection.disk",
            "fault_injection.cluster", "fault_injection.nemesis", "fault_injection.aimed",
-           *(f"kafkacheck.workloads.{m}" for m in ("base", "client", "actors", "rules", "eos_values")))
+           *(f"kafkacheck.workloads.{m}" for m in ("base", "client", "actors", "rules", "eos_values", "queue_client")))
 
 
 class EngineUnavailable(ImportError):

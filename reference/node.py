@@ -23,34 +23,89 @@ without it and compare histories byte for byte).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, final
 
 from mypy_extensions import mypyc_attr
 
 
-# Outputs are named tuples: immutable, and the cheapest objects Python builds (a run makes
-# a few hundred thousand of them)
-class Send(NamedTuple):
-    dst: int
-    message: Any
+# Outputs are small final classes, not named tuples: compiled, they are built and read natively,
+# where a named tuple's construction runs an interpreted __new__ (a run makes a few hundred
+# thousand of them). They compare by value, as the tests compare them.
+@final
+class Send:
+    __slots__ = ("dst", "message")
+
+    def __init__(self, dst: int, message: Any) -> None:
+        self.dst = dst
+        self.message = message
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Send and (self.dst, self.message) == (other.dst, other.message)
+
+    def __hash__(self) -> int:
+        return hash((self.dst, self.message))
+
+    def __repr__(self) -> str:
+        return f"Send(dst={self.dst!r}, message={self.message!r})"
 
 
-class Timer(NamedTuple):
-    delay_ms: float
-    key: Any
+@final
+class Timer:
+    __slots__ = ("delay_ms", "key")
+
+    def __init__(self, delay_ms: float, key: Any) -> None:
+        self.delay_ms = delay_ms
+        self.key = key
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Timer and (self.delay_ms, self.key) == (other.delay_ms, other.key)
+
+    def __hash__(self) -> int:
+        return hash((self.delay_ms, self.key))
+
+    def __repr__(self) -> str:
+        return f"Timer(delay_ms={self.delay_ms!r}, key={self.key!r})"
 
 
-class Close(NamedTuple):
+@final
+class Close:
     """Close the connection to ``peer``: what is sent to it next goes on a new one."""
 
-    peer: int
+    __slots__ = ("peer",)
+
+    def __init__(self, peer: int) -> None:
+        self.peer = peer
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Close and self.peer == other.peer
+
+    def __hash__(self) -> int:
+        return hash(self.peer)
+
+    def __repr__(self) -> str:
+        return f"Close(peer={self.peer!r})"
 
 
-class Event(NamedTuple):
+@final
+class Event:
     """A white-box event for events.jsonl (kinds listed in docs/reference/trace-format.md)."""
 
-    kind: str
-    fields: dict
+    __slots__ = ("fields", "kind")
+
+    def __init__(self, kind: str, fields: dict) -> None:
+        self.kind = kind
+        self.fields = fields
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Event and (self.kind, self.fields) == (other.kind, other.fields)
+
+    __hash__ = None  # type: ignore[assignment]  # its fields are a dict
+
+    def __repr__(self) -> str:
+        return f"Event(kind={self.kind!r}, fields={self.fields!r})"
+
+
+Output = Send | Timer | Event | Close  # what a step of a node outputs
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled, it stays open to the workloads' clients
@@ -64,7 +119,7 @@ class Node:
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
-        self._out: list[Send | Timer | Event | Close] = []
+        self._out: list[Output] = []
 
     def send(self, dst: int, message: Any) -> None:
         self._out.append(Send(dst, message))
@@ -80,7 +135,7 @@ class Node:
     def event(self, kind: str, **fields: Any) -> None:
         self._out.append(Event(kind, fields))
 
-    def drain(self) -> list[Send | Timer | Event | Close]:
+    def drain(self) -> list[Output]:
         out, self._out = self._out, []
         return out
 

@@ -35,7 +35,7 @@ from hypothesis.stateful import rule
 
 from kafkacheck.real.real_run import RealMember, RealRun
 from kafkacheck.workloads.groups import GroupMemberClient, GroupsMachine, GroupsWorkload
-from kafkacheck.workloads.queue import QueueClient
+from kafkacheck.workloads.queue_client import QueueClient
 from reference.messages import TopicPartition
 
 DELIVERY = "at-most-once"

@@ -28,7 +28,7 @@ from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, decode_value, encode_value
 from kafkacheck.workloads.machine import BROKERS, COMPACTED, PARTITIONS, ClusterMachine
 from kafkacheck.workloads.machine import RECORD_KEYS as MACHINE_RECORD_KEYS
-from kafkacheck.workloads.queue import QueueClient
+from kafkacheck.workloads.queue_client import QueueClient
 from kafkacheck.workloads.rules import send_completion
 from reference.consumer import ConsumerConfig
 from reference.messages import TopicPartition

@@ -52,7 +52,7 @@ from kafkacheck.workloads.actors import member_config
 from kafkacheck.workloads.base import Setup, Workload
 from kafkacheck.workloads.client import Budget, ClientBase, FinalReader, decode_value, encode_value
 from kafkacheck.workloads.eos_values import GROUP, REAL_GROUP, SOURCE_SHIFT, output_value
-from kafkacheck.workloads.queue import QueueClient
+from kafkacheck.workloads.queue_client import QueueClient
 from kafkacheck.workloads.rules import txn_completion
 from reference.consumer import Consumer
 from reference.errors import Errors

@@ -37,7 +37,7 @@ from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value
 from kafkacheck.workloads.machine import BROKERS, PARTITIONS, TOPIC, ClusterMachine
 from kafkacheck.workloads.machine import GROUP as MACHINE_GROUP
-from kafkacheck.workloads.queue import QueueClient
+from kafkacheck.workloads.queue_client import QueueClient
 from kafkacheck.workloads.rules import commit_completion
 from reference.consumer import ConsumerConfig
 from reference.group_consumer import GroupConsumer

@@ -20,7 +20,7 @@ from fault_injection.simulation import Simulation
 from kafkacheck.workloads import share_real
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value
-from kafkacheck.workloads.queue import QueueClient
+from kafkacheck.workloads.queue_client import QueueClient
 from kafkacheck.workloads.share_machine import ShareMachine
 from kafkacheck.workloads.txn import TxnClient
 from reference.messages import TopicPartition

@@ -31,7 +31,7 @@ from kafkacheck.workloads.actors import Reader, TxnWriter
 from kafkacheck.workloads.base import Workload
 from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value
 from kafkacheck.workloads.machine import BROKERS, PARTITIONS, ClusterMachine
-from kafkacheck.workloads.queue import assign_every_key, unique_value
+from kafkacheck.workloads.queue_client import assign_every_key, unique_value
 from kafkacheck.workloads.rules import txn_completion
 from reference.consumer import Consumer, ConsumerConfig
 from reference.errors import Errors
