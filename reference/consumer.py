@@ -14,12 +14,13 @@ leader's high watermark because the broker never returns it.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, final
 
 from reference import records as rec
 from reference.client import ClientNode
 from reference.errors import Errors
-from reference.frozen import frozen
+from reference.frozen import frozen, own_init
 from reference.messages import (
     COORDINATOR_GROUP,
     EARLIEST_TIMESTAMP,
@@ -73,12 +74,22 @@ class ConsumerConfig:
     server_assignor: str | None = None
 
 
-@frozen
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class ConsumedRecord:
     tp: TopicPartition
     offset: int
     key: bytes | None
     value: bytes | None
+
+    def __init__(self, tp: TopicPartition, offset: int, key: bytes | None, value: bytes | None) -> None:
+        self.tp = tp  # type: ignore[misc]
+        self.offset = offset  # type: ignore[misc]
+        self.key = key  # type: ignore[misc]
+        self.value = value  # type: ignore[misc]
+
+
+own_init(ConsumedRecord)
 
 
 class Consumer(ClientNode):

@@ -8,10 +8,11 @@ next offset to be written.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple, final
 
 from reference.errors import Errors
-from reference.frozen import frozen
+from reference.frozen import frozen, own_init
 
 
 class TopicPartition(NamedTuple):
@@ -178,7 +179,8 @@ class MetadataResponse:
     image: MetadataImage
 
 
-@frozen
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class ProduceRequest:
     correlation_id: int
     acks: int  # 0, 1 or -1 (all)
@@ -191,8 +193,30 @@ class ProduceRequest:
     # verifying that the producer added it
     add_partition: bool = False
 
+    def __init__(
+        self,
+        correlation_id: int,
+        acks: int,
+        timeout_ms: int,
+        tp: TopicPartition,
+        records: bytes,
+        transactional_id: str | None = None,
+        add_partition: bool = False,
+    ) -> None:
+        self.correlation_id = correlation_id  # type: ignore[misc]
+        self.acks = acks  # type: ignore[misc]
+        self.timeout_ms = timeout_ms  # type: ignore[misc]
+        self.tp = tp  # type: ignore[misc]
+        self.records = records  # type: ignore[misc]
+        self.transactional_id = transactional_id  # type: ignore[misc]
+        self.add_partition = add_partition  # type: ignore[misc]
 
-@frozen
+
+own_init(ProduceRequest)
+
+
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class ProduceResponse:
     correlation_id: int
     tp: TopicPartition
@@ -200,8 +224,26 @@ class ProduceResponse:
     base_offset: int = -1
     log_start_offset: int = -1
 
+    def __init__(
+        self,
+        correlation_id: int,
+        tp: TopicPartition,
+        error: Errors,
+        base_offset: int = -1,
+        log_start_offset: int = -1,
+    ) -> None:
+        self.correlation_id = correlation_id  # type: ignore[misc]
+        self.tp = tp  # type: ignore[misc]
+        self.error = error  # type: ignore[misc]
+        self.base_offset = base_offset  # type: ignore[misc]
+        self.log_start_offset = log_start_offset  # type: ignore[misc]
 
-@frozen
+
+own_init(ProduceResponse)
+
+
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class FetchPartition:
     tp: TopicPartition
     current_leader_epoch: int  # -1: no fencing check (KIP-320)
@@ -209,8 +251,26 @@ class FetchPartition:
     last_fetched_epoch: int  # -1: no divergence check (KIP-595 style)
     max_bytes: int = 1 << 20
 
+    def __init__(
+        self,
+        tp: TopicPartition,
+        current_leader_epoch: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        max_bytes: int = 1 << 20,
+    ) -> None:
+        self.tp = tp  # type: ignore[misc]
+        self.current_leader_epoch = current_leader_epoch  # type: ignore[misc]
+        self.fetch_offset = fetch_offset  # type: ignore[misc]
+        self.last_fetched_epoch = last_fetched_epoch  # type: ignore[misc]
+        self.max_bytes = max_bytes  # type: ignore[misc]
 
-@frozen
+
+own_init(FetchPartition)
+
+
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class FetchRequest:
     correlation_id: int
     replica_id: int  # -1 for consumers
@@ -222,8 +282,30 @@ class FetchRequest:
     # the first batch of the first partition that returns any is returned even when larger
     max_bytes: int = 0x7FFFFFFF
 
+    def __init__(
+        self,
+        correlation_id: int,
+        replica_id: int,
+        replica_epoch: int,
+        max_wait_ms: int,
+        isolation_level: int,
+        partitions: tuple[FetchPartition, ...],
+        max_bytes: int = 0x7FFFFFFF,
+    ) -> None:
+        self.correlation_id = correlation_id  # type: ignore[misc]
+        self.replica_id = replica_id  # type: ignore[misc]
+        self.replica_epoch = replica_epoch  # type: ignore[misc]
+        self.max_wait_ms = max_wait_ms  # type: ignore[misc]
+        self.isolation_level = isolation_level  # type: ignore[misc]
+        self.partitions = partitions  # type: ignore[misc]
+        self.max_bytes = max_bytes  # type: ignore[misc]
 
-@frozen
+
+own_init(FetchRequest)
+
+
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class FetchedPartition:
     tp: TopicPartition
     error: Errors
@@ -236,11 +318,44 @@ class FetchedPartition:
     # read_committed: (producer id, first offset) of aborted transactions in the returned range
     aborted_transactions: tuple[tuple[int, int], ...] = ()
 
+    def __init__(
+        self,
+        tp: TopicPartition,
+        error: Errors,
+        high_watermark: int = -1,
+        log_start_offset: int = -1,
+        records: tuple[bytes, ...] = (),
+        diverging_epoch: tuple[int, int] | None = None,
+        log_end_offset: int = -1,
+        last_stable_offset: int = -1,
+        aborted_transactions: tuple[tuple[int, int], ...] = (),
+    ) -> None:
+        self.tp = tp  # type: ignore[misc]
+        self.error = error  # type: ignore[misc]
+        self.high_watermark = high_watermark  # type: ignore[misc]
+        self.log_start_offset = log_start_offset  # type: ignore[misc]
+        self.records = records  # type: ignore[misc]
+        self.diverging_epoch = diverging_epoch  # type: ignore[misc]
+        self.log_end_offset = log_end_offset  # type: ignore[misc]
+        self.last_stable_offset = last_stable_offset  # type: ignore[misc]
+        self.aborted_transactions = aborted_transactions  # type: ignore[misc]
 
-@frozen
+
+own_init(FetchedPartition)
+
+
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class FetchResponse:
     correlation_id: int
     partitions: tuple[FetchedPartition, ...]
+
+    def __init__(self, correlation_id: int, partitions: tuple[FetchedPartition, ...]) -> None:
+        self.correlation_id = correlation_id  # type: ignore[misc]
+        self.partitions = partitions  # type: ignore[misc]
+
+
+own_init(FetchResponse)
 
 
 EARLIEST_TIMESTAMP = -2

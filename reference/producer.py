@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, final
 
 from reference import records as rec
 from reference.client import ClientNode
 from reference.errors import MAYBE_APPENDED, MAYBE_APPENDED_ACKS_ALL, RETRIABLE, Errors
-from reference.frozen import frozen
+from reference.frozen import frozen, own_init
 from reference.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -69,13 +69,24 @@ class ProducerConfig:
             raise ValueError("enable.idempotence needs acks=all and max.in.flight between 1 and 5")
 
 
-@frozen
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class SendResult:
     send_id: int
     tp: TopicPartition
     error: Errors
     offset: int  # -1 when unknown (acks=0 or failed)
     maybe_appended: bool
+
+    def __init__(self, send_id: int, tp: TopicPartition, error: Errors, offset: int, maybe_appended: bool) -> None:
+        self.send_id = send_id  # type: ignore[misc]
+        self.tp = tp  # type: ignore[misc]
+        self.error = error  # type: ignore[misc]
+        self.offset = offset  # type: ignore[misc]
+        self.maybe_appended = maybe_appended  # type: ignore[misc]
+
+
+own_init(SendResult)
 
 
 @dataclass(slots=True)

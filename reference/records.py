@@ -27,10 +27,12 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import final
 
 import crc32c
 
-from reference.frozen import frozen
+from reference.frozen import frozen, own_init
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -68,7 +70,8 @@ class Header:
     value: bytes | None
 
 
-@frozen
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class Record:
     """A decoded record with its absolute offset and timestamp."""
 
@@ -78,8 +81,26 @@ class Record:
     value: bytes | None
     headers: tuple[Header, ...] = ()
 
+    def __init__(
+        self,
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[Header, ...] = (),
+    ) -> None:
+        self.offset = offset  # type: ignore[misc]
+        self.timestamp = timestamp  # type: ignore[misc]
+        self.key = key  # type: ignore[misc]
+        self.value = value  # type: ignore[misc]
+        self.headers = headers  # type: ignore[misc]
 
-@frozen
+
+own_init(Record)
+
+
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class BatchHeader:
     """The parsed fixed-size header of a batch."""
 
@@ -120,6 +141,39 @@ class BatchHeader:
     @property
     def compression(self) -> int:
         return self.attributes & ATTR_COMPRESSION_MASK
+
+    def __init__(
+        self,
+        base_offset: int,
+        batch_length: int,
+        partition_leader_epoch: int,
+        magic: int,
+        crc: int,
+        attributes: int,
+        last_offset_delta: int,
+        base_timestamp: int,
+        max_timestamp: int,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        records_count: int,
+    ) -> None:
+        self.base_offset = base_offset  # type: ignore[misc]
+        self.batch_length = batch_length  # type: ignore[misc]
+        self.partition_leader_epoch = partition_leader_epoch  # type: ignore[misc]
+        self.magic = magic  # type: ignore[misc]
+        self.crc = crc  # type: ignore[misc]
+        self.attributes = attributes  # type: ignore[misc]
+        self.last_offset_delta = last_offset_delta  # type: ignore[misc]
+        self.base_timestamp = base_timestamp  # type: ignore[misc]
+        self.max_timestamp = max_timestamp  # type: ignore[misc]
+        self.producer_id = producer_id  # type: ignore[misc]
+        self.producer_epoch = producer_epoch  # type: ignore[misc]
+        self.base_sequence = base_sequence  # type: ignore[misc]
+        self.records_count = records_count  # type: ignore[misc]
+
+
+own_init(BatchHeader)
 
 
 # ---------------------------------------------------------------- varints (zig-zag)
@@ -171,7 +225,8 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
 # ---------------------------------------------------------------- encoding
 
 
-@frozen
+@final
+@dataclass(init=False, frozen=True, slots=True)
 class RecordInput:
     """What a producer hands the encoder: one record's content."""
 
@@ -179,6 +234,21 @@ class RecordInput:
     value: bytes | None
     headers: tuple[Header, ...] = ()
     timestamp: int = 0
+
+    def __init__(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[Header, ...] = (),
+        timestamp: int = 0,
+    ) -> None:
+        self.key = key  # type: ignore[misc]
+        self.value = value  # type: ignore[misc]
+        self.headers = headers  # type: ignore[misc]
+        self.timestamp = timestamp  # type: ignore[misc]
+
+
+own_init(RecordInput)
 
 
 def encode_batch(
