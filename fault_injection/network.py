@@ -38,6 +38,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from math import log as _log
+from typing import Final
 
 
 @dataclass(slots=True)
@@ -52,7 +53,7 @@ class LinkFaults:
 
 
 LINK_KINDS = ("client", "replication", "controller")
-_NO_FAULTS = LinkFaults()
+_NO_FAULTS: Final = LinkFaults()
 
 
 class Network:

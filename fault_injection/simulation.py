@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 from fault_injection.disk import SimDisk
 from fault_injection.network import Network
@@ -39,7 +39,10 @@ from reference.invariants import InvariantChecker, Violation
 from reference.node import Close, Event, Node, Output, Send, Timer
 from traces.history import Recorder
 
-_DELIVER, _TIMER, _CALL = 0, 1, 2
+# what a step does (Final: compiled, the constants themselves, not a lookup each use)
+_DELIVER: Final = 0
+_TIMER: Final = 1
+_CALL: Final = 2
 VIOLATIONS_RECORDED_MAX = 100  # per invariant; the count in violation_counts is complete
 # a client hears that a connection closed this long after (Kafka's reconnect.backoff.ms: it cannot
 # connect again sooner); meanwhile what it sends there is lost. Told at once, a client that
@@ -277,7 +280,7 @@ class Simulation:
         node_id = proc.node_id
         heap = self._heap
         push = heapq.heappush
-        deliveries = self.network.deliveries
+        network = self.network
         for out in outputs:
             if isinstance(out, Send):
                 dst = out.dst
@@ -287,7 +290,7 @@ class Simulation:
                 if extra < 0:  # lost with its connection (an aimed reset)
                     self._closed(node_id, dst)
                     continue
-                ats = deliveries(node_id, dst, now, extra)
+                ats = network.deliveries(node_id, dst, now, extra)
                 for at in ats:
                     self._seq += 1
                     push(heap, (at, self._seq, _DELIVER, (dst, node_id, out.message, now)))

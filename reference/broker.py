@@ -34,6 +34,16 @@ from reference.broker_state import TIMER_FIELDS, BrokerConfig, BrokerState
 from reference.coordinator import STOPPED, partition_for
 from reference.errors import Errors, UnexpectedInput
 from reference.group_coordinator import GroupCoordinator
+from reference.group_messages import (
+    ConsumerGroupHeartbeatRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+    TxnOffsetCommitRequest,
+)
 from reference.log import ROLL_FLUSH_MS, PartitionLog
 from reference.messages import (
     COORDINATOR_TRANSACTION,
@@ -47,30 +57,22 @@ from reference.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
-    ConsumerGroupHeartbeatRequest,
     DeleteRecordsRequest,
     EndTxnRequest,
     FetchRequest,
     FetchResponse,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
-    HeartbeatRequest,
     InitProducerIdRequest,
     InitProducerIdResponse,
-    JoinGroupRequest,
-    LeaveGroupRequest,
     ListOffsetsRequest,
     MetadataImage,
     MetadataRequest,
     MetadataResponse,
     MetadataUpdate,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
     OffsetForLeaderEpochRequest,
     ProduceRequest,
-    SyncGroupRequest,
     TopicPartition,
-    TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )

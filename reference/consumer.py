@@ -21,6 +21,7 @@ from reference import records as rec
 from reference.client import ClientNode
 from reference.errors import Errors
 from reference.frozen import frozen, own_init
+from reference.group_messages import OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse
 from reference.messages import (
     COORDINATOR_GROUP,
     EARLIEST_TIMESTAMP,
@@ -34,10 +35,6 @@ from reference.messages import (
     ListOffsetsResponse,
     MetadataImage,
     MetadataResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
     TopicPartition,
 )
 

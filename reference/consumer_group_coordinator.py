@@ -58,9 +58,9 @@ from reference.consumer_group import (
 )
 from reference.coordinator import CoordinatorHost, OneAtATime, coordinator_error
 from reference.errors import Errors
+from reference.group_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from reference.group_state import GroupState
 from reference.marks import mark
-from reference.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
 
 class GroupHost(Protocol):

@@ -34,7 +34,7 @@ from typing import Any
 from reference.assignors import assign
 from reference.consumer import ConsumedRecord, Consumer, ConsumerConfig
 from reference.errors import Errors
-from reference.messages import (
+from reference.group_messages import (
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -45,8 +45,8 @@ from reference.messages import (
     OffsetCommitResponse,
     SyncGroupRequest,
     SyncGroupResponse,
-    TopicPartition,
 )
+from reference.messages import TopicPartition
 
 COOPERATIVE = frozenset({"cooperative-sticky"})
 _REFIND = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})

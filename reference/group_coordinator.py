@@ -55,6 +55,18 @@ from reference.bugs import Bug
 from reference.consumer_group_coordinator import ConsumerGroups
 from reference.coordinator import Coordinator, CoordinatorHost
 from reference.errors import Errors
+from reference.group_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from reference.group_offsets import GroupOffsets
 from reference.group_state import (
     COMPLETING,
@@ -67,19 +79,7 @@ from reference.group_state import (
 )
 from reference.log import PartitionLog
 from reference.marks import mark
-from reference.messages import (
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-    TopicPartition,
-)
+from reference.messages import TopicPartition
 from reference.share_group import RECORD_TYPE as SHARE_RECORD_TYPE
 from reference.share_group_coordinator import ShareGroups
 from reference.topics import OFFSETS_TOPIC

@@ -14,16 +14,16 @@ from reference.bugs import Bug
 from reference.consumer_group_coordinator import ConsumerGroups, check_commit, check_fetch
 from reference.coordinator import Coordinator
 from reference.errors import Errors
-from reference.group_state import GroupState, check_member, check_txn_member, offset_records
-from reference.messages import (
+from reference.group_messages import (
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
-    TopicPartition,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from reference.group_state import GroupState, check_member, check_txn_member, offset_records
+from reference.messages import TopicPartition
 from reference.topics import OFFSETS_TOPIC
 
 

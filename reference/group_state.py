@@ -30,8 +30,9 @@ from mypy_extensions import mypyc_attr
 from reference import records as rec
 from reference.consumer_group import ConsumerGroup
 from reference.errors import Errors
+from reference.group_messages import TxnOffsetCommitRequest
 from reference.marks import mark
-from reference.messages import TopicPartition, TxnOffsetCommitRequest
+from reference.messages import TopicPartition
 from reference.share_group import ShareGroup
 
 

@@ -33,6 +33,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Final
 
 from reference import records as rec
 from reference.log_config import LogConfig
@@ -40,8 +41,8 @@ from reference.marks import mark
 from reference.producer_state import ProducerStateManager
 from reference.storage import Storage
 
-UNDEFINED_EPOCH = -1
-UNDEFINED_OFFSET = -1
+UNDEFINED_EPOCH: Final = -1
+UNDEFINED_OFFSET: Final = -1
 # how long after a roll the rolled segment is flushed: Kafka's flush-log task runs on the
 # scheduler thread at once, and its fsync takes about this long
 ROLL_FLUSH_MS = 2
@@ -57,7 +58,7 @@ class IndexEntry:
     position: int  # byte position in that segment file
 
 
-SEGMENT_OF = attrgetter("segment")
+SEGMENT_OF: Final = attrgetter("segment")
 
 
 @dataclass(slots=True)

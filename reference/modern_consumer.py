@@ -57,13 +57,13 @@ from typing import Any
 
 from reference.consumer import ConsumedRecord, Consumer, ConsumerConfig
 from reference.errors import Errors
-from reference.messages import (
+from reference.group_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
-    TopicPartition,
 )
+from reference.messages import TopicPartition
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1

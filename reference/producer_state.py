@@ -38,13 +38,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Final
 
 from reference import records as rec
 from reference.errors import Errors
 from reference.frozen import frozen
 
 BATCHES_KEPT_MAX = 5
-SEQUENCE_MAX = 2**31 - 1
+SEQUENCE_MAX: Final = 2**31 - 1
 
 
 def last_sequence_of(h: rec.BatchHeader) -> int:

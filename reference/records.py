@@ -28,16 +28,16 @@ import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import final
+from typing import Final, final
 
 import crc32c
 
 from reference.frozen import frozen, own_init
 
-MAGIC = 2
-HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # base_offset + batch_length
-CRC_START = 21  # the CRC covers bytes [CRC_START:]
+MAGIC: Final = 2
+HEADER_SIZE: Final = 61
+LOG_OVERHEAD: Final = 12  # base_offset + batch_length
+CRC_START: Final = 21  # the CRC covers bytes [CRC_START:]
 
 ATTR_COMPRESSION_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
@@ -49,13 +49,13 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_BASE_OFFSET = struct.Struct(">q")
-_INT32 = struct.Struct(">i")
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+_BASE_OFFSET: Final = struct.Struct(">q")
+_INT32: Final = struct.Struct(">i")
 # what the log reads of every batch it stores, in one unpack: base offset, partition leader
 # epoch, last offset delta, max timestamp, producer id
-_LOG_FIELDS = struct.Struct(">q4xi7xi8xqq")
-_BASE_AND_DELTA = struct.Struct(">q15xi")
+_LOG_FIELDS: Final = struct.Struct(">q4xi7xi8xqq")
+_BASE_AND_DELTA: Final = struct.Struct(">q15xi")
 
 
 class CorruptRecordError(ValueError):
@@ -339,10 +339,10 @@ def rewrite_batch(h: BatchHeader, kept: list[Record]) -> bytes:
 # Parsing is a pure function of a batch's bytes, and the same stored batch is parsed again and
 # again (by the follower that fetches it, the consumers, the checkers): remember the answers
 # for the batches seen last, keyed by their bytes (a bytes object keeps its hash).
-_MEMO_MAX = 1 << 14
-_headers: dict[bytes, BatchHeader] = {}
-_validated: dict[bytes, BatchHeader] = {}
-_decoded: dict[bytes, tuple[Record, ...]] = {}
+_MEMO_MAX: Final = 1 << 14
+_headers: Final[dict[bytes, BatchHeader]] = {}
+_validated: Final[dict[bytes, BatchHeader]] = {}
+_decoded: Final[dict[bytes, tuple[Record, ...]]] = {}
 
 
 def _remember(memo: dict, batch: bytes, value) -> None:

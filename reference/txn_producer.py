@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference.errors import Errors
+from reference.group_messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from reference.messages import (
     COORDINATOR_GROUP,
     COORDINATOR_TRANSACTION,
@@ -59,8 +60,6 @@ from reference.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
     TopicPartition,
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
 )
 from reference.producer import Producer, ProducerConfig, SendResult
 

@@ -20,25 +20,27 @@ from mypy_extensions import mypyc_attr
 
 from reference.client import ClientNode
 from reference.consumer import FETCH_MAX_BYTES, MAX_PARTITION_FETCH_BYTES, Consumer, ConsumerConfig
+from reference.group_messages import (
+    ConsumerGroupHeartbeatResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+    TxnOffsetCommitResponse,
+)
 from reference.messages import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
-    ConsumerGroupHeartbeatResponse,
     EndTxnResponse,
     FetchResponse,
     FindCoordinatorResponse,
-    HeartbeatResponse,
     InitProducerIdResponse,
-    JoinGroupResponse,
-    LeaveGroupResponse,
     ListOffsetsResponse,
     MetadataResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
     ProduceResponse,
-    SyncGroupResponse,
     TopicPartition,
-    TxnOffsetCommitResponse,
 )
 from reference.node import Node
 from reference.producer import Producer, ProducerConfig

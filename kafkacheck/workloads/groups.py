@@ -41,7 +41,7 @@ from kafkacheck.workloads.queue_client import QueueClient
 from kafkacheck.workloads.rules import commit_completion
 from reference.consumer import ConsumerConfig
 from reference.group_consumer import GroupConsumer
-from reference.messages import ConsumerGroupHeartbeatRequest
+from reference.group_messages import ConsumerGroupHeartbeatRequest
 from reference.modern_consumer import ModernGroupConsumer
 from reference.node import Node
 from reference.topics import OFFSETS_TOPIC

@@ -19,7 +19,8 @@ from typing import Any
 
 from reference.consumer_group_coordinator import preferred_assignor
 from reference.errors import Errors
-from reference.messages import ConsumerGroupHeartbeatRequest, TopicPartition
+from reference.group_messages import ConsumerGroupHeartbeatRequest
+from reference.messages import TopicPartition
 from reference.server import protocol
 from reference.server.gateway import ENGINE_MARGIN_S, Connection
 

@@ -12,6 +12,15 @@ import asyncio
 from typing import Any
 
 from reference.errors import Errors
+from reference.group_messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+    TxnOffsetCommitRequest,
+)
 from reference.group_state import GroupState
 from reference.messages import (
     COORDINATOR_GROUP,
@@ -20,15 +29,8 @@ from reference.messages import (
     AddPartitionsToTxnRequest,
     EndTxnRequest,
     FindCoordinatorRequest,
-    HeartbeatRequest,
     InitProducerIdRequest,
-    JoinGroupRequest,
-    LeaveGroupRequest,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
-    SyncGroupRequest,
     TopicPartition,
-    TxnOffsetCommitRequest,
 )
 from reference.server import protocol
 from reference.server.gateway import ENGINE_MARGIN_S, Connection

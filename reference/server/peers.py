@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reference import messages, share_messages
+from reference import group_messages, messages, share_messages
 from reference.errors import Errors
 from reference.messages import TopicPartition
 
@@ -47,8 +47,9 @@ log = logging.getLogger("kafkacheck.server")
 _LEN = struct.Struct(">i")
 CLIENT_SPAN = 10_000_000  # client ids of the process of node n are (n + 1) * CLIENT_SPAN + k
 MAX_FRAME = 256 * 1024 * 1024
-# the engine's messages (reference.messages; KIP-932's in reference.share_messages), by name
-_CLASSES = {name: cls for module in (messages, share_messages) for name, cls in vars(module).items()
+# the engine's messages (reference.messages; the consumer groups' in reference.group_messages,
+# KIP-932's in reference.share_messages), by name
+_CLASSES = {name: cls for module in (messages, group_messages, share_messages) for name, cls in vars(module).items()
             if isinstance(cls, type) and dataclasses.is_dataclass(cls)}
 
 

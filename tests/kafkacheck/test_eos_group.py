@@ -14,13 +14,13 @@ from kafkacheck.judge import judge_record
 from kafkacheck.runner import RunOptions, simulate
 from kafkacheck.workloads import RUN_GROUP_WORKLOADS, group_options_conflict
 from reference.errors import Errors
+from reference.group_messages import TxnOffsetCommitRequest
 from reference.messages import (
     COORDINATOR_GROUP,
     COORDINATOR_TRANSACTION,
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
     TopicPartition,
-    TxnOffsetCommitRequest,
 )
 from reference.producer import ProducerConfig
 from reference.txn_producer import GroupMetadata, TransactionalProducer

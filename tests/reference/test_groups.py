@@ -7,14 +7,8 @@ from __future__ import annotations
 from reference.consumer import ConsumerConfig
 from reference.errors import Errors
 from reference.group_consumer import GroupConsumer
-from reference.messages import (
-    CreateTopicsRequest,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    TopicPartition,
-)
+from reference.group_messages import HeartbeatRequest, HeartbeatResponse, OffsetCommitRequest, OffsetCommitResponse
+from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.topics import OFFSETS_TOPIC
 from tests.reference.test_broker import Router
 
@@ -179,7 +173,7 @@ def test_auto_commit_commits_what_the_application_took_and_a_new_member_resumes_
 
 def join(r: Router, dst: int, member_id: str = "", instance: str | None = None,
          protocols=(("range", b"{}"),), group: str = GROUP, require_known: bool = False):
-    from reference.messages import JoinGroupRequest, JoinGroupResponse
+    from reference.group_messages import JoinGroupRequest, JoinGroupResponse
 
     r.request(dst, JoinGroupRequest(80, group, member_id, instance, 3_000, 3_000, protocols, require_known))
     r.tick(10)
@@ -220,15 +214,8 @@ def test_the_protocol_is_the_one_most_members_prefer():
 
 
 def test_group_protocol_error_paths():
-    from reference.messages import (
-        COORDINATOR_GROUP,
-        FindCoordinatorRequest,
-        FindCoordinatorResponse,
-        LeaveGroupRequest,
-        LeaveGroupResponse,
-        SyncGroupRequest,
-        SyncGroupResponse,
-    )
+    from reference.group_messages import LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse
+    from reference.messages import COORDINATOR_GROUP, FindCoordinatorRequest, FindCoordinatorResponse
 
     r = group_router()
     r.request(1, FindCoordinatorRequest(1, GROUP, COORDINATOR_GROUP))
@@ -297,7 +284,7 @@ def test_joins_waiting_when_the_coordinator_unloads_the_group_are_answered_not_c
     unanswered (kafka-python then waits max.poll.interval.ms + 5 s for an answer)."""
     from reference.bugs import Bug
     from reference.coordinator import partition_for
-    from reference.messages import JoinGroupResponse
+    from reference.group_messages import JoinGroupResponse
 
     for bugs, answered in ((frozenset(), True), (frozenset({Bug.GROUP_UNLOAD_STRANDS_JOINS}), False)):
         r = group_router(bugs)

@@ -9,15 +9,13 @@ import pytest
 
 from reference.consumer import ConsumedRecord, ConsumerConfig
 from reference.errors import Errors
-from reference.messages import (
+from reference.group_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
-    TopicPartition,
 )
+from reference.messages import FindCoordinatorRequest, FindCoordinatorResponse, TopicPartition
 from reference.modern_consumer import ModernGroupConsumer
 from reference.node import Send, Timer
 

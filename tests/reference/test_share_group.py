@@ -8,12 +8,8 @@ from __future__ import annotations
 import pytest
 
 from reference.errors import Errors
-from reference.messages import (
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
-    CreateTopicsRequest,
-    TopicPartition,
-)
+from reference.group_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from reference.messages import CreateTopicsRequest, TopicPartition
 from reference.node import Event
 from reference.share_group import ShareGroup, ShareMember, check_epoch, reconcile, simple_assign
 from reference.share_messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse

@@ -446,7 +446,7 @@ def group_coordinator(r: Router) -> int:
 
 
 def offset_fetch(r: Router, g: int, require_stable: bool = True):
-    from reference.messages import OffsetFetchRequest, OffsetFetchResponse
+    from reference.group_messages import OffsetFetchRequest, OffsetFetchResponse
 
     r.request(g, OffsetFetchRequest(40, GROUP_ID, (TP,), require_stable))
     [resp] = r.replies(OffsetFetchResponse)
@@ -455,7 +455,7 @@ def offset_fetch(r: Router, g: int, require_stable: bool = True):
 
 def txn_offset_commit(r: Router, g: int, pid: int, epoch: int, offset: int, generation: int = -1,
                       member: str = "") -> Errors:
-    from reference.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+    from reference.group_messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
     r.request(g, TxnOffsetCommitRequest(41, TXN, GROUP_ID, pid, epoch, ((TP, offset),), generation, member))
     settle(r)
@@ -473,7 +473,7 @@ def add_offsets(r: Router, c: int, pid: int, epoch: int) -> Errors:
 
 
 def test_offsets_committed_in_a_transaction_apply_at_its_commit_marker_only():
-    from reference.messages import OffsetCommitRequest, OffsetCommitResponse
+    from reference.group_messages import OffsetCommitRequest, OffsetCommitResponse
 
     r = group_router()
     c, g = coordinator(r), group_coordinator(r)
@@ -516,7 +516,8 @@ def test_an_abort_marker_committed_with_the_offsets_it_aborts_drops_them():
     from dataclasses import replace
 
     from reference.coordinator import partition_for
-    from reference.messages import FetchRequest, TxnOffsetCommitRequest, TxnOffsetCommitResponse
+    from reference.group_messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+    from reference.messages import FetchRequest
     from reference.topics import OFFSETS_TOPIC
 
     r = group_router()
@@ -579,7 +580,7 @@ def test_a_transactional_offset_commit_from_a_stale_member_is_fenced():
     """KIP-447 (TxnOffsetCommit v3+): a commit that names a generation or a member must come
     from a current member of the current generation (Kafka's ClassicGroup.validateOffsetCommit);
     one that names neither is accepted, as before v3."""
-    from reference.messages import JoinGroupRequest, JoinGroupResponse
+    from reference.group_messages import JoinGroupRequest, JoinGroupResponse
 
     r = group_router()
     c, g = coordinator(r), group_coordinator(r)
