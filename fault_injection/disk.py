@@ -40,7 +40,10 @@ class SimDisk:
     def append(self, name: str, data: bytes) -> None:
         if self.full:
             raise StorageError(28, "No space left on device (simulated)")
-        self.files.setdefault(name, _File()).data.extend(data)
+        f = self.files.get(name)
+        if f is None:  # (not setdefault: that would build a _File for every append)
+            f = self.files[name] = _File()
+        f.data.extend(data)
         self.bytes_written += len(data)
 
     def read(self, name: str) -> bytes:

@@ -102,7 +102,7 @@ TIMER_FIELDS = ("replica_lag_time_max_ms", "replica_fetch_wait_max_ms", "replica
                 "alter_partition_timeout_ms", "high_watermark_checkpoint_interval_ms", "log_cleaner_backoff_ms")
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)  # its own __init__: compiled, a native one (reference/frozen.py)
 class DelayedFetch:
     """A fetch with nothing to return yet, waiting up to its max wait (long polling)."""
 
@@ -115,6 +115,15 @@ class DelayedFetch:
     # during that read, read again)
     read: tuple[FetchedPartition, ...] | None = None
     read_at: tuple[int, int] = (-1, -1)
+
+    def __init__(self, src: int, request: FetchRequest, deadline_ms: int, tps: frozenset[TopicPartition],
+                 read: tuple[FetchedPartition, ...] | None = None, read_at: tuple[int, int] = (-1, -1)) -> None:
+        self.src = src
+        self.request = request
+        self.deadline_ms = deadline_ms
+        self.tps = tps
+        self.read = read
+        self.read_at = read_at
 
 
 @dataclass(slots=True)

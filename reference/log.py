@@ -48,7 +48,7 @@ UNDEFINED_OFFSET: Final = -1
 ROLL_FLUSH_MS = 2
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)  # its own __init__: compiled, a native one (reference/frozen.py)
 class IndexEntry:
     base_offset: int
     last_offset: int
@@ -56,6 +56,15 @@ class IndexEntry:
     data: bytes
     segment: int  # index into PartitionLog._segments
     position: int  # byte position in that segment file
+
+    def __init__(self, base_offset: int, last_offset: int, leader_epoch: int, data: bytes, segment: int,
+                 position: int) -> None:
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.leader_epoch = leader_epoch
+        self.data = data
+        self.segment = segment
+        self.position = position
 
 
 SEGMENT_OF: Final = attrgetter("segment")

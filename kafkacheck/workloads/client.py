@@ -13,8 +13,10 @@ staleness bound runs out. Its ops are ordinary ``assign``/``poll`` ops of its ow
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from mypy_extensions import mypyc_attr
 
@@ -58,6 +60,8 @@ def consumer_config(timings: dict[str, int], read_committed: bool = False) -> Co
     return ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=timings["request_timeout_ms"],
                           isolation_level=1 if read_committed else 0)
 
+T = TypeVar("T")
+
 
 @dataclass(slots=True)
 class Budget:
@@ -65,6 +69,29 @@ class Budget:
 
     remaining: int
     completed: int = 0
+
+
+def randint(rng: random.Random, a: int, b: int) -> int:
+    """``rng.randint(a, b)``, drawn as CPython's random module draws it (``randrange``'s
+    ``_randbelow``: the fewest bits that hold ``b - a``, again until below it), in compiled
+    code: random.py's three interpreted calls a draw cost more than a client's op
+    (tests/kafkacheck/test_client.py holds it to ``rng.randint``)."""
+    return a + _below(rng, b - a + 1)
+
+
+def choice(rng: random.Random, seq: Sequence[T]) -> T:
+    """``rng.choice(seq)``, drawn as :func:`randint` draws."""
+    return seq[_below(rng, len(seq))]
+
+
+def _below(rng: random.Random, n: int) -> int:
+    if n <= 0:
+        raise ValueError("empty range for a random draw")
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return r
 
 
 def encode_value(value: int) -> bytes:

@@ -25,7 +25,7 @@ from hypothesis.stateful import initialize, rule
 from fault_injection.cluster import MS
 from kafkacheck.workloads.actors import Reader, Writer
 from kafkacheck.workloads.base import Workload
-from kafkacheck.workloads.client import Budget, decode_value, encode_value
+from kafkacheck.workloads.client import Budget, choice, decode_value, encode_value, randint
 from kafkacheck.workloads.machine import BROKERS, COMPACTED, PARTITIONS, ClusterMachine
 from kafkacheck.workloads.machine import RECORD_KEYS as MACHINE_RECORD_KEYS
 from kafkacheck.workloads.queue_client import QueueClient
@@ -53,8 +53,8 @@ class CompactionClient(QueueClient):
             self.budget.remaining -= 1
             self.op_seq += 1
             sends: list[list[Any]] = []  # ["send", key, value or None, record key]
-            for _ in range(self.rng.randint(1, 3)):
-                tp = self.rng.choice(self.keys)
+            for _ in range(randint(self.rng, 1, 3)):
+                tp = choice(self.rng, self.keys)
                 record_key = f"k{self.rng.randrange(RECORD_KEYS)}"
                 value = None if self.rng.random() < TOMBSTONE_P else self._value(tp)
                 sends.append(["send", tp.key, value, record_key])

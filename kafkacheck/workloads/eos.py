@@ -50,7 +50,7 @@ from kafkacheck.real.real_run import PARTITIONS as REAL_PARTITIONS
 from kafkacheck.real.real_run import RealRun
 from kafkacheck.workloads.actors import member_config
 from kafkacheck.workloads.base import Setup, Workload
-from kafkacheck.workloads.client import Budget, ClientBase, FinalReader, decode_value, encode_value
+from kafkacheck.workloads.client import Budget, ClientBase, FinalReader, decode_value, encode_value, randint
 from kafkacheck.workloads.eos_values import GROUP, REAL_GROUP, SOURCE_SHIFT, output_value
 from kafkacheck.workloads.queue_client import QueueClient
 from kafkacheck.workloads.rules import txn_completion
@@ -99,7 +99,7 @@ class EosProcessor(ClientBase):
         self.txp.start(now_ms)  # (its producer)
         self.consumer.start(now_ms)
         self._take_inputs(now_ms)
-        self.set_timer(self.rng.randint(1, 50), "next")
+        self.set_timer(randint(self.rng, 1, 50), "next")
 
     def _take_inputs(self, now_ms: int) -> None:
         self._assign()
@@ -208,7 +208,7 @@ class EosProcessor(ClientBase):
             self.process += self.n_processes
         if type_ != "ok":
             self._rewind(now_ms, type_)
-        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+        self.set_timer(randint(self.rng, 0, self.think_ms), "next")
 
     def _inputs_moved(self, op: dict) -> bool:
         """Whether a rebalance took back inputs whose offsets ``op`` carries (never: assigned)."""

@@ -34,7 +34,7 @@ from fault_injection.simulation import Simulation
 from kafkacheck.real.real_run import RealMember, RealRun
 from kafkacheck.workloads.actors import Member, Writer, member_config
 from kafkacheck.workloads.base import Workload
-from kafkacheck.workloads.client import Budget, ClientBase, decode_value
+from kafkacheck.workloads.client import Budget, ClientBase, decode_value, randint
 from kafkacheck.workloads.machine import BROKERS, PARTITIONS, TOPIC, ClusterMachine
 from kafkacheck.workloads.machine import GROUP as MACHINE_GROUP
 from kafkacheck.workloads.queue_client import QueueClient
@@ -109,7 +109,7 @@ class GroupMemberClient(ClientBase):
     def start(self, now_ms: int) -> None:
         self.consumer.start(now_ms)
         self._subscribe(now_ms)
-        self.set_timer(self.rng.randint(1, 50), "next")
+        self.set_timer(randint(self.rng, 1, 50), "next")
 
     def slow_callback(self, ms: int) -> bool:
         """The nemesis slow-callback: the member's next revocation takes ``ms`` (KIP-848's
@@ -212,7 +212,7 @@ class GroupMemberClient(ClientBase):
         self.consumer.start(now_ms)
         self._subscribe(now_ms)
         self.budget.completed += 1
-        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+        self.set_timer(randint(self.rng, 0, self.think_ms), "next")
 
     def _leave_and_rejoin(self, now_ms: int) -> None:
         self.consumer.close()
@@ -223,7 +223,7 @@ class GroupMemberClient(ClientBase):
         extra = {"rebalance_log": log} if log else {}
         self.record(process=self.process, type="ok", f="subscribe", value=self.keys, **extra)
         self.budget.completed += 1
-        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+        self.set_timer(randint(self.rng, 0, self.think_ms), "next")
 
     def _end_op(self, now_ms: int, type_: str, commit_next: bool = False) -> None:
         final = self.op is not None and self.op.get("final")
@@ -240,7 +240,7 @@ class GroupMemberClient(ClientBase):
             self.op_seq += 1
             self._start_commit(now_ms)
             return
-        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+        self.set_timer(randint(self.rng, 0, self.think_ms), "next")
 
     def final_poll(self, now_ms: int) -> None:
         """One last poll so that the member's final assignment reaches the history."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
-from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value
+from kafkacheck.workloads.client import Budget, ClientBase, choice, decode_value, encode_value, randint
 from kafkacheck.workloads.rules import send_completion
 from reference.consumer import Consumer, ConsumerConfig
 from reference.messages import TopicPartition
@@ -72,7 +72,7 @@ class QueueClient(ClientBase):
         self.producer.start(now_ms)
         self.consumer.start(now_ms)
         self._assign()
-        self.set_timer(self.rng.randint(1, 50), "next")
+        self.set_timer(randint(self.rng, 1, 50), "next")
 
     def _assign(self) -> None:
         assign_every_key(self, self.process, self.keys)
@@ -89,10 +89,10 @@ class QueueClient(ClientBase):
         self.budget.remaining -= 1
         self.op_seq += 1
         if self.rng.random() < self.send_p:
-            n = self.rng.randint(1, 3)
+            n = randint(self.rng, 1, 3)
             sends: list[list[Any]] = []  # ["send", key, value]
             for _ in range(n):
-                tp = self.rng.choice(self.keys)
+                tp = choice(self.rng, self.keys)
                 sends.append(["send", tp.key, self._value(tp)])
             self.op = {"f": "send", "value": sends}
             self.results = [None] * n
@@ -143,7 +143,7 @@ class QueueClient(ClientBase):
         if type_ == "info":
             self.process += self.n_clients
             self._assign()
-        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+        self.set_timer(randint(self.rng, 0, self.think_ms), "next")
 
     # ------------------------------------------------------------ inputs
 

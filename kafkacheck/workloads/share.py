@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from fault_injection.simulation import Simulation
 from kafkacheck.workloads import share_real
 from kafkacheck.workloads.base import Workload
-from kafkacheck.workloads.client import Budget, ClientBase, decode_value
+from kafkacheck.workloads.client import Budget, ClientBase, decode_value, randint
 from kafkacheck.workloads.queue_client import QueueClient
 from kafkacheck.workloads.share_machine import ShareMachine
 from kafkacheck.workloads.txn import TxnClient
@@ -64,7 +64,7 @@ class ShareMemberClient(ClientBase):
     def start(self, now_ms: int) -> None:
         self.consumer.start(now_ms)
         self._subscribe(now_ms)
-        self.set_timer(self.rng.randint(1, 50), "next")
+        self.set_timer(randint(self.rng, 1, 50), "next")
 
     def _subscribe(self, now_ms: int, lost: int = 0) -> None:
         """(``lost``: the ShareFetch answers the consumer it replaces lost, leaving)"""
@@ -115,8 +115,8 @@ class ShareMemberClient(ClientBase):
         self.record(process=self.process, type="ok", f="acquire", value=got, **extra)
         self.op = None
         # sometimes the application takes longer than the lock before it acknowledges
-        stall = 0 if self.final or self.rng.random() >= 0.05 else LOCK_MS + self.rng.randint(0, LOCK_MS)
-        self.set_timer(stall + self.rng.randint(0, self.think_ms), "next")
+        stall = 0 if self.final or self.rng.random() >= 0.05 else LOCK_MS + randint(self.rng, 0, LOCK_MS)
+        self.set_timer(stall + randint(self.rng, 0, self.think_ms), "next")
 
     def _start_ack(self, now_ms: int) -> None:
         value: dict[str, list] = {}
@@ -142,7 +142,7 @@ class ShareMemberClient(ClientBase):
         self.record(process=self.process, type="ok", f="ack", value={**op["value"], "errors": errors},
                     nodes=op["nodes"])
         self.op = None
-        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+        self.set_timer(randint(self.rng, 0, self.think_ms), "next")
 
     def _crash(self, now_ms: int) -> None:
         """The consumer torn down without a word (its locks end when they expire); a new
@@ -166,7 +166,7 @@ class ShareMemberClient(ClientBase):
         self.consumer.start(now_ms)
         self._subscribe(now_ms, lost)
         self.budget.completed += 1
-        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+        self.set_timer(randint(self.rng, 0, self.think_ms), "next")
 
     def _idle(self, now_ms: int) -> None:
         """Out of ops: the member stays in the group (its heartbeats go on) and acquires

@@ -29,7 +29,7 @@ from kafkacheck.real.real_run import PARTITIONS as REAL_PARTITIONS
 from kafkacheck.real.real_run import RealRun
 from kafkacheck.workloads.actors import Reader, TxnWriter
 from kafkacheck.workloads.base import Workload
-from kafkacheck.workloads.client import Budget, ClientBase, decode_value, encode_value
+from kafkacheck.workloads.client import Budget, ClientBase, choice, decode_value, encode_value, randint
 from kafkacheck.workloads.machine import BROKERS, PARTITIONS, ClusterMachine
 from kafkacheck.workloads.queue_client import assign_every_key, unique_value
 from kafkacheck.workloads.rules import txn_completion
@@ -70,7 +70,7 @@ class TxnClient(ClientBase):
         self.txp.start(now_ms)  # (its producer)
         self.consumer.start(now_ms)
         self._assign()
-        self.set_timer(self.rng.randint(1, 50), "next")
+        self.set_timer(randint(self.rng, 1, 50), "next")
 
     # the same assign op and unique values as the queue's
     def _assign(self) -> None:
@@ -91,9 +91,9 @@ class TxnClient(ClientBase):
         self.budget.remaining -= 1
         self.op_seq += 1
         mops: list[list] = []
-        for _ in range(self.rng.randint(1, 4)):
+        for _ in range(randint(self.rng, 1, 4)):
             if self.rng.random() < 0.6:
-                tp = self.rng.choice(self.keys)
+                tp = choice(self.rng, self.keys)
                 mops.append(["send", tp.key, self._value(tp)])
             else:
                 mops.append(["poll"])
@@ -172,7 +172,7 @@ class TxnClient(ClientBase):
         if type_ == "info":
             self.process += self.n_clients
             self._assign()
-        self.set_timer(self.rng.randint(0, self.think_ms), "next")
+        self.set_timer(randint(self.rng, 0, self.think_ms), "next")
 
     def _rewind(self, value: list) -> None:
         """An aborted transaction's polls are undone: the consumer goes back to the first
