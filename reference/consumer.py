@@ -26,6 +26,7 @@ from reference.messages import (
     COORDINATOR_GROUP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    FetchedPartition,
     FetchPartition,
     FetchRequest,
     FetchResponse,
@@ -356,7 +357,7 @@ class Consumer(ClientNode):
     def _metadata_changed(self, image: MetadataImage) -> None:
         self._leaders = {s.tp: (s.leader, s.leader_epoch) for s in image.partitions}
 
-    def _apply(self, r) -> None:
+    def _apply(self, r: FetchedPartition) -> None:
         tp = r.tp
         if tp not in self.positions:
             return

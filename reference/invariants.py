@@ -36,6 +36,7 @@ from reference import records as rec
 from reference.broker import Broker
 from reference.controller import Controller
 from reference.frozen import frozen
+from reference.log import PartitionLog
 from reference.messages import TopicPartition
 from reference.txn_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, PREPARE_ABORT, PREPARE_COMMIT, TxnMetadata
 
@@ -272,7 +273,7 @@ class InvariantChecker:
                 out.append(Violation("consumer-group-single-owner", b.node_id, tp.key,
                                      f"group {group!r}: members {sorted(members)} both hold {tp.key}"))
 
-    def _check_matching(self, n: int, tp: TopicPartition, log, out: list[Violation]) -> None:
+    def _check_matching(self, n: int, tp: TopicPartition, log: PartitionLog, out: list[Violation]) -> None:
         key = (n, tp)
         checked = self.checked_hw.get(key, 0)
         hw = log.high_watermark
@@ -303,7 +304,7 @@ class InvariantChecker:
                     f"another replica held there below its HW (offsets {seen[0]}..{seen[1]})"))
         self.checked_hw[key] = hw
 
-    def _check_matching_records(self, n: int, tp: TopicPartition, log, checked: int, hw: int,
+    def _check_matching_records(self, n: int, tp: TopicPartition, log: PartitionLog, checked: int, hw: int,
                                 out: list[Violation]) -> None:
         """Compacted logs: replicas clean on their own, so batches differ; every record
         they still hold at an offset below the HW must be the same record."""

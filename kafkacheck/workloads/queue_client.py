@@ -91,16 +91,18 @@ class QueueClient(ClientBase):
         if self.rng.random() < self.send_p:
             n = randint(self.rng, 1, 3)
             sends: list[list[Any]] = []  # ["send", key, value]
+            tps: list[TopicPartition] = []
             for _ in range(n):
                 tp = choice(self.rng, self.keys)
+                tps.append(tp)
                 sends.append(["send", tp.key, self._value(tp)])
             self.op = {"f": "send", "value": sends}
             self.results = [None] * n
             self.pending = {}
             self.record(process=self.process, type="invoke", f="send", value=sends)
             assert self.producer is not None
-            for i, (_, key, value) in enumerate(sends):
-                send_id = self.producer.send(now_ms, TopicPartition.parse(key), encode_value(value))
+            for i, (_, _key, value) in enumerate(sends):
+                send_id = self.producer.send(now_ms, tps[i], encode_value(value))
                 self.pending[send_id] = i
             self._collect_sends(now_ms)
         else:
