@@ -95,7 +95,8 @@ class Simulation:
         self.seed = seed
         self.rng = random.Random(seed)
         self.now_ns = 0
-        self._heap: list[tuple[int, int, int, tuple]] = []
+        # (time, sequence, what, and its up to four arguments): one flat tuple a step
+        self._heap: list[tuple[int, int, int, Any, Any, Any, Any]] = []
         self._seq = 0
         self.network = Network(self.rng)
         self.recorder = Recorder()
@@ -112,15 +113,14 @@ class Simulation:
         self.event_hooks: dict[str, Callable[[int, dict], None]] = {}
         # aimed delays (:meth:`hold_back`): (which messages, extra ns) each used once
         self.holds: list[tuple[Callable[[int, int, Any], bool], int]] = []
-        # see every event a node outputs (before it is recorded); must not change its fields
+        # see every event a node outputs (before it is recorded, after the invariant checker); must
+        # not change its fields
         self.observers: list[Callable[[int, str, dict], None]] = []
         # (node, peer): the connection between them closed and ``node``, which models its
         # connections, has not yet been told (:meth:`_closed`): what it sends there is lost
         self._unaware: set[tuple[int, int]] = set()
         self._brokers: dict[int, Broker] | None = None
         self._controller: list[Controller | None] | None = None  # cached like _brokers
-        if self.checker is not None:
-            self.observers.append(self.checker.saw_event)  # (markers written, for the invariants)
 
     # ------------------------------------------------------------ setup
 
@@ -168,13 +168,13 @@ class Simulation:
 
     # ------------------------------------------------------------ scheduling
 
-    def _push(self, at_ns: int, kind: int, args: tuple) -> None:
+    def _push(self, at_ns: int, kind: int, a: Any, b: Any = None, c: Any = None, d: Any = None) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (at_ns, self._seq, kind, args))
+        heapq.heappush(self._heap, (at_ns, self._seq, kind, a, b, c, d))
 
     def call_at(self, at_ns: int, fn: Callable[[], None]) -> None:
         """Run a harness callback at a virtual time."""
-        self._push(max(at_ns, self.now_ns), _CALL, (fn,))
+        self._push(max(at_ns, self.now_ns), _CALL, fn)
 
     def act(self, node_id: int, fn: Callable[[Node, int], None]) -> bool:
         """Call ``fn(node, now_ms)`` on a running node now, as if it were an input, and route
@@ -190,7 +190,7 @@ class Simulation:
     def inject(self, src: int, dst: int, message: Any) -> None:
         """Send a message as if from ``src`` (a harness-only node such as an admin tool)."""
         for at in self.network.deliveries(src, dst, self.now_ns):
-            self._push(at, _DELIVER, (dst, src, message, self.now_ns))
+            self._push(at, _DELIVER, dst, src, message, self.now_ns)
 
     def hold_back(self, matches: Callable[[int, int, Any], bool], delay_ms: int) -> None:
         """Deliver the next message sent for which ``matches(src, dst, message)`` is true
@@ -207,16 +207,16 @@ class Simulation:
         while heap and not self.stopped:
             if heap[0][0] > end_ns:
                 break
-            at, _seq, kind, args = pop(heap)
+            at, _seq, kind, a, b, c, d = pop(heap)
             self.now_ns = at
             self.steps += 1
             # (called with their arguments spelled out: compiled, a direct call)
             if kind == _DELIVER:
-                self._deliver(args[0], args[1], args[2], args[3])
+                self._deliver(a, b, c, d)
             elif kind == _TIMER:
-                self._fire(args[0], args[1], args[2])
+                self._fire(a, b, c)
             else:
-                args[0]()
+                a()
             if stop is not None and stop():
                 return
         if not self.stopped:
@@ -293,14 +293,16 @@ class Simulation:
                 ats = network.deliveries(node_id, dst, now, extra)
                 for at in ats:
                     self._seq += 1
-                    push(heap, (at, self._seq, _DELIVER, (dst, node_id, out.message, now)))
+                    push(heap, (at, self._seq, _DELIVER, dst, node_id, out.message, now))
                 if not ats:
                     self._closed(node_id, dst)
             elif isinstance(out, Timer):
                 self._seq += 1
                 push(heap, (now + int(out.delay_ms * 1_000_000), self._seq, _TIMER,
-                            (node_id, proc.incarnation, out.key)))
+                            node_id, proc.incarnation, out.key, None))
             elif isinstance(out, Event):
+                if self.checker is not None:  # (markers written, for the invariants)
+                    self.checker.saw_event(node_id, out.kind, out.fields)
                 for observe in self.observers:
                     observe(node_id, out.kind, out.fields)
                 hook = self.event_hooks.get(out.kind)
@@ -332,7 +334,7 @@ class Simulation:
         # partials of methods, not nested functions: compiled, those would keep the simulation
         # in a reference cycle with their variables after the run
         tell = partial(self._tell, proc, proc.incarnation, node_id, peer)
-        self._push(self.now_ns + RECONNECT_BACKOFF_MS * 1_000_000, _CALL, (tell,))
+        self._push(self.now_ns + RECONNECT_BACKOFF_MS * 1_000_000, _CALL, tell)
 
     def _tell(self, proc: SimProcess, incarnation: int, node_id: int, peer: int) -> None:
         """The news of a closed connection reaches ``node_id`` (a backoff after the close)."""

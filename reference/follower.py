@@ -165,8 +165,8 @@ def _apply_fetched(b: BrokerState, p: Partition, r: FetchedPartition) -> bool:
         return False  # a corrupt fetch is dropped and fetched again
     old_hw = log.high_watermark
     if r.high_watermark >= 0 and log.update_high_watermark(r.high_watermark):
-        b.event("hw-advance", key=p.tp.key, **{"from": old_hw}, to=log.high_watermark,
-                leader_epoch=p.leader_epoch, follower=True)
+        b.emit("hw-advance", {"key": p.tp.key, "from": old_hw, "to": log.high_watermark,
+                              "leader_epoch": p.leader_epoch, "follower": True})
     if r.log_start_offset > log.log_start_offset:
         log.increment_log_start_offset(r.log_start_offset)  # bounded by our HW
     return True

@@ -49,8 +49,8 @@ LIST_OFFSETS_MAX_TIMESTAMP = -3  # KIP-734
 def maybe_advance_hw(b: BrokerState, now_ms: int, p: Partition) -> None:
     old = p.log.high_watermark
     if p.maybe_advance_high_watermark():
-        b.event("hw-advance", key=p.tp.key, **{"from": old}, to=p.log.high_watermark,
-                leader_epoch=p.leader_epoch)
+        b.emit("hw-advance", {"key": p.tp.key, "from": old, "to": p.log.high_watermark,
+                              "leader_epoch": p.leader_epoch})
         complete_produces(b, p)
         wake_fetches(b, now_ms, p.tp)
         coordinator = b.coordinators.get(p.tp.topic)

@@ -105,7 +105,8 @@ def on_produce(b: BrokerState, now_ms: int, src: int, req: ProduceRequest, verif
             if req.acks != 0:
                 b.send(src, ProduceResponse(req.correlation_id, req.tp, Errors.KAFKA_STORAGE_ERROR))
             return
-        b.event("log-append", key=req.tp.key, base_offset=base, last_offset=last, leader_epoch=p.leader_epoch)
+        b.emit("log-append", {"key": req.tp.key, "base_offset": base, "last_offset": last,
+                              "leader_epoch": p.leader_epoch})
     if req.acks == -1 and Bug.ACK_BEFORE_ISR not in b.bugs:
         _park(b, p, req.tp, last + 1, now_ms + req.timeout_ms, req.timeout_ms,
               _answer(b, src, req.correlation_id, req.tp, base, p))
@@ -275,7 +276,7 @@ def append_internal(b: BrokerState, now_ms: int, tp: TopicPartition, batch: byte
         base, last = p.log.append_as_leader(batch, p.leader_epoch)
     except StorageError:
         return Errors.KAFKA_STORAGE_ERROR, -1
-    b.event("log-append", key=tp.key, base_offset=base, last_offset=last, leader_epoch=p.leader_epoch)
+    b.emit("log-append", {"key": tp.key, "base_offset": base, "last_offset": last, "leader_epoch": p.leader_epoch})
     maybe_advance_hw(b, now_ms, p)
     wake_fetches(b, now_ms, tp)
     return Errors.NONE, last

@@ -191,7 +191,7 @@ class ClientBase(Node):
         return out
 
     def record(self, **op: Any) -> None:
-        self.event("history", **op)
+        self.emit("history", op)
 
 
 class FinalReader(ClientBase):

@@ -127,7 +127,7 @@ class QueueClient(ClientBase):
             [(key, v, None) for _, key, v in self.op["value"]], self.results)
         if self.acks == -1:
             for key, offset in acknowledged:
-                self.event("acked", key=key, offset=offset)
+                self.emit("acked", {"key": key, "offset": offset})
         self.record(process=self.process, type=type_, f="send", value=value, error=error)
         self._finish_op(now_ms, type_)
 
