@@ -6,10 +6,11 @@ order the command line shows them; which of them join a consumer group, and the 
 protocols and assignors that go with them (:func:`group_options_conflict`, run's and
 conform's), is here too. What every client shares is in :mod:`~kafkacheck.workloads.client`.
 
-What the clients share (``client``, ``actors``, ``rules``, ``base``, ``eos_values``) is
-compiled with the engine (:mod:`reference.compiled`); each workload's own module is not yet,
-as it holds its Hypothesis machine too, whose rules Hypothesis cannot decorate once compiled.
-The comments on what mypyc cannot compile in those modules are for when the machines move out.
+What the clients share (``client``, ``actors``, ``rules``, ``base``, ``eos_values``) and the
+queue workload's client (``queue_client``, which the others extend) are compiled with the
+engine (:mod:`reference.compiled`); the other workloads' own modules are not yet, as each holds
+its Hypothesis machine too, whose rules Hypothesis cannot decorate once compiled. The comments
+on what mypyc cannot compile in those modules are for when the machines move out.
 """
 
 import reference  # noqa: F401  (first: reference.compiled's finder; what the clients share is compiled with the engine)
