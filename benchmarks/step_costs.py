@@ -8,19 +8,22 @@ broker, the controller or a client), each timer by its kind (its key's name; a c
 producer or consumer named after it, as ``p/linger``), counting the timers the node called
 moot (skipped without a call, or set again by the simulator). Prints the K costliest rows of
 each table and the share of the simulation's wall time they hold. The timing adds about a
-microsecond a step: the shares are what to read, not the absolute times. Measure with
-nothing else running.
+microsecond a step: the shares are what to read, not the absolute times. It times the Python
+engine (``KAFKACHECK_ENGINE=python``): it wraps the simulator's steps, which a compiled class
+does not allow. Measure with nothing else running.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ["KAFKACHECK_ENGINE"] = "python"  # (before the engine's first import: reference.compiled)
 
 import fault_injection.simulation as simulation
 from kafkacheck.covering import COVERING_SEEDS

@@ -18,7 +18,8 @@ engine behind the Kafka wire protocol. Where to look:
 * clients: :mod:`~reference.producer`, :mod:`~reference.txn_producer`,
   :mod:`~reference.consumer`, :mod:`~reference.group_consumer`,
   :mod:`~reference.modern_consumer` (KIP-848), :mod:`~reference.assignors`;
-* the rest: :mod:`~reference.messages`, :mod:`~reference.errors`, :mod:`~reference.node`,
+* the rest: :mod:`~reference.messages` (with :mod:`~reference.group_messages` and
+  :mod:`~reference.share_messages`), :mod:`~reference.errors`, :mod:`~reference.node`,
   :mod:`~reference.storage`, :mod:`~reference.invariants`, :mod:`~reference.marks`,
   :mod:`~reference.bugs`;
 * which engine runs, compiled or the Python source: :mod:`~reference.compiled`.

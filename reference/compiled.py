@@ -41,10 +41,11 @@ BUILT = "reference._built"  # written by compile_engine.py into the wheel, never
 # not compiled: the package's init and this module (import machinery), the frozen-dataclass
 # decorator (mypyc reads it as a PEP 681 transform, and cannot compile it), the served broker
 NOT_COMPILED = {"__init__", "compiled", "frozen", "_built"}
-# besides reference/: the simulator's core and the simulated harness (the cluster, the nemeses
-# and what the workloads' clients share), each package of which imports reference first. Not
-# the workloads' own modules: they hold their Hypothesis machines too, whose rules Hypothesis
-# cannot decorate once compiled (a compiled method has no __name__)
+# besides reference/: the simulator's core and the simulated harness (the cluster, the nemeses,
+# what the workloads' clients share and the queue workload's client, which the others extend),
+# each package of which imports reference first. Not the other workloads' own modules: they
+# hold their Hypothesis machines too, whose rules Hypothesis cannot decorate once compiled (a
+# compiled method has no __name__)
 HARNESS = ("fault_injection.simulation", "fault_injection.network", "fault_injection.disk",
            "fault_injection.cluster", "fault_injection.nemesis", "fault_injection.aimed",
            *(f"kafkacheck.workloads.{m}" for m in ("base", "client", "actors", "rules", "eos_values", "queue_client")))

@@ -1,5 +1,5 @@
 """The messages of KIP-932's share groups, as frozen dataclasses with Kafka's field names
-(reference/messages.py holds the others; its rules hold here: a response echoes its
+(reference/messages.py and reference/group_messages.py hold the others; its rules hold here: a response echoes its
 request's ``correlation_id``).
 
 * ShareGroupHeartbeat (to the group coordinator): membership and the server's assignment;

@@ -81,6 +81,8 @@ def randint(rng: random.Random, a: int, b: int) -> int:
 
 def choice(rng: random.Random, seq: Sequence[T]) -> T:
     """``rng.choice(seq)``, drawn as :func:`randint` draws."""
+    if not seq:
+        raise IndexError("cannot choose from an empty sequence")
     return seq[_below(rng, len(seq))]
 
 

@@ -4,8 +4,9 @@ When the nodes of a cluster run in separate processes (one per broker, one for t
 controller), a :class:`~reference.node.Send` to a node of another process travels over a
 loopback TCP link. Each frame is ``int32 length`` + JSON of ``[src, dst, message]``; a
 message is encoded by :func:`encode` from the frozen dataclasses of
-:mod:`reference.messages` (only those classes are decoded back, so a peer can never make
-this process build an arbitrary object). Links are lossy on purpose: a message for a peer
+:mod:`reference.messages`, :mod:`reference.group_messages` and :mod:`reference.share_messages`
+(only those classes are decoded back, so a peer can never make this process build an
+arbitrary object). Links are lossy on purpose: a message for a peer
 that is down or unreachable is dropped, and the engine retries as it does over the
 simulated network.
 

@@ -95,7 +95,7 @@ def test_a_skipped_moot_timer_still_makes_its_steps_checks():
     sim.checker.acknowledged(tp, 0)
     key = ("verify-timeout", -1)  # a request timeout of nothing in flight: moot
     assert b.timer_is_moot(sim.now_ns // 1_000_000, key) is True
-    sim._push(sim.now_ns, _TIMER, (b.node_id, sim.processes[b.node_id].incarnation, key))
+    sim._push(sim.now_ns, _TIMER, b.node_id, sim.processes[b.node_id].incarnation, key)
     moot = sim.moot_timers
     sim.run_until(sim.now_ns)
     assert sim.moot_timers == moot + 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from reference import messages, share_messages
+from reference import group_messages, messages, share_messages
 from reference.errors import Errors
 from reference.messages import TopicPartition
 from reference.server.peers import decode, encode
@@ -38,7 +38,7 @@ def test_share_coordinator_messages_cross_processes():
 def test_every_engine_message_class_is_known_to_the_codec():
     from reference.server import peers
 
-    for module in (messages, share_messages):
+    for module in (messages, group_messages, share_messages):
         for name, cls in vars(module).items():
             if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == module.__name__:
                 assert peers._CLASSES.get(name) is cls, name
