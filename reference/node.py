@@ -23,86 +23,74 @@ without it and compare histories byte for byte).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, final
 
 from mypy_extensions import mypyc_attr
 
+from reference.frozen import own_init
 
-# Outputs are small final classes, not named tuples: compiled, they are built and read natively,
-# where a named tuple's construction runs an interpreted __new__ (a run makes a few hundred
-# thousand of them). They compare by value, as the tests compare them.
+
+# Outputs are frozen dataclasses that write their own __init__, as the messages most built are
+# (reference/frozen.py's own_init): compiled, they are built and read natively, where a named
+# tuple's construction ran an interpreted __new__ (a run makes a few hundred thousand of them);
+# immutable and compared by value, as named tuples were.
 @final
+@dataclass(init=False, frozen=True, slots=True)
 class Send:
-    __slots__ = ("dst", "message")
+    dst: int
+    message: Any
 
     def __init__(self, dst: int, message: Any) -> None:
-        self.dst = dst
-        self.message = message
+        self.dst = dst  # type: ignore[misc]
+        self.message = message  # type: ignore[misc]
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Send and (self.dst, self.message) == (other.dst, other.message)
 
-    def __hash__(self) -> int:
-        return hash((self.dst, self.message))
-
-    def __repr__(self) -> str:
-        return f"Send(dst={self.dst!r}, message={self.message!r})"
+own_init(Send)
 
 
 @final
+@dataclass(init=False, frozen=True, slots=True)
 class Timer:
-    __slots__ = ("delay_ms", "key")
+    delay_ms: float
+    key: Any
 
     def __init__(self, delay_ms: float, key: Any) -> None:
-        self.delay_ms = delay_ms
-        self.key = key
+        self.delay_ms = delay_ms  # type: ignore[misc]
+        self.key = key  # type: ignore[misc]
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Timer and (self.delay_ms, self.key) == (other.delay_ms, other.key)
 
-    def __hash__(self) -> int:
-        return hash((self.delay_ms, self.key))
-
-    def __repr__(self) -> str:
-        return f"Timer(delay_ms={self.delay_ms!r}, key={self.key!r})"
+own_init(Timer)
 
 
 @final
+@dataclass(init=False, frozen=True, slots=True)
 class Close:
     """Close the connection to ``peer``: what is sent to it next goes on a new one."""
 
-    __slots__ = ("peer",)
+    peer: int
 
     def __init__(self, peer: int) -> None:
-        self.peer = peer
+        self.peer = peer  # type: ignore[misc]
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Close and self.peer == other.peer
 
-    def __hash__(self) -> int:
-        return hash(self.peer)
-
-    def __repr__(self) -> str:
-        return f"Close(peer={self.peer!r})"
+own_init(Close)
 
 
 @final
+@dataclass(init=False, frozen=True, slots=True)
 class Event:
     """A white-box event for events.jsonl (kinds listed in docs/reference/trace-format.md)."""
 
-    __slots__ = ("fields", "kind")
+    kind: str
+    fields: dict
 
     def __init__(self, kind: str, fields: dict) -> None:
-        self.kind = kind
-        self.fields = fields
+        self.kind = kind  # type: ignore[misc]
+        self.fields = fields  # type: ignore[misc]
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Event and (self.kind, self.fields) == (other.kind, other.fields)
 
-    __hash__ = None  # type: ignore[assignment]  # its fields are a dict
-
-    def __repr__(self) -> str:
-        return f"Event(kind={self.kind!r}, fields={self.fields!r})"
+own_init(Event)
 
 
 Output = Send | Timer | Event | Close  # what a step of a node outputs

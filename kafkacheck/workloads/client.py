@@ -47,6 +47,8 @@ from reference.messages import (
 from reference.node import Node
 from reference.producer import Producer, ProducerConfig
 
+T = TypeVar("T")
+
 
 def producer_config(timings: dict[str, int], acks: int = -1, idempotent: bool = True) -> ProducerConfig:
     """A simulated client's producer, as every harness (runs, hunts, the machines) builds it."""
@@ -59,8 +61,6 @@ def consumer_config(timings: dict[str, int], read_committed: bool = False) -> Co
     """A simulated client's consumer (read_committed for the transactional workloads)."""
     return ConsumerConfig(fetch_max_wait_ms=50, request_timeout_ms=timings["request_timeout_ms"],
                           isolation_level=1 if read_committed else 0)
-
-T = TypeVar("T")
 
 
 @dataclass(slots=True)
